@@ -1,0 +1,287 @@
+"""drift.toml: find it, parse it, validate it into plain dataclasses.
+
+Every problem is a ConfigError whose message names the file, the key and
+what is wrong, on one line.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from drift.errors import ConfigError
+
+SEARCH_PATHS = ("./drift.toml", "/etc/drift/drift.toml")
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """A service found by systemd unit, pidfile or command-line regex, with its serve script."""
+
+    name: str
+    unit: str | None = None
+    pidfile: str | None = None
+    match: str | None = None
+    script: str | None = None
+
+
+@dataclass(frozen=True)
+class FileSpec:
+    """A named set of files given by globs (``**`` crosses directories)."""
+
+    name: str
+    paths: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RepoSpec:
+    """A git checkout whose HEAD, branch and dirtiness are recorded."""
+
+    path: str
+    timeout: float = 10.0
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    """A command whose output and exit code are recorded."""
+
+    name: str
+    run: str
+    timeout: float = 10.0
+
+
+@dataclass(frozen=True)
+class SecretsSpec:
+    """Extra env/flag names to always redact, and names never to redact."""
+
+    redact: tuple[str, ...] = ()
+    allow: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Config:
+    """A validated drift.toml. `path` is None for the empty default config."""
+
+    path: Path | None
+    host: str
+    services: tuple[ServiceSpec, ...] = ()
+    files: tuple[FileSpec, ...] = ()
+    repos: tuple[RepoSpec, ...] = ()
+    commands: tuple[CommandSpec, ...] = ()
+    secrets: SecretsSpec = field(default_factory=SecretsSpec)
+    secret_key_file: str | None = None
+    systemctl: tuple[str, ...] = ("systemctl",)
+    proc_root: str = "/proc"
+    templates_dir: str | None = None
+
+
+def find_config(explicit: str | os.PathLike[str] | None = None) -> Path | None:
+    """The config to use: --config, then $DRIFT_CONFIG, ./drift.toml, /etc/drift/drift.toml."""
+    if explicit:
+        path = Path(explicit)
+        if not path.is_file():
+            raise ConfigError(f"{path}: config file not found")
+        return path
+    env = os.environ.get("DRIFT_CONFIG")
+    if env:
+        path = Path(env)
+        if not path.is_file():
+            raise ConfigError(f"{path}: config file not found (from $DRIFT_CONFIG)")
+        return path
+    for candidate in SEARCH_PATHS:
+        path = Path(candidate)
+        if path.is_file():
+            return path
+    return None
+
+
+def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:
+    """Find and parse the config; with none anywhere, an empty config for this host."""
+    path = find_config(explicit)
+    if path is None:
+        return Config(path=None, host=socket.gethostname())
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: TOML syntax error: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    return parse_config(data, path)
+
+
+class _Reader:
+    """Checks one table of the TOML document; knows its own dotted name for messages."""
+
+    def __init__(self, path: Path, where: str, table: Any, base: Path) -> None:
+        self.path, self.where, self.base = path, where, base
+        if not isinstance(table, dict):
+            self.fail("", f"expected a table, got {_type_name(table)}")
+        self.table: dict[str, Any] = table
+
+    def fail(self, key: str, what: str) -> None:
+        name = f"{self.where}.{key}" if self.where and key else (self.where or key)
+        raise ConfigError(f"{self.path}: {name}: {what}")
+
+    def check_keys(self, allowed: set[str]) -> None:
+        for key in self.table:
+            if key not in allowed:
+                hint = ", ".join(sorted(allowed))
+                self.fail(key, f"unknown key (known keys: {hint})")
+
+    def string(self, key: str, *, required: bool = False) -> str | None:
+        value = self.table.get(key)
+        if value is None:
+            if required:
+                self.fail(key, "missing (required)")
+            return None
+        if not isinstance(value, str):
+            self.fail(key, f"expected a string, got {_type_name(value)}")
+        if required and not value.strip():
+            self.fail(key, "must not be empty")
+        return value
+
+    def path_string(self, key: str, *, required: bool = False) -> str | None:
+        """A path; relative paths are taken from the config file's folder."""
+        value = self.string(key, required=required)
+        if value is None:
+            return None
+        return str(self.base / os.path.expanduser(value))
+
+    def strings(self, key: str, *, required: bool = False) -> tuple[str, ...]:
+        value = self.table.get(key)
+        if value is None:
+            if required:
+                self.fail(key, "missing (required)")
+            return ()
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            self.fail(key, f"expected a list of strings, got {_type_name(value)}")
+        if required and not value:
+            self.fail(key, "must not be empty")
+        return tuple(value)
+
+    def number(self, key: str, default: float) -> float:
+        value = self.table.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            self.fail(key, f"expected a number of seconds, got {_type_name(value)}")
+        if value <= 0:
+            self.fail(key, "must be greater than 0")
+        return float(value)
+
+    def tables(self, key: str) -> list[_Reader]:
+        value = self.table.get(key, [])
+        if not isinstance(value, list):
+            self.fail(key, f"expected an array of tables ([[{key}]]), got {_type_name(value)}")
+        return [_Reader(self.path, f"{key}[{i}]", item, self.base) for i, item in enumerate(value)]
+
+
+def _type_name(value: Any) -> str:
+    return {
+        bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+        list: "an array", dict: "a table",
+    }.get(type(value), type(value).__name__)
+
+
+def _unique_names(readers: list[_Reader], names: list[str]) -> None:
+    seen: set[str] = set()
+    for reader, name in zip(readers, names, strict=True):
+        if name in seen:
+            reader.fail("name", f"duplicate name {name!r}")
+        seen.add(name)
+
+
+def parse_config(data: dict[str, Any], path: Path) -> Config:
+    """Validate a parsed TOML document; raises ConfigError naming the first bad key."""
+    base = path.resolve().parent
+    top = _Reader(path, "", data, base)
+    top.check_keys({
+        "host", "services", "files", "repos", "commands", "secrets", "secret_key_file",
+        "systemctl", "proc_root", "templates_dir",
+    })
+
+    services = []
+    service_readers = top.tables("services")
+    for r in service_readers:
+        r.check_keys({"name", "unit", "pidfile", "match", "script"})
+        finders = [k for k in ("unit", "pidfile", "match") if r.table.get(k) is not None]
+        if len(finders) != 1:
+            found = ", ".join(finders) if finders else "none"
+            r.fail("", f"give exactly one of unit, pidfile, match (found: {found})")
+        match = r.string("match")
+        if match is not None:
+            import re
+
+            try:
+                re.compile(match)
+            except re.error as exc:
+                r.fail("match", f"invalid regular expression: {exc}")
+        services.append(ServiceSpec(
+            name=_name(r), unit=r.string("unit"), pidfile=r.path_string("pidfile"),
+            match=match, script=r.path_string("script"),
+        ))
+    _unique_names(service_readers, [s.name for s in services])
+
+    files = []
+    file_readers = top.tables("files")
+    for r in file_readers:
+        r.check_keys({"name", "paths"})
+        paths = tuple(str(base / os.path.expanduser(p)) for p in r.strings("paths", required=True))
+        files.append(FileSpec(name=_name(r), paths=paths))
+    _unique_names(file_readers, [f.name for f in files])
+
+    repos = []
+    for r in top.tables("repos"):
+        r.check_keys({"path", "timeout"})
+        repos.append(RepoSpec(path=r.path_string("path", required=True) or "",
+                              timeout=r.number("timeout", 10.0)))
+
+    commands = []
+    command_readers = top.tables("commands")
+    for r in command_readers:
+        r.check_keys({"name", "run", "timeout"})
+        commands.append(CommandSpec(name=_name(r), run=r.string("run", required=True) or "",
+                                    timeout=r.number("timeout", 10.0)))
+    _unique_names(command_readers, [c.name for c in commands])
+
+    secrets = SecretsSpec()
+    if "secrets" in data:
+        r = _Reader(path, "secrets", data["secrets"], base)
+        r.check_keys({"redact", "allow"})
+        secrets = SecretsSpec(redact=r.strings("redact"), allow=r.strings("allow"))
+
+    systemctl: tuple[str, ...] = ("systemctl",)
+    if "systemctl" in data:
+        raw = data["systemctl"]
+        if isinstance(raw, str):
+            systemctl = tuple(shlex.split(raw))
+        else:
+            systemctl = top.strings("systemctl")
+        if not systemctl:
+            top.fail("systemctl", "must not be empty")
+
+    return Config(
+        path=path,
+        host=top.string("host") or socket.gethostname(),
+        services=tuple(services),
+        files=tuple(files),
+        repos=tuple(repos),
+        commands=tuple(commands),
+        secrets=secrets,
+        secret_key_file=top.path_string("secret_key_file"),
+        systemctl=systemctl,
+        proc_root=top.path_string("proc_root") or "/proc",
+        templates_dir=top.path_string("templates_dir"),
+    )
+
+
+def _name(r: _Reader) -> str:
+    name = r.string("name", required=True) or ""
+    if any(c in name for c in "\n\r\t"):
+        r.fail("name", "must be one line")
+    return name

@@ -1,0 +1,39 @@
+"""The library's exceptions. The CLI turns each into a one-line message and an exit code."""
+
+from __future__ import annotations
+
+
+class DriftError(Exception):
+    """Base class: a problem the user can fix; the message is shown as-is."""
+
+    exit_code = 2
+
+
+class ConfigError(DriftError):
+    """drift.toml is missing, unreadable or invalid."""
+
+
+class TimeSpecError(DriftError):
+    """A WHEN argument could not be understood or points outside the history."""
+
+
+class StoreError(DriftError):
+    """The database cannot be used as it is (wrong schema version, unreachable)."""
+
+
+class SchemaTooOld(StoreError):
+    """The database predates this drift; `drift db upgrade` migrates it."""
+
+
+class SchemaTooNew(StoreError):
+    """The database was written by a newer drift."""
+
+
+class RecordLocked(DriftError):
+    """Another `drift record` for this history is running."""
+
+    exit_code = 3
+
+
+class NoHistoryError(DriftError):
+    """The database has no snapshot (yet) for this host."""

@@ -1,0 +1,78 @@
+"""The currency between layers: a Fact is one observed value with its provenance.
+
+Collectors yield Facts (and CollectionErrors for what they could not read);
+the store keeps them as a change-only history; analysis compares them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """One flat observation: `subject` (``service:decode``), `key` (``env:PATH``), `value`.
+
+    `provenance` says where the value came from (file and line, pid, command);
+    it must be JSON-serialisable. `secret` is set by redaction: the value is
+    then a keyed digest, never the secret itself.
+    """
+
+    subject: str
+    key: str
+    value: str
+    provenance: dict[str, Any] = field(default_factory=dict, compare=False)
+    secret: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionError:
+    """Something a collector could not read; its facts keep their last value.
+
+    `key` None means the whole subject; a key ending in ``:`` (``env:``)
+    covers every key with that prefix; any other key covers that key only.
+    """
+
+    subject: str
+    key: str | None
+    message: str
+
+    def covers(self, subject: str, key: str) -> bool:
+        """True if a fact (subject, key) falls inside what this error failed to collect."""
+        if subject != self.subject:
+            return False
+        if self.key is None:
+            return True
+        if self.key.endswith(":"):
+            return key.startswith(self.key)
+        return key == self.key
+
+
+class CachedStat(NamedTuple):
+    """What the stat cache remembers of a file, so an unchanged file is not re-read."""
+
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    inode: int
+    sha256: str
+
+
+@dataclass
+class CollectContext:
+    """What collectors may use besides their own config section.
+
+    `file_cache` is read-only input from the store; collectors put the
+    stat entries of files they hashed this time into `cache_updates`.
+    `exclude` holds absolute paths never to read (drift's own database,
+    its -wal/-shm and the secret key). `systemctl` is the command prefix
+    used to query systemd and `proc_root` where /proc is, both changeable so
+    drift can watch services inside a container from the host.
+    """
+
+    file_cache: dict[str, CachedStat] = field(default_factory=dict)
+    cache_updates: dict[str, CachedStat] = field(default_factory=dict)
+    exclude: frozenset[str] = frozenset()
+    systemctl: tuple[str, ...] = ("systemctl",)
+    proc_root: str = "/proc"

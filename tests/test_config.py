@@ -1,0 +1,117 @@
+"""drift.toml: a good config loads, a bad one is one line naming file, key and problem, exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from drift.cli import cli
+from drift.config import load_config
+from drift.errors import ConfigError
+
+GOOD = '''
+host = "gpu-node-7"
+
+[[services]]
+name = "decode"
+unit = "sglang-decode.service"
+script = "serve/decode.sh"
+
+[[services]]
+name = "router"
+match = "sglang_router.*--pd-disaggregation"
+
+[[files]]
+name = "kernels"
+paths = ["sglang/**/*.py"]
+
+[[repos]]
+path = "/opt/sglang"
+
+[[commands]]
+name = "gpu-driver"
+run = "nvidia-smi --query-gpu=driver_version --format=csv,noheader"
+timeout = 5
+
+[secrets]
+allow = ["TOKENIZERS_PARALLELISM"]
+'''
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "drift.toml"
+    path.write_text(text)
+    return path
+
+
+def test_good_config_resolves_relative_paths_from_its_folder(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, GOOD))
+    assert config.host == "gpu-node-7"
+    decode, router = config.services
+    assert decode.unit == "sglang-decode.service"
+    assert decode.script == str(tmp_path / "serve/decode.sh")
+    assert router.match and router.unit is None
+    assert config.files[0].paths == (str(tmp_path / "sglang/**/*.py"),)
+    assert config.repos[0].path == "/opt/sglang"
+    assert config.commands[0].timeout == 5.0
+    assert config.secrets.allow == ("TOKENIZERS_PARALLELISM",)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('hots = "x"', "hots: unknown key"),
+    ('host = 7', "host: expected a string, got an integer"),
+    ('[[services]]\nname = "a"', "services[0]: give exactly one of unit, pidfile, match (found: none)"),
+    ('[[services]]\nname = "a"\nunit = "a"\npidfile = "/p"',
+     "services[0]: give exactly one of unit, pidfile, match (found: unit, pidfile)"),
+    ('[[services]]\nunit = "a"', "services[0].name: missing (required)"),
+    ('[[services]]\nname = "a"\nmatch = "("', "services[0].match: invalid regular expression"),
+    ('[[files]]\nname = "k"\npaths = [1]', "files[0].paths: expected a list of strings"),
+    ('[[files]]\nname = "k"', "files[0].paths: missing (required)"),
+    ('[[commands]]\nname = "c"\nrun = "true"\ntimeout = "soon"',
+     "commands[0].timeout: expected a number of seconds, got a string"),
+    ('[[commands]]\nname = "c"\nrun = "true"\ntimeout = 0', "commands[0].timeout: must be greater than 0"),
+    ('[[commands]]\nname = "c"\nrun = "a"\n[[commands]]\nname = "c"\nrun = "b"',
+     "commands[1].name: duplicate name 'c'"),
+    ('services = "decode"', "services: expected an array of tables"),
+    ('[secrets]\nredact = "X"\nshow = ["Y"]', "secrets.show: unknown key"),
+    ('host = "a', "TOML syntax error"),
+])
+def test_bad_config_names_file_key_and_problem(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value).startswith(f"{path}: ")
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_bad_config_on_the_command_line_is_one_line_exit_2_and_writes_nothing(tmp_path: Path) -> None:
+    path = write(tmp_path, '[[services]]\nname = "decode"\nunti = "x.service"\n')
+    db = tmp_path / "drift.db"
+    result = CliRunner().invoke(cli, ["record", "--config", str(path), "--db", str(db)])
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1
+    assert "services[0].unti: unknown key" in result.output
+    assert "Traceback" not in result.output
+    assert not db.exists()
+
+
+def test_missing_config_file_is_an_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["record", "--config", str(tmp_path / "nope.toml"),
+                                      "--db", str(tmp_path / "d.db")])
+    assert result.exit_code == 2
+    assert "nope.toml: config file not found" in result.output
+
+
+def test_config_found_through_env_then_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "drift.toml").write_text('host = "from-env"\n')
+    write(tmp_path, 'host = "from-cwd"\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DRIFT_CONFIG", raising=False)
+    assert load_config().host == "from-cwd"
+    monkeypatch.setenv("DRIFT_CONFIG", str(other / "drift.toml"))
+    assert load_config().host == "from-env"
