@@ -1,0 +1,316 @@
+"""Parse the WHEN argument of drift's commands: ``12:00``, ``2h ago``, ``#57``, ISO 8601 ...
+
+Times come back timezone-aware in UTC (drift's inside time); local time is only
+used to read what the user typed. A local time the clock shows twice (DST ends)
+or never (DST starts) is refused rather than guessed: during an incident a
+baseline silently off by an hour is worse than a one-line error.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from drift.errors import TimeSpecError
+
+__all__ = ["When", "describe_when", "local_zone", "parse_when"]
+
+ACCEPTED_FORMS = "use 12:00, noon, yesterday 12:00, 2h ago, an ISO 8601 time, or #57"
+
+_TIME_OF_DAY = re.compile(r"(\d{1,2}):(\d{2})(?::(\d{2}))?")
+_DAY_WORD = re.compile(r"(yesterday|today)(?:\s+(.+))?")
+_SNAPSHOT = re.compile(r"#(\S*)")
+_RELATIVE = re.compile(r"((?:\d+\s*[a-z]+\s*)+)ago")
+_RELATIVE_PART = re.compile(r"(\d+)\s*([a-z]+)")
+
+_UNIT_SECONDS = {
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), 3600),
+    **dict.fromkeys(("d", "day", "days"), 86400),
+    **dict.fromkeys(("w", "week", "weeks"), 7 * 86400),
+}
+
+_ZONEINFO_DIRS = ("/usr/share/zoneinfo/", "/usr/lib/zoneinfo/", "/usr/share/lib/zoneinfo/")
+
+
+@dataclass(frozen=True)
+class When:
+    """Either a moment (aware UTC datetime) or a snapshot number (#57)."""
+
+    at: datetime | None = None  # timezone-aware, UTC
+    snapshot: int | None = None
+    text: str = ""  # what the user typed, for messages
+
+    def __post_init__(self) -> None:
+        # Callers branch on which field is set; a When with both or neither is a bug upstream.
+        if (self.at is None) == (self.snapshot is None):
+            raise ValueError("When needs exactly one of `at` and `snapshot`")
+        if self.at is not None:
+            if self.at.utcoffset() is None:
+                raise ValueError("When.at must be timezone-aware")
+            object.__setattr__(self, "at", self.at.astimezone(UTC))
+
+
+def local_zone() -> tzinfo:
+    """The local zone for reading and showing times: $TZ if set, else /etc/localtime, else UTC."""
+    env = os.environ.get("TZ")
+    if env is not None:
+        return _zone_from_tz_variable(env)
+    localtime = Path("/etc/localtime")
+    if localtime.exists():
+        key = _zone_key_for_file(localtime)
+        if key is not None:
+            try:
+                return ZoneInfo(key)
+            except (ZoneInfoNotFoundError, ValueError):
+                pass
+        with localtime.open("rb") as f:
+            return ZoneInfo.from_file(f, key=key or "localtime")
+    return UTC
+
+
+def parse_when(text: str, *, now: datetime | None = None, tz: tzinfo | None = None) -> When:
+    """Read a WHEN argument; raise TimeSpecError with a one-line message if it makes no sense.
+
+    `now` (aware, default the current time) anchors relative forms; `tz` (default
+    `local_zone()`) is the zone of times of day and of ISO times without an offset.
+    """
+    if now is None:
+        now = datetime.now(UTC)
+    elif now.utcoffset() is None:
+        raise ValueError("parse_when: `now` must be timezone-aware")
+    now = now.astimezone(UTC)
+    if tz is None:
+        tz = local_zone()
+
+    typed = text.strip()
+    spec = " ".join(typed.lower().split())
+    if not spec:
+        raise TimeSpecError(f"no time given: {ACCEPTED_FORMS}")
+
+    def moment(at: datetime) -> When:
+        return When(at=at, text=typed)
+
+    if spec == "now":
+        return moment(now)
+
+    if match := _SNAPSHOT.fullmatch(spec):
+        digits = match.group(1)
+        if not digits.isascii() or not digits.isdigit():
+            raise _not_understood(typed, "a snapshot is # followed by a positive number")
+        if int(digits) < 1:
+            raise _not_understood(typed, "snapshot numbers start at #1")
+        return When(snapshot=int(digits), text=typed)
+
+    if match := _RELATIVE.fullmatch(spec):
+        try:
+            return moment(now - _duration(typed, match.group(1)))
+        except OverflowError:
+            raise _not_understood(typed, "that is too long ago") from None
+
+    today = now.astimezone(tz).date()
+
+    if match := _DAY_WORD.fullmatch(spec):
+        day = today - timedelta(days=1) if match.group(1) == "yesterday" else today
+        rest = match.group(2)
+        if rest is None or rest == "midnight":
+            return moment(_start_of_day(day, tz))
+        clock = _clock_time(typed, rest)
+        if clock is None:
+            raise _not_understood(typed)
+        return moment(_resolve_exactly(datetime.combine(day, clock), tz))
+
+    if spec == "midnight":
+        return moment(_start_of_day(today, tz))
+
+    clock = _clock_time(typed, spec)
+    if clock is not None:
+        return moment(_most_recent(clock, now, tz))
+
+    return moment(_parse_iso(typed, tz))
+
+
+def describe_when(w: When, tz: tzinfo | None = None) -> str:
+    """A short human form: ``2026-12-02 12:00:00 CET`` in local time, or ``snapshot #57``."""
+    if w.snapshot is not None:
+        return f"snapshot #{w.snapshot}"
+    assert w.at is not None  # guaranteed by When.__post_init__
+    local = w.at.astimezone(tz if tz is not None else local_zone())
+    return local.strftime("%Y-%m-%d %H:%M:%S %Z").rstrip()
+
+
+# --- helpers -----------------------------------------------------------------
+
+
+def _not_understood(typed: str, reason: str = "") -> TimeSpecError:
+    """The one error message shape: quote the input (escaped, so it stays on one line)."""
+    shown = typed if len(typed) <= 60 else typed[:57] + "..."
+    middle = f"{reason}; " if reason else ""
+    return TimeSpecError(f"cannot understand time {shown!r}: {middle}{ACCEPTED_FORMS}")
+
+
+def _clock_time(typed: str, spec: str) -> time | None:
+    """`12:00`, `9:05`, `12:00:30`, `noon` as a time of day; None if it is not one."""
+    if spec == "noon":
+        return time(12, 0)
+    match = _TIME_OF_DAY.fullmatch(spec)
+    if match is None:
+        return None
+    hour, minute = int(match.group(1)), int(match.group(2))
+    second = int(match.group(3) or 0)
+    if hour > 23:
+        raise _not_understood(typed, "hours run from 0 to 23")
+    if minute > 59 or second > 59:
+        raise _not_understood(typed, "minutes and seconds run from 0 to 59")
+    return time(hour, minute, second)
+
+
+def _duration(typed: str, parts: str) -> timedelta:
+    """Sum `1h30m` / `2 hours` / `10 min` into one timedelta."""
+    seconds = 0
+    for amount, unit in _RELATIVE_PART.findall(parts):
+        if unit not in _UNIT_SECONDS:
+            raise _not_understood(typed, f"unknown unit {unit!r} (use s, m, h, d or w)")
+        seconds += int(amount) * _UNIT_SECONDS[unit]
+    return timedelta(seconds=seconds)  # may raise OverflowError; the caller words it
+
+
+def _local_instants(wall: datetime, tz: tzinfo) -> list[datetime]:
+    """Every UTC instant at which the clock in `tz` shows `wall` (naive): 1 normally,
+    2 when DST ends (the hour happens twice), 0 when DST starts (the hour is skipped)."""
+    instants: list[datetime] = []
+    for fold in (0, 1):
+        candidate = wall.replace(tzinfo=tz, fold=fold)
+        try:
+            instant = candidate.astimezone(UTC)
+        except OverflowError:
+            continue
+        # In a gap neither fold survives the round trip: the clock never shows `wall`.
+        if instant.astimezone(tz).replace(tzinfo=None) == wall and instant not in instants:
+            instants.append(instant)
+    return instants
+
+
+def _zone_name(tz: tzinfo, wall: datetime) -> str:
+    key = getattr(tz, "key", None)
+    return key if key else (wall.replace(tzinfo=tz).tzname() or str(tz))
+
+
+def _iso_with_offset(wall: datetime, offset: timedelta | None) -> str:
+    """`2026-03-29T02:30+01:00`: the wall time (no seconds if zero) with an explicit offset."""
+    clock = wall.strftime("%H:%M:%S" if wall.second else "%H:%M")
+    total = int((offset or timedelta(0)).total_seconds())
+    sign = "-" if total < 0 else "+"
+    hours, minutes = divmod(abs(total) // 60, 60)
+    return f"{wall.date().isoformat()}T{clock}{sign}{hours:02d}:{minutes:02d}"
+
+
+def _dst_error(wall: datetime, tz: tzinfo, instants: list[datetime]) -> TimeSpecError:
+    shown = wall.strftime("%Y-%m-%d %H:%M:%S" if wall.second else "%Y-%m-%d %H:%M")
+    zone = _zone_name(tz, wall)
+    if not instants:
+        example = _iso_with_offset(wall, wall.replace(tzinfo=tz, fold=0).utcoffset())
+        return TimeSpecError(
+            f"{shown} does not exist in {zone} (DST gap); give an explicit offset, e.g. {example}"
+        )
+    examples = " or ".join(_iso_with_offset(wall, i.astimezone(tz).utcoffset()) for i in instants)
+    return TimeSpecError(
+        f"{shown} happens twice in {zone} (DST ends); give an explicit offset: {examples}"
+    )
+
+
+def _resolve_exactly(wall: datetime, tz: tzinfo) -> datetime:
+    """The one instant the local clock showed `wall`, or a TimeSpecError naming the DST problem."""
+    instants = _local_instants(wall, tz)
+    if len(instants) != 1:
+        raise _dst_error(wall, tz, instants)
+    return instants[0]
+
+
+def _start_of_day(day: date, tz: tzinfo) -> datetime:
+    """The first instant of `day` in `tz`.
+
+    Not a DST error when midnight is skipped or repeated (some zones switch at
+    00:00): the user named a day, and its start is well defined. fold=0 is the
+    earlier of a repeated midnight, and for a skipped one it maps to the
+    transition itself, which is where that day begins.
+    """
+    return datetime.combine(day, time(0), tzinfo=tz).replace(fold=0).astimezone(UTC)
+
+
+def _most_recent(clock: time, now: datetime, tz: tzinfo) -> datetime:
+    """The last time the local clock showed `clock`: today, or yesterday if that is still ahead."""
+    now_local = now.astimezone(tz)
+    today = datetime.combine(now_local.date(), clock)
+    instants = _local_instants(today, tz)
+    if instants:
+        if all(i > now for i in instants):
+            return _resolve_exactly(today - timedelta(days=1), tz)
+        if len(instants) == 1:
+            return instants[0]
+        raise _dst_error(today, tz, instants)
+    # Skipped today: if the clock has not reached it yet the user means yesterday.
+    if clock > now_local.time():
+        return _resolve_exactly(today - timedelta(days=1), tz)
+    raise _dst_error(today, tz, instants)
+
+
+def _parse_iso(typed: str, tz: tzinfo) -> datetime:
+    """ISO 8601 date or date-time; without an offset it is local time in `tz`."""
+    iso = typed.upper()  # fromisoformat wants the `T` and `Z` in capitals
+    try:
+        day = date.fromisoformat(iso)
+    except ValueError:
+        pass
+    else:
+        return _start_of_day(day, tz)
+    try:
+        parsed = datetime.fromisoformat(iso)
+    except ValueError:
+        raise _not_understood(typed) from None
+    if parsed.utcoffset() is None:
+        return _resolve_exactly(parsed, tz)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:
+        raise _not_understood(typed, "out of range") from None
+
+
+def _zone_from_tz_variable(value: str) -> tzinfo:
+    """$TZ as glibc reads it: a zone name, or a file path; a leading ':' is allowed."""
+    name = value[1:] if value.startswith(":") else value
+    if not name:
+        return UTC  # an empty TZ means UTC to the C library too
+    try:
+        if name.startswith("/"):
+            path = Path(name)
+            with path.open("rb") as f:
+                return ZoneInfo.from_file(f, key=_zone_key_for_file(path) or name)
+        return ZoneInfo(name)
+    except (OSError, ValueError, ZoneInfoNotFoundError):
+        # A POSIX rule string ("CET-1CEST,M3.5.0,M10.5.0/3") or a bad name: take the
+        # offset the C library derived from it now, without DST detection.
+        return datetime.now().astimezone().tzinfo or UTC
+
+
+def _zone_key_for_file(path: Path) -> str | None:
+    """`Europe/Berlin` for a zone file under a zoneinfo directory (following symlinks)."""
+    try:
+        target = str(path.resolve())
+    except OSError:
+        return None
+    for base in _ZONEINFO_DIRS:
+        if target.startswith(base):
+            return target[len(base) :]
+    if path == Path("/etc/localtime"):
+        try:
+            key = Path("/etc/timezone").read_text().strip()  # Debian keeps the name here
+        except OSError:
+            return None
+        return key or None
+    return None
