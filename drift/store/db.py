@@ -1,0 +1,288 @@
+"""Where the database is, how to open it, and whether its schema is the one this drift speaks.
+
+Two ways in: `connect_dbapi` (stdlib sqlite3 or psycopg, for the record hot
+path, no SQLAlchemy import) and `open_engine` (SQLAlchemy, for queries and
+migrations). Both agree on the URL and on SQLite's settings (WAL, busy timeout).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from drift.errors import SchemaTooNew, SchemaTooOld, StoreError
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection, Engine
+
+# The newest migration this drift ships, and every revision it can read.
+# tests/test_store_schema.py checks these against migrations/versions.
+HEAD_REVISION = "0001"
+KNOWN_REVISIONS = ("0001",)
+
+BUSY_TIMEOUT_MS = 10_000
+
+
+def default_db_path() -> Path:
+    """The SQLite file used when neither --db nor $DRIFT_DB is given (XDG state dir)."""
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(state) / "drift" / "drift.db"
+
+
+@dataclass(frozen=True)
+class DbUrl:
+    """A resolved database location: an SQLite file or a PostgreSQL URL."""
+
+    url: str  # as SQLAlchemy wants it
+    sqlite_path: Path | None  # None for PostgreSQL
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.sqlite_path is not None
+
+    def display(self) -> str:
+        """The location without any password, fit to print."""
+        if self.sqlite_path is not None:
+            return str(self.sqlite_path)
+        from urllib.parse import urlsplit, urlunsplit
+
+        parts = urlsplit(self.url)
+        if parts.password:
+            netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+            return urlunsplit(parts._replace(netloc=netloc))
+        return self.url
+
+
+def resolve_db_url(explicit: str | None = None) -> DbUrl:
+    """--db, else $DRIFT_DB, else the default SQLite file. Plain paths mean SQLite files."""
+    raw = explicit or os.environ.get("DRIFT_DB") or str(default_db_path())
+    if raw.startswith("sqlite:///"):
+        path = Path(raw[len("sqlite:///"):])
+        if raw == "sqlite:///:memory:" or not str(path):
+            raise StoreError("an in-memory database keeps no history: give a file path")
+        path = path.resolve()
+        return DbUrl(f"sqlite:///{path}", path)
+    if raw.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
+        rest = raw.split("://", 1)[1]
+        return DbUrl(f"postgresql+psycopg://{rest}", None)
+    if "://" in raw:
+        scheme = raw.split("://", 1)[0]
+        raise StoreError(f"unsupported database URL scheme {scheme!r}: use a file path, "
+                         "sqlite:///PATH or postgresql://...")
+    path = Path(raw).expanduser().resolve()
+    return DbUrl(f"sqlite:///{path}", path)
+
+
+def sqlite_side_files(path: Path) -> list[Path]:
+    """The database file with its WAL, shared-memory and lock companions."""
+    return [path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}.lock")]
+
+
+# ---------------------------------------------------------------- DB-API (hot path)
+
+
+class DbapiConnection:
+    """A thin DB-API wrapper that takes `?` placeholders on both SQLite and PostgreSQL."""
+
+    def __init__(self, raw: Any, dialect: str) -> None:
+        self.raw = raw
+        self.dialect = dialect
+
+    def _sql(self, sql: str) -> str:
+        return sql if self.dialect == "sqlite" else sql.replace("?", "%s")
+
+    def execute(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> Any:
+        cur = self.raw.cursor()
+        cur.execute(self._sql(sql), params)
+        return cur
+
+    def executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        if rows:
+            self.raw.cursor().executemany(self._sql(sql), rows)
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+def connect_dbapi(db: DbUrl, *, create: bool = False) -> DbapiConnection:
+    """Open the database with the stdlib driver (SQLite) or psycopg (PostgreSQL)."""
+    if db.sqlite_path is not None:
+        path = db.sqlite_path
+        if not path.exists():
+            if not create:
+                raise StoreError(f"{path}: no drift database here yet (run `drift record` or `drift init`)")
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            raw = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            raw.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            raw.execute("PRAGMA journal_mode = WAL")
+            raw.execute("PRAGMA synchronous = NORMAL")
+            raw.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{path}: not a usable SQLite database: {exc}") from None
+        return DbapiConnection(raw, "sqlite")
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - depends on the install
+        raise StoreError("PostgreSQL needs psycopg: pip install 'drift[postgres]'") from None
+    conninfo = db.url.replace("postgresql+psycopg://", "postgresql://", 1)
+    try:
+        raw = psycopg.connect(conninfo, autocommit=True, connect_timeout=10)
+    except psycopg.Error as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise StoreError(f"cannot connect to {db.display()}: {first}") from None
+    return DbapiConnection(raw, "postgresql")
+
+
+def current_revision_dbapi(conn: DbapiConnection) -> str | None:
+    """The schema revision stamped in the database; None for a database with no drift tables.
+
+    One query on the common path, so `drift record` checks its schema without Alembic.
+    """
+    try:
+        rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
+    except Exception as exc:  # sqlite3.OperationalError / psycopg.errors.UndefinedTable
+        if "alembic_version" not in str(exc) and "no such table" not in str(exc):
+            raise
+        if conn.dialect == "postgresql":
+            conn.raw.rollback() if not conn.raw.autocommit else None
+        if _has_tables(conn):
+            raise StoreError("this database has tables but no drift schema version: "
+                             "it is not a drift database") from None
+        return None
+    if not rows:
+        return None
+    return str(rows[0][0])
+
+
+def _has_tables(conn: DbapiConnection) -> bool:
+    if conn.dialect == "sqlite":
+        sql = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'snapshots'"
+    else:
+        sql = ("SELECT count(*) FROM information_schema.tables "
+               "WHERE table_schema = current_schema() AND table_name = 'snapshots'")
+    return bool(conn.execute(sql).fetchone()[0])
+
+
+def check_revision(revision: str | None, *, head: str = HEAD_REVISION,
+                   known: tuple[str, ...] = KNOWN_REVISIONS) -> None:
+    """Refuse a database newer than this drift, and name `drift db upgrade` for an older one."""
+    if revision == head:
+        return
+    if revision is None:
+        raise SchemaTooOld("this database has no drift schema yet: run `drift db upgrade`")
+    if revision not in known:
+        raise SchemaTooNew(f"this database was written by a newer drift (schema {revision}, this "
+                           f"drift knows up to {head}): upgrade drift to read it")
+    raise SchemaTooOld(f"this database has schema {revision}, this drift needs {head}: "
+                       "run `drift db upgrade` (SQLite files are backed up first)")
+
+
+# ---------------------------------------------------------------- SQLAlchemy (queries, migrations)
+
+
+def open_engine(db: DbUrl) -> Engine:
+    """An SQLAlchemy engine with the same SQLite settings as the hot path."""
+    from sqlalchemy import create_engine, event
+
+    if db.sqlite_path is not None:
+        engine = create_engine(db.url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            cur.execute("PRAGMA journal_mode = WAL")
+            cur.execute("PRAGMA foreign_keys = ON")
+            cur.close()
+
+        return engine
+    return create_engine(db.url, pool_pre_ping=True)
+
+
+def alembic_config(connection: Connection, script_location: Path | None = None) -> Any:
+    """An in-process Alembic Config running on `connection` (never shells out to alembic)."""
+    from alembic.config import Config
+
+    from drift.resources import resource_dir
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(script_location or resource_dir("migrations")))
+    cfg.attributes["connection"] = connection
+    return cfg
+
+
+def migration_head(script_location: Path | None = None) -> str:
+    """The single head revision of the migrations folder (raises if there are several)."""
+    from alembic.script import ScriptDirectory
+
+    from drift.resources import resource_dir
+
+    script = ScriptDirectory(str(script_location or resource_dir("migrations")))
+    heads = script.get_heads()
+    if len(heads) != 1:
+        raise StoreError(f"migrations have {len(heads)} heads ({', '.join(heads)}): expected one")
+    return heads[0]
+
+
+def database_revision(engine: Engine) -> str | None:
+    """The revision stamped in the database, via Alembic's MigrationContext."""
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def backup_sqlite(path: Path, revision: str | None) -> Path:
+    """Copy an SQLite database consistently (online backup API) before migrating it."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    target = path.with_name(f"{path.name}.bak-{revision or 'empty'}-{stamp}")
+    src = sqlite3.connect(str(path))
+    try:
+        dst = sqlite3.connect(str(target))
+        try:
+            src.backup(dst)
+        finally:
+            dst.close()
+    finally:
+        src.close()
+    shutil.copymode(path, target)
+    return target
+
+
+@dataclass(frozen=True)
+class UpgradeResult:
+    before: str | None
+    after: str
+    backup: Path | None
+
+
+def upgrade_database(db: DbUrl, *, script_location: Path | None = None,
+                     known: tuple[str, ...] = KNOWN_REVISIONS) -> UpgradeResult:
+    """Migrate the database to head: refuse a newer one, back up an SQLite file first."""
+    from alembic import command
+
+    if db.sqlite_path is not None and not db.sqlite_path.exists():
+        db.sqlite_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    head = migration_head(script_location)
+    engine = open_engine(db)
+    try:
+        before = database_revision(engine)
+        if before is not None and before not in known and before != head:
+            raise SchemaTooNew(f"this database was written by a newer drift (schema {before}, this "
+                               f"drift knows up to {head}): upgrade drift to read it")
+        if before == head:
+            return UpgradeResult(before, head, None)
+        backup = None
+        if db.sqlite_path is not None and before is not None:
+            backup = backup_sqlite(db.sqlite_path, before)
+        with engine.begin() as conn:
+            command.upgrade(alembic_config(conn, script_location), "head")
+        return UpgradeResult(before, head, backup)
+    finally:
+        engine.dispose()

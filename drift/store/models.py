@@ -1,0 +1,124 @@
+"""SQLAlchemy models: the schema of DESIGN.md's store.
+
+Times are integer microseconds since the epoch, UTC: compact (an unchanged
+record must add under 200 bytes), exact, and the same on SQLite and
+PostgreSQL. A version is open while `until_snapshot_id` is NULL; the state
+at snapshot S is every version with first <= S < until.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Host(Base):
+    __tablename__ = "hosts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+
+
+class Snapshot(Base):
+    __tablename__ = "snapshots"
+    __table_args__ = (Index("ix_snapshots_host_id_taken_us", "host_id", "taken_us"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id"))
+    taken_us: Mapped[int] = mapped_column(BigInteger)
+    duration_ms: Mapped[int] = mapped_column(Integer)
+    n_facts: Mapped[int] = mapped_column(Integer)
+    n_changed: Mapped[int] = mapped_column(Integer)
+    n_errors: Mapped[int] = mapped_column(Integer)
+    # JSON list of {"subject", "key", "message"}; NULL when the record was complete.
+    errors: Mapped[str | None] = mapped_column(Text)
+
+
+class Fact(Base):
+    __tablename__ = "facts"
+    __table_args__ = (UniqueConstraint("host_id", "subject", "key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id"))
+    subject: Mapped[str] = mapped_column(Text)
+    key: Mapped[str] = mapped_column(Text)
+
+
+class Blob(Base):
+    __tablename__ = "blobs"
+
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    size: Mapped[int] = mapped_column(BigInteger)
+    # zlib-compressed content
+    content: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class Version(Base):
+    __tablename__ = "versions"
+    __table_args__ = (
+        # Covering index for "state at snapshot S": per fact, the version with the
+        # greatest first_snapshot_id <= S, and whether it was closed before S.
+        Index("ix_versions_fact_first", "fact_id", "first_snapshot_id", "until_snapshot_id"),
+        # The open versions (current state) and versions closed at a snapshot.
+        Index("ix_versions_until", "until_snapshot_id"),
+        # Versions that appeared at a snapshot (what changed in a window).
+        Index("ix_versions_first", "first_snapshot_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    fact_id: Mapped[int] = mapped_column(ForeignKey("facts.id"))
+    # Short values inline; long ones (scripts, command output) in blobs.
+    value: Mapped[str | None] = mapped_column(Text)
+    blob_sha256: Mapped[str | None] = mapped_column(ForeignKey("blobs.sha256"))
+    # True when value is a keyed digest of a secret, never the secret.
+    secret: Mapped[bool] = mapped_column(Boolean, default=False)
+    first_snapshot_id: Mapped[int] = mapped_column(ForeignKey("snapshots.id"))
+    until_snapshot_id: Mapped[int | None] = mapped_column(ForeignKey("snapshots.id"))
+    # JSON object: file/line/text, pid, source, command ...
+    provenance: Mapped[str | None] = mapped_column(Text)
+
+
+class Mark(Base):
+    __tablename__ = "marks"
+    __table_args__ = (Index("ix_marks_host_id_at_us", "host_id", "at_us"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id"))
+    at_us: Mapped[int] = mapped_column(BigInteger)
+    kind: Mapped[str] = mapped_column(String(16))
+    note: Mapped[str | None] = mapped_column(Text)
+
+
+class FileCache(Base):
+    __tablename__ = "file_cache"
+
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id"), primary_key=True)
+    path: Mapped[str] = mapped_column(Text, primary_key=True)
+    size: Mapped[int] = mapped_column(BigInteger)
+    mtime_ns: Mapped[int] = mapped_column(BigInteger)
+    ctime_ns: Mapped[int] = mapped_column(BigInteger)
+    inode: Mapped[int] = mapped_column(BigInteger)
+    sha256: Mapped[str] = mapped_column(String(64))

@@ -1,0 +1,302 @@
+"""Write one snapshot: only what changed, in one transaction, one record at a time.
+
+This is the every-minute hot path, so it speaks DB-API (`?` placeholders,
+translated for psycopg) and imports nothing heavy. An unchanged record
+inserts one snapshot row and nothing else.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import time
+import zlib
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from drift.errors import RecordLocked, StoreError
+from drift.facts import CachedStat, CollectionError, Fact
+from drift.store.db import (
+    DbapiConnection,
+    DbUrl,
+    check_revision,
+    connect_dbapi,
+    current_revision_dbapi,
+)
+
+# Keys whose values always go to the blob table, and the size above which any value does.
+BLOB_KEYS = frozenset({"content", "stdout"})
+INLINE_MAX = 512
+
+
+@dataclass
+class SnapshotResult:
+    """What one record did, for the one-line summary."""
+
+    snapshot_id: int
+    taken_us: int
+    facts: int
+    changed: int
+    errors: list[CollectionError] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def now_us() -> int:
+    """The current time in integer microseconds since the epoch."""
+    return time.time_ns() // 1000
+
+
+def _stored(fact: Fact) -> tuple[str | None, str | None, bytes | None]:
+    """(inline value, blob digest, blob bytes) for a fact's value."""
+    if fact.key in BLOB_KEYS or len(fact.value) > INLINE_MAX:
+        data = fact.value.encode("utf-8", "surrogateescape")
+        return None, hashlib.sha256(data).hexdigest(), data
+    return fact.value, None, None
+
+
+class HistoryWriter:
+    """The write side of the store for one host's `drift record`."""
+
+    def __init__(self, conn: DbapiConnection, db: DbUrl) -> None:
+        self.conn = conn
+        self.db = db
+
+    @classmethod
+    def open(cls, db: DbUrl) -> HistoryWriter:
+        """Open for writing; a fresh database is created at the head schema first.
+
+        An older or newer schema is refused: `drift record` runs from cron and
+        must never migrate by itself.
+        """
+        conn = connect_dbapi(db, create=True)
+        try:
+            revision = current_revision_dbapi(conn)
+            if revision is None:
+                conn.close()
+                from drift.store.db import upgrade_database
+
+                upgrade_database(db)
+                conn = connect_dbapi(db)
+                revision = current_revision_dbapi(conn)
+            check_revision(revision)
+        except BaseException:
+            conn.close()
+            raise
+        return cls(conn, db)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # ------------------------------------------------------------ locking
+
+    @contextmanager
+    def record_lock(self, host: str) -> Iterator[None]:
+        """Exclusive right to record `host`: a second record fails at once with RecordLocked."""
+        if self.db.sqlite_path is not None:
+            lock_path = f"{self.db.sqlite_path}.lock"
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise RecordLocked(f"another drift record is running on {self.db.sqlite_path}; "
+                                       "this one wrote nothing") from None
+                yield
+            finally:
+                os.close(fd)  # closing releases the flock
+            return
+        key = int.from_bytes(hashlib.sha256(f"drift-record:{host}".encode()).digest()[:8], "big",
+                             signed=True)
+        got = self.conn.execute("SELECT pg_try_advisory_lock(?)", (key,)).fetchone()[0]
+        if not got:
+            raise RecordLocked(f"another drift record is running for host {host}; "
+                               "this one wrote nothing")
+        try:
+            yield
+        finally:
+            self.conn.execute("SELECT pg_advisory_unlock(?)", (key,))
+
+    # ------------------------------------------------------------ reads before collecting
+
+    def host_id(self, host: str) -> int | None:
+        row = self.conn.execute("SELECT id FROM hosts WHERE name = ?", (host,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def load_file_cache(self, host: str) -> dict[str, CachedStat]:
+        """The stat cache for this host, so collectors can skip unchanged files."""
+        host_id = self.host_id(host)
+        if host_id is None:
+            return {}
+        rows = self.conn.execute(
+            "SELECT path, size, mtime_ns, ctime_ns, inode, sha256 FROM file_cache WHERE host_id = ?",
+            (host_id,),
+        ).fetchall()
+        return {r[0]: CachedStat(r[1], r[2], r[3], r[4], r[5]) for r in rows}
+
+    # ------------------------------------------------------------ the write
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        if self.conn.dialect == "sqlite":
+            self.conn.execute("BEGIN IMMEDIATE")
+        else:
+            self.conn.raw.autocommit = False
+        try:
+            yield
+        except BaseException:
+            if self.conn.dialect == "sqlite":
+                self.conn.execute("ROLLBACK")
+            else:
+                self.conn.raw.rollback()
+                self.conn.raw.autocommit = True
+            raise
+        if self.conn.dialect == "sqlite":
+            self.conn.execute("COMMIT")
+        else:
+            self.conn.raw.commit()
+            self.conn.raw.autocommit = True
+
+    def _insert_id(self, sql: str, params: tuple[Any, ...]) -> int:
+        if self.conn.dialect == "sqlite":
+            return int(self.conn.execute(sql, params).lastrowid)
+        return int(self.conn.execute(sql + " RETURNING id", params).fetchone()[0])
+
+    def _ensure_host(self, host: str) -> int:
+        host_id = self.host_id(host)
+        if host_id is None:
+            host_id = self._insert_id("INSERT INTO hosts (name) VALUES (?)", (host,))
+        return host_id
+
+    def write_snapshot(
+        self,
+        host: str,
+        taken_us: int,
+        facts: Iterable[Fact],
+        errors: list[CollectionError],
+        cache_updates: dict[str, CachedStat],
+        started: float | None = None,
+    ) -> SnapshotResult:
+        """Store one snapshot: new versions for changed facts, closed ones for removed facts.
+
+        A fact covered by a collection error is neither compared nor closed: it
+        keeps its last version, so a read failure never looks like a removal.
+        """
+        started = time.monotonic() if started is None else started
+        with self._transaction():
+            host_id = self._ensure_host(host)
+            open_versions: dict[tuple[str, str], tuple[int, int, str | None, str | None, bool]] = {
+                (r[0], r[1]): (r[2], r[3], r[4], r[5], bool(r[6]))
+                for r in self.conn.execute(
+                    "SELECT f.subject, f.key, f.id, v.id, v.value, v.blob_sha256, v.secret "
+                    "FROM facts f JOIN versions v ON v.fact_id = f.id "
+                    "WHERE f.host_id = ? AND v.until_snapshot_id IS NULL",
+                    (host_id,),
+                )
+            }
+
+            seen: set[tuple[str, str]] = set()
+            new_rows: list[tuple[Fact, int | None, str | None, str | None, bytes | None]] = []
+            closing: list[int] = []
+            for fact in facts:
+                ident = (fact.subject, fact.key)
+                if ident in seen:
+                    continue  # two globs matched one file: first wins
+                seen.add(ident)
+                value, digest, data = _stored(fact)
+                current = open_versions.get(ident)
+                if current is not None:
+                    _fid, vid, old_value, old_digest, old_secret = current
+                    if old_value == value and old_digest == digest and old_secret == fact.secret:
+                        continue
+                    closing.append(vid)
+                new_rows.append((fact, None if current is None else current[0], value, digest, data))
+
+            for ident, (_fid, vid, *_rest) in open_versions.items():
+                if ident in seen:
+                    continue
+                if any(err.covers(*ident) for err in errors):
+                    continue
+                closing.append(vid)
+
+            changed = len(new_rows) + len(closing) - sum(1 for r in new_rows if r[1] is not None)
+            duration_ms = int((time.monotonic() - started) * 1000)
+            errors_json = (json.dumps([{"subject": e.subject, "key": e.key, "message": e.message}
+                                       for e in errors], ensure_ascii=False) if errors else None)
+            snapshot_id = self._insert_id(
+                "INSERT INTO snapshots (host_id, taken_us, duration_ms, n_facts, n_changed, "
+                "n_errors, errors) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (host_id, taken_us, duration_ms, len(seen), changed, len(errors), errors_json),
+            )
+            self.conn.executemany("UPDATE versions SET until_snapshot_id = ? WHERE id = ?",
+                                  [(snapshot_id, vid) for vid in closing])
+            self._insert_versions(host_id, snapshot_id, new_rows)
+            self._write_cache(host_id, cache_updates)
+        return SnapshotResult(snapshot_id, taken_us, len(seen), changed, errors,
+                              time.monotonic() - started)
+
+    def _insert_versions(self, host_id: int, snapshot_id: int,
+                         rows: list[tuple[Fact, int | None, str | None, str | None, bytes | None]]
+                         ) -> None:
+        blobs = {digest: data for _f, _fid, _v, digest, data in rows if digest is not None}
+        if blobs:
+            existing = set()
+            digests = list(blobs)
+            for i in range(0, len(digests), 500):
+                chunk = digests[i:i + 500]
+                marks = ",".join("?" * len(chunk))
+                existing.update(r[0] for r in self.conn.execute(
+                    f"SELECT sha256 FROM blobs WHERE sha256 IN ({marks})", chunk))
+            self.conn.executemany(
+                "INSERT INTO blobs (sha256, size, content) VALUES (?, ?, ?)",
+                [(d, len(data), zlib.compress(data, 6)) for d, data in blobs.items()
+                 if d not in existing and data is not None],
+            )
+        version_rows = []
+        for fact, fact_id, value, digest, _data in rows:
+            if fact_id is None:
+                fact_id = self._fact_id(host_id, fact.subject, fact.key)
+            provenance = json.dumps(fact.provenance, ensure_ascii=False, sort_keys=True,
+                                    default=str) if fact.provenance else None
+            version_rows.append((fact_id, value, digest, fact.secret, snapshot_id, provenance))
+        self.conn.executemany(
+            "INSERT INTO versions (fact_id, value, blob_sha256, secret, first_snapshot_id, "
+            "provenance) VALUES (?, ?, ?, ?, ?, ?)",
+            version_rows,
+        )
+
+    def _fact_id(self, host_id: int, subject: str, key: str) -> int:
+        row = self.conn.execute(
+            "SELECT id FROM facts WHERE host_id = ? AND subject = ? AND key = ?",
+            (host_id, subject, key),
+        ).fetchone()
+        if row is not None:  # a fact that was removed and came back
+            return int(row[0])
+        return self._insert_id("INSERT INTO facts (host_id, subject, key) VALUES (?, ?, ?)",
+                               (host_id, subject, key))
+
+    def _write_cache(self, host_id: int, updates: dict[str, CachedStat]) -> None:
+        if not updates:
+            return
+        self.conn.executemany(
+            "INSERT INTO file_cache (host_id, path, size, mtime_ns, ctime_ns, inode, sha256) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (host_id, path) DO UPDATE SET "
+            "size = excluded.size, mtime_ns = excluded.mtime_ns, ctime_ns = excluded.ctime_ns, "
+            "inode = excluded.inode, sha256 = excluded.sha256",
+            [(host_id, path, *stat) for path, stat in updates.items()],
+        )
+
+
+def require_schema(db: DbUrl) -> None:
+    """Raise unless the database exists at this drift's schema (for read commands)."""
+    conn = connect_dbapi(db)
+    try:
+        check_revision(current_revision_dbapi(conn))
+    finally:
+        conn.close()
+
+
+__all__ = ["HistoryWriter", "SnapshotResult", "StoreError", "now_us", "require_schema"]

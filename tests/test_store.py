@@ -1,0 +1,128 @@
+"""The change-only store: versions only for changes, state read back exactly, cheap unchanged records."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from drift.facts import CollectionError, Fact
+from drift.store.db import resolve_db_url
+from drift.store.query import History
+from drift.store.writer import HistoryWriter, now_us
+
+HOST = "test-host"
+
+
+def write(db_path: Path, facts: list[Fact], errors: list[CollectionError] | None = None,
+          at: int | None = None) -> int:
+    db = resolve_db_url(str(db_path))
+    writer = HistoryWriter.open(db)
+    try:
+        return writer.write_snapshot(HOST, at or now_us(), facts, errors or [], {}).snapshot_id
+    finally:
+        writer.close()
+
+
+def count(db_path: Path, table: str) -> int:
+    with sqlite3.connect(db_path) as conn:
+        return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+def state(db_path: Path, snapshot: int) -> dict[tuple[str, str], str]:
+    history = History.open(resolve_db_url(str(db_path)), HOST)
+    try:
+        return {ident: (history.text(v) if not v.secret else "secret")
+                for ident, v in history.state_at(snapshot).items()}
+    finally:
+        history.close()
+
+
+facts_strategy = st.dictionaries(
+    st.tuples(st.sampled_from(["service:decode", "script:/s.sh", "file:/k.py"]),
+              st.text("abcdefgh:_", min_size=1, max_size=6)),
+    st.one_of(st.text(max_size=20), st.text(min_size=600, max_size=700)),
+    max_size=12,
+).map(lambda d: [Fact(s, k, v) for (s, k), v in d.items()])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(first=facts_strategy, second=facts_strategy)
+def test_state_read_back_equals_what_was_recorded_and_same_state_adds_no_versions(
+        tmp_path_factory, first: list[Fact], second: list[Fact]) -> None:
+    db = tmp_path_factory.mktemp("db") / "drift.db"
+    s1 = write(db, first)
+    s2 = write(db, second)
+    versions = count(db, "versions")
+    s3 = write(db, second)
+    assert count(db, "versions") == versions, "recording the same state twice added versions"
+    assert state(db, s1) == {(f.subject, f.key): f.value for f in first}
+    assert state(db, s2) == {(f.subject, f.key): f.value for f in second}
+    assert state(db, s3) == state(db, s2)
+
+
+def test_failed_collection_keeps_the_last_value_instead_of_removing(tmp_path: Path) -> None:
+    db = tmp_path / "drift.db"
+    env = [Fact("service:decode", "env:A", "1"), Fact("service:decode", "env:B", "2"),
+           Fact("service:decode", "pid", "10")]
+    write(db, env)
+    err = CollectionError("service:decode", "env:", "permission denied reading environment")
+    s2 = write(db, [Fact("service:decode", "pid", "10")], [err])
+    assert state(db, s2) == {("service:decode", "env:A"): "1", ("service:decode", "env:B"): "2",
+                             ("service:decode", "pid"): "10"}
+    # without the error, the same input is a real removal
+    s3 = write(db, [Fact("service:decode", "pid", "10")])
+    assert state(db, s3) == {("service:decode", "pid"): "10"}
+
+
+def test_long_values_are_stored_once_as_compressed_blobs(tmp_path: Path) -> None:
+    db = tmp_path / "drift.db"
+    script = "#!/bin/bash\n" + "export A=1\n" * 200
+    write(db, [Fact("script:/a.sh", "content", script), Fact("script:/b.sh", "content", script)])
+    assert count(db, "blobs") == 1
+    with sqlite3.connect(db) as conn:
+        size = conn.execute("SELECT length(content) FROM blobs").fetchone()[0]
+    assert size < len(script) / 10
+    # a short content still goes to a blob: scripts are always stored once
+    write(db, [Fact("script:/a.sh", "content", "#!/bin/sh\n")])
+    assert count(db, "blobs") == 2
+
+
+def test_unchanged_record_adds_one_snapshot_row_and_under_200_bytes(tmp_path: Path) -> None:
+    db = tmp_path / "drift.db"
+    facts = [Fact(f"file:/opt/k/{i}.py", key, f"{key}-{i}") for i in range(500)
+             for key in ("sha256", "size", "mode")]
+    write(db, facts)
+    for _ in range(20):  # warm up: fill the pages the first records touch
+        write(db, facts)
+    tables = {t: count(db, t) for t in ("versions", "facts", "blobs")}
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    before = os.path.getsize(db)
+    n = 300
+    for _ in range(n):
+        write(db, facts)
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    growth = (os.path.getsize(db) - before) / n
+    assert {t: count(db, t) for t in tables} == tables
+    assert growth <= 200, f"{growth:.0f} bytes per unchanged record"
+
+
+def test_state_at_uses_the_covering_index(tmp_path: Path) -> None:
+    db = tmp_path / "drift.db"
+    write(db, [Fact("service:decode", "pid", "1")])
+    history = History.open(resolve_db_url(str(db)), HOST)
+    try:
+        query = history.state_query(1)
+        with history.engine.connect() as conn:
+            compiled = query.compile(conn, compile_kwargs={"literal_binds": True})
+            plan = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {compiled}").all()
+    finally:
+        history.close()
+    details = [row[-1] for row in plan]
+    assert any("USING COVERING INDEX ix_versions_fact_first" in d for d in details), details
+    assert not any(d.startswith("SCAN versions") for d in details), details
