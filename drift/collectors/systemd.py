@@ -1,0 +1,303 @@
+"""What systemd says about a unit: parse `systemctl show` into a UnitState and Facts.
+
+The parser follows what systemd (252 and current) really prints: properties in
+systemd's own order, `EnvironmentFiles=` once per file, empty properties as
+``NAME=``, string lists quoted C-style only where needed, one ``ExecStart=`` line
+per command. The systemctl command is a parameter so drift can query a systemd
+inside a container (``nsenter -t PID -a systemctl``) from the host.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from drift.errors import DriftError
+from drift.facts import Fact
+
+SHOW_PROPERTIES = (
+    "Id",
+    "LoadState",
+    "ActiveState",
+    "MainPID",
+    "ActiveEnterTimestamp",
+    "ExecMainStartTimestamp",
+    "Environment",
+    "EnvironmentFiles",
+    "ExecStart",
+    "FragmentPath",
+    "DropInPaths",
+    "NeedDaemonReload",
+)
+
+
+class SystemdError(DriftError):
+    """systemctl could not be run or did not answer about a unit."""
+
+
+@dataclass(frozen=True)
+class UnitState:
+    """One unit as systemd sees it now, including config it has loaded but not applied."""
+
+    unit: str
+    load_state: str
+    active_state: str
+    main_pid: int
+    active_enter: datetime | None
+    exec_main_start: datetime | None
+    environment: dict[str, str]
+    environment_files: tuple[tuple[str, bool], ...]
+    exec_start: tuple[tuple[str, ...], ...]
+    fragment_path: str
+    drop_in_paths: tuple[str, ...]
+    need_daemon_reload: bool
+
+
+def parse_show(text: str) -> dict[str, list[str]]:
+    """Split `systemctl show` output into property -> values, in the order printed.
+
+    A property printed on several lines (`EnvironmentFiles=`, `ExecStart=`) keeps
+    every value; an empty property (``NAME=``) is ``[""]``.
+    """
+    props: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        name, sep, value = line.partition("=")
+        # Blank lines separate units when several are shown; anything without
+        # "=" is not a property line.
+        if not sep or not name:
+            continue
+        props.setdefault(name, []).append(value)
+    return props
+
+
+def parse_unit_state(unit: str, props: dict[str, list[str]]) -> UnitState:
+    """Build a UnitState from parsed `systemctl show` properties; missing ones are empty."""
+
+    def first(name: str) -> str:
+        values = props.get(name)
+        return values[0] if values else ""
+
+    environment: dict[str, str] = {}
+    for assignment in split_quoted(" ".join(props.get("Environment", []))):
+        name, sep, value = assignment.partition("=")
+        if sep:
+            environment[name] = value
+
+    main_pid = first("MainPID")
+    try:
+        pid = int(main_pid) if main_pid else 0
+    except ValueError:
+        raise SystemdError(f"{unit}: unexpected MainPID={main_pid!r} from systemctl") from None
+
+    return UnitState(
+        unit=unit,
+        load_state=first("LoadState"),
+        active_state=first("ActiveState"),
+        main_pid=pid,
+        active_enter=parse_timestamp(first("ActiveEnterTimestamp")),
+        exec_main_start=parse_timestamp(first("ExecMainStartTimestamp")),
+        environment=environment,
+        environment_files=tuple(
+            _parse_environment_file(v) for v in props.get("EnvironmentFiles", []) if v
+        ),
+        exec_start=tuple(_parse_exec(v) for v in props.get("ExecStart", []) if v),
+        fragment_path=first("FragmentPath"),
+        drop_in_paths=tuple(split_quoted(" ".join(props.get("DropInPaths", [])))),
+        need_daemon_reload=first("NeedDaemonReload") == "yes",
+    )
+
+
+def show_unit(
+    unit: str, systemctl: Sequence[str] = ("systemctl",), timeout: float = 5.0
+) -> UnitState:
+    """Ask systemd about `unit`; a unit that does not exist is a state (not-found), not an error."""
+    # A leading "-" would be read as an option; control characters would break
+    # the one-line error messages and are never valid in a unit name.
+    if not unit or unit.startswith("-") or any(ord(c) < 32 or ord(c) == 127 for c in unit):
+        raise SystemdError(f"invalid unit name {unit!r}")
+    argv = [*systemctl, "show", "--timestamp=us+utc", unit, "-p", ",".join(SHOW_PROPERTIES)]
+    command = shlex.join(argv[: len(systemctl) + 1] + [unit])
+    try:
+        result = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except FileNotFoundError:
+        raise SystemdError(f"cannot query {unit}: {systemctl[0]!r} not found") from None
+    except PermissionError:
+        raise SystemdError(f"cannot query {unit}: {systemctl[0]!r} is not executable") from None
+    except subprocess.TimeoutExpired:
+        raise SystemdError(f"{command} did not answer within {timeout:g} s") from None
+    if result.returncode != 0:
+        reason = _first_line(result.stderr) or _first_line(result.stdout) or "no output"
+        raise SystemdError(f"{command} failed (exit {result.returncode}): {reason}")
+    props = parse_show(result.stdout)
+    if "LoadState" not in props:
+        raise SystemdError(f"{command} printed no LoadState: {_first_line(result.stdout)!r}")
+    return parse_unit_state(unit, props)
+
+
+def unit_facts(subject: str, state: UnitState) -> Iterator[Fact]:
+    """The facts systemd holds about a unit's configuration, with where they come from.
+
+    MainPID and timestamps are left out: the services collector records the
+    process itself (pid, started_at).
+    """
+    provenance = {
+        "unit": state.unit,
+        "fragment": state.fragment_path,
+        "drop_ins": list(state.drop_in_paths),
+    }
+    values = {
+        "unit:load_state": state.load_state,
+        "unit:active_state": state.active_state,
+        "unit:fragment_path": state.fragment_path,
+        "unit:drop_ins": "\n".join(state.drop_in_paths),
+        # "-" marks an optional file, as in EnvironmentFile= itself.
+        "unit:environment_files": "\n".join(
+            ("-" if ignore else "") + path for path, ignore in state.environment_files
+        ),
+        "unit:exec_start": "\n".join(shlex.join(argv) for argv in state.exec_start),
+        "unit:need_daemon_reload": "yes" if state.need_daemon_reload else "no",
+    }
+    for key, value in values.items():
+        yield Fact(subject, key, value, dict(provenance))
+    for name, value in state.environment.items():
+        yield Fact(subject, f"unit:environment:{name}", value, dict(provenance))
+
+
+_TIMESTAMP = re.compile(
+    r"^(?:\w{3} )?(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.(\d{1,6}))? (UTC|GMT|UCT|Z)$"
+)
+
+
+def parse_timestamp(text: str) -> datetime | None:
+    """Parse a `--timestamp=us+utc` (or second-resolution UTC) value; empty or n/a is None."""
+    text = text.strip()
+    if not text or text == "n/a":
+        return None
+    match = _TIMESTAMP.match(text)
+    if match is None:
+        # Only UTC is accepted: a local zone abbreviation cannot be mapped reliably.
+        raise SystemdError(f"unexpected systemd timestamp {text!r} (expected UTC)")
+    moment = datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S")
+    micro = int((match[2] or "0").ljust(6, "0"))
+    return moment.replace(microsecond=micro, tzinfo=UTC)
+
+
+_SIMPLE_ESCAPES = {
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "s": " ",
+}
+_HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
+
+
+def split_quoted(text: str) -> list[str]:
+    """Split a systemd string list into words, undoing its quoting and C escapes.
+
+    Inverse of systemd's shell_maybe_quote(): words are separated by whitespace,
+    may be wrapped in "..." or '...', and backslash escapes (``\\n``, ``\\"``,
+    ``\\\\``, ``\\xNN``, octal ``\\NNN``) apply inside and outside quotes.
+    """
+    words: list[str] = []
+    current: list[str] = []
+    in_word = False
+    quote: str | None = None
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if quote is None and char in " \t\n":
+            if in_word:
+                words.append("".join(current))
+                current, in_word = [], False
+            i += 1
+            continue
+        in_word = True
+        if char == "\\":
+            decoded, i = _unescape(text, i)
+            current.append(decoded)
+        elif quote is None and char in "\"'":
+            quote = char
+            i += 1
+        elif char == quote:
+            quote = None
+            i += 1
+        else:
+            current.append(char)
+            i += 1
+    if quote is not None:
+        raise SystemdError(f"unterminated quote in systemd value {text!r}")
+    if in_word:
+        words.append("".join(current))
+    return words
+
+
+def _unescape(text: str, i: int) -> tuple[str, int]:
+    """Decode the backslash escape at text[i]; return it and the index after it."""
+    if i + 1 >= len(text):
+        return "\\", i + 1
+    code = text[i + 1]
+    if code in _SIMPLE_ESCAPES:
+        return _SIMPLE_ESCAPES[code], i + 2
+    if code in _HEX_ESCAPES:
+        width = _HEX_ESCAPES[code]
+        digits = text[i + 2 : i + 2 + width]
+        if len(digits) == width and all(c in "0123456789abcdefABCDEF" for c in digits):
+            return chr(int(digits, 16)), i + 2 + width
+    digits = text[i + 1 : i + 4]
+    if len(digits) == 3 and all(c in "01234567" for c in digits):
+        return chr(int(digits, 8)), i + 4
+    # \" \' \\ \$ \` and anything unknown: the character itself.
+    return code, i + 2
+
+
+_ENVIRONMENT_FILE = re.compile(r"^(.*) \(ignore_errors=(yes|no)\)$")
+
+
+def _parse_environment_file(value: str) -> tuple[str, bool]:
+    """``/etc/x.env (ignore_errors=yes)`` -> ("/etc/x.env", True)."""
+    match = _ENVIRONMENT_FILE.match(value)
+    if match is None:
+        return value, False
+    return match[1], match[2] == "yes"
+
+
+def _parse_exec(value: str) -> tuple[str, ...]:
+    """argv of one ``{ path=... ; argv[]=... ; ignore_errors=... ; ... }`` entry.
+
+    systemd joins argv with single spaces and no quoting (strv_join), so the
+    split is exact unless an argument itself contains a space. The argv field
+    ends at the last ``ignore_errors=`` (or ``flags=`` for ExecStartEx), since
+    an argument may contain `` ; `` too.
+    """
+    body = value.strip()
+    start = body.find(" ; argv[]=")
+    if not body.startswith("{") or start < 0:
+        raise SystemdError(f"unexpected ExecStart value {value!r}")
+    start += len(" ; argv[]=")
+    end = max(body.rfind(" ; ignore_errors="), body.rfind(" ; flags="))
+    argv = body[start:end] if end >= start else body[start:]
+    return tuple(argv.split(" ")) if argv else ()
+
+
+def _first_line(text: str) -> str:
+    """The first non-blank line of a command's output, stripped."""
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
