@@ -30,8 +30,9 @@ class Fact:
 class CollectionError:
     """Something a collector could not read; its facts keep their last value.
 
-    `key` None means the whole subject; a key ending in ``:`` (``env:``)
-    covers every key with that prefix; any other key covers that key only.
+    A subject ending in ``/`` (``file:/opt/k/``) covers every subject under
+    that folder. `key` None means the whole subject; a key ending in ``:``
+    (``env:``) covers every key with that prefix; any other key covers that key only.
     """
 
     subject: str
@@ -40,7 +41,10 @@ class CollectionError:
 
     def covers(self, subject: str, key: str) -> bool:
         """True if a fact (subject, key) falls inside what this error failed to collect."""
-        if subject != self.subject:
+        if self.subject.endswith("/"):
+            if not subject.startswith(self.subject):
+                return False
+        elif subject != self.subject:
             return False
         if self.key is None:
             return True

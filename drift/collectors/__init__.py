@@ -1,0 +1,1 @@
+"""Collectors: read the live system and yield Facts and CollectionErrors; no database."""

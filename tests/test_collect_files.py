@@ -1,0 +1,469 @@
+"""The files collector on real trees: globs, symlinks, special files, permissions, stat cache."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import hashlib
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from drift.collectors import files
+from drift.collectors.files import collect_files, expand_globs
+from drift.config import FileSpec
+from drift.facts import CachedStat, CollectContext, CollectionError, Fact
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def settle() -> None:
+    """Wait until files written so far are older than the racy window, so they may be cached."""
+    time.sleep(files.RACY_WINDOW_NS / 1e9 + 0.02)
+
+
+def covers(error: CollectionError, subject: str, key: str) -> bool:
+    """True if the store keeps (subject, key) at its last value because of `error`."""
+    return error.covers(subject, key)
+
+
+def run(spec: FileSpec, ctx: CollectContext | None = None, timeout: float = 10.0,
+        ) -> tuple[dict[str, dict[str, str]], list[CollectionError]]:
+    """Collect in a thread, so a hang (a FIFO, a symlink loop) fails the test, not stalls it."""
+    ctx = ctx if ctx is not None else CollectContext()
+    out: list[Fact | CollectionError] = []
+    worker = threading.Thread(target=lambda: out.extend(collect_files(spec, ctx)), daemon=True)
+    worker.start()
+    worker.join(timeout)
+    assert not worker.is_alive(), "collect_files did not finish"
+    facts: dict[str, dict[str, str]] = {}
+    errors: list[CollectionError] = []
+    for item in out:
+        if isinstance(item, CollectionError):
+            errors.append(item)
+        else:
+            facts.setdefault(item.subject, {})[item.key] = item.value
+    return facts, errors
+
+
+def globbed(*patterns: Path | str, exclude: frozenset[str] = frozenset()) -> list[str]:
+    return [path for path, _ in expand_globs([str(p) for p in patterns], exclude)]
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "root"
+    for rel, body in {
+        "a.py": "a", "notes.txt": "n", "x/b.py": "b", "x/y/c.py": "c", "x/y/c.txt": "ct",
+        "x/y/z/d.py": "d", ".hidden/e.py": "e", "q/b.py": "qb",
+    }.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(body)
+    return root
+
+
+# ---------------------------------------------------------------------------
+# Globs
+
+
+def test_double_star_matches_zero_or_more_directories_at_start_middle_and_end(tree: Path) -> None:
+    r = str(tree)
+    assert globbed(tree / "**/*.py") == [
+        f"{r}/.hidden/e.py", f"{r}/a.py", f"{r}/q/b.py", f"{r}/x/b.py", f"{r}/x/y/c.py",
+        f"{r}/x/y/z/d.py",
+    ]
+    assert globbed(tree / "x/**/b.py") == [f"{r}/x/b.py"]  # zero directories
+    assert globbed(tree / "x/**/d.py") == [f"{r}/x/y/z/d.py"]  # two directories
+    assert globbed(tree / "x/**") == [
+        f"{r}/x/b.py", f"{r}/x/y/c.py", f"{r}/x/y/c.txt", f"{r}/x/y/z/d.py",
+    ]
+    assert globbed(tree / "**/y/**/*.txt") == [f"{r}/x/y/c.txt"]
+
+
+def test_single_star_question_mark_and_brackets_never_cross_a_slash(tree: Path) -> None:
+    r = str(tree)
+    assert globbed(tree / "*.py") == [f"{r}/a.py"]
+    assert globbed(tree / "x/*") == [f"{r}/x/b.py"]  # not x/y/c.py, and not the directory y
+    assert globbed(tree / "?/b.py") == [f"{r}/q/b.py", f"{r}/x/b.py"]
+    assert globbed(tree / "[x]/b.py") == [f"{r}/x/b.py"]
+    assert globbed(tree / "x*c.py") == []
+
+
+def test_pattern_without_glob_characters_names_one_file(tree: Path) -> None:
+    assert globbed(tree / "x/y/c.py") == [f"{tree}/x/y/c.py"]
+    facts, errors = run(FileSpec("one", (str(tree / "x/y/c.py"),)))
+    assert facts == {f"file:{tree}/x/y/c.py": {"sha256": sha(b"c"), "size": "1", "mode": "0644"}}
+    assert errors == []
+
+
+def test_each_path_once_sorted_with_the_first_pattern_that_matched(tree: Path) -> None:
+    spec = FileSpec("py", (str(tree / "x/**/*.py"), str(tree / "**/b.py")))
+    got = list(expand_globs(spec.paths))
+    assert got == [
+        (f"{tree}/q/b.py", spec.paths[1]), (f"{tree}/x/b.py", spec.paths[0]),
+        (f"{tree}/x/y/c.py", spec.paths[0]), (f"{tree}/x/y/z/d.py", spec.paths[0]),
+    ]
+    out = [f for f in collect_files(spec, CollectContext()) if isinstance(f, Fact)]
+    assert {f.provenance["glob"] for f in out if f.subject == f"file:{tree}/q/b.py"} == {
+        spec.paths[1]
+    }
+    assert all(f.provenance["set"] == "py" for f in out)
+
+
+def test_pattern_matching_nothing_is_an_error_that_covers_no_file(tree: Path) -> None:
+    missing = str(tree / "nowhere/**/*.conf")
+    directory = str(tree / "x")
+    facts, errors = run(FileSpec("conf", (missing, directory, str(tree / "a.py"))))
+    assert list(facts) == [f"file:{tree}/a.py"]
+    assert [(e.subject, e.key, e.message) for e in errors] == [
+        ("files:conf", None, f"no file matches {missing}"),
+        ("files:conf", None, f"no file matches {directory}"),  # a directory is not a file
+    ]
+    # A file that was recorded before and is gone now must read as removed.
+    assert not any(covers(e, f"file:{tree}/nowhere/a.conf", "sha256") for e in errors)
+
+
+def test_excluded_paths_are_never_listed_even_through_a_symlinked_directory(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    for name in ("drift.db", "drift.db-wal", "drift.db-shm", "drift.lock", "secret.key", "keep"):
+        (state / name).write_text(name)
+    alias = tmp_path / "alias"
+    alias.symlink_to(state)
+    exclude = frozenset(str(alias / n) for n in
+                        ("drift.db", "drift.db-wal", "drift.db-shm", "drift.lock", "secret.key"))
+    assert globbed(state / "*", exclude=exclude) == [f"{state}/keep"]
+    assert globbed(alias / "*", exclude=exclude) == [f"{alias}/keep"]
+    # And the other way round: excluded by its real path, globbed through the alias.
+    real = frozenset(str(state / n) for n in ("drift.db", "secret.key"))
+    assert globbed(alias / "*", exclude=real) == [
+        f"{alias}/{n}" for n in ("drift.db-shm", "drift.db-wal", "drift.lock", "keep")
+    ]
+    assert globbed(state / "drift.db", exclude=exclude) == []
+    facts, _ = run(FileSpec("all", (str(state / "*"),)), CollectContext(exclude=exclude))
+    assert list(facts) == [f"file:{state}/keep"]
+
+
+# ---------------------------------------------------------------------------
+# Symlinks and special files
+
+
+def test_symlink_is_recorded_with_its_target_and_never_followed(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("do not read")
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "link.txt").symlink_to(outside / "secret.txt")
+    (root / "dirlink").symlink_to(outside)
+    facts, errors = run(FileSpec("s", (str(root / "**/*.txt"), str(root / "*"))))
+    assert facts == {
+        f"file:{root}/dirlink": {"symlink": str(outside)},
+        f"file:{root}/link.txt": {"symlink": str(outside / "secret.txt")},
+    }
+    assert errors == []
+
+
+def test_symlink_loops_terminate_and_are_recorded(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "sub").mkdir(parents=True)
+    (root / "a").symlink_to("b")
+    (root / "b").symlink_to("a")
+    (root / "sub" / "up").symlink_to("..")
+    (root / "sub" / "f").write_text("f")
+    facts, errors = run(FileSpec("loops", (str(root / "**"),)))
+    assert facts == {
+        f"file:{root}/a": {"symlink": "b"},
+        f"file:{root}/b": {"symlink": "a"},
+        f"file:{root}/sub/f": {"sha256": sha(b"f"), "size": "1", "mode": "0644"},
+        f"file:{root}/sub/up": {"symlink": ".."},
+    }
+    assert errors == []
+
+
+def test_fixed_leading_directory_may_be_a_symlink_the_user_named(tmp_path: Path) -> None:
+    real = tmp_path / "v2"
+    real.mkdir()
+    (real / "k.py").write_text("k")
+    (tmp_path / "current").symlink_to(real)
+    assert globbed(tmp_path / "current/*.py") == [f"{tmp_path}/current/k.py"]
+
+
+@pytest.fixture
+def fifo(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "root" / "pipe"
+    path.parent.mkdir()
+    os.mkfifo(path)
+    yield path
+    # If a broken collector is stuck opening the FIFO, a writer lets it go.
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError:
+        pass
+
+
+def test_fifo_is_recorded_by_type_without_blocking(fifo: Path) -> None:
+    os.chmod(fifo, 0o620)
+    facts, errors = run(FileSpec("p", (str(fifo.parent / "*"),)), timeout=5)
+    assert facts == {f"file:{fifo}": {"type": "fifo", "mode": "0620"}}
+    assert errors == []
+
+
+def test_socket_and_device_are_recorded_by_type(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    root.mkdir()
+    sock = socket.socket(socket.AF_UNIX)
+    try:
+        sock.bind(str(root / "s.sock"))
+        facts, _ = run(FileSpec("sock", (str(root / "*.sock"),)))
+    finally:
+        sock.close()
+    assert facts[f"file:{root}/s.sock"]["type"] == "socket"
+    assert "sha256" not in facts[f"file:{root}/s.sock"]
+    try:
+        os.mknod(root / "null", stat.S_IFCHR | 0o600, os.makedev(1, 3))
+    except PermissionError:
+        pytest.skip("mknod not permitted here; socket part checked")
+    facts, _ = run(FileSpec("dev", (str(root / "null"),)))
+    assert facts == {f"file:{root}/null": {"type": "char-device", "mode": "0600"}}
+
+
+# ---------------------------------------------------------------------------
+# Permissions: root ignores mode bits, so the collector runs in a child process
+# without CAP_DAC_OVERRIDE / CAP_DAC_READ_SEARCH (dropped from the bounding set
+# before exec, so the child's root has no way around chmod 000).
+
+_CHILD = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from drift.collectors.files import collect_files
+from drift.config import FileSpec
+from drift.facts import CollectContext, CollectionError
+out = []
+for pattern in sys.argv[2:]:
+    for item in collect_files(FileSpec("p", (pattern,)), CollectContext()):
+        out.append([pattern, type(item).__name__, item.subject, item.key,
+                    getattr(item, "value", None) or getattr(item, "message", None)])
+print(json.dumps(out))
+"""
+
+
+def _drop_dac_capabilities() -> None:
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    pr_capbset_drop, cap_dac_override, cap_dac_read_search = 24, 1, 2
+    for cap in (cap_dac_override, cap_dac_read_search):
+        if libc.prctl(pr_capbset_drop, cap, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+def collect_unprivileged(*patterns: str) -> list[list[str | None]]:
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _CHILD, str(REPO), *patterns], capture_output=True, text=True,
+            timeout=30, check=True,
+            preexec_fn=_drop_dac_capabilities if os.geteuid() == 0 else None,
+        )
+    except subprocess.SubprocessError as exc:
+        if "prctl" in str(exc):
+            pytest.skip("cannot drop CAP_DAC_OVERRIDE here, so chmod 000 cannot fail for root")
+        raise
+    result: list[list[str | None]] = json.loads(done.stdout)
+    return result
+
+
+def test_unreadable_file_and_directory_are_blind_spots_not_removals(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "locked").mkdir(parents=True)
+    (root / "locked" / "inner.txt").write_text("inner")
+    (root / "ok.txt").write_text("ok")
+    (root / "secret.txt").write_text("secret")
+    os.chmod(root / "secret.txt", 0)
+    os.chmod(root / "locked", 0)
+    try:
+        every, top = str(root / "**"), str(root / "*")
+        out = collect_unprivileged(every, top)
+    finally:
+        os.chmod(root / "locked", 0o755)
+    by_pattern = {p: [row[1:] for row in out if row[0] == p] for p in (every, top)}
+    assert sorted(by_pattern[every]) == sorted([
+        ["CollectionError", f"file:{root}/locked/", None,
+         "cannot list directory: Permission denied"],
+        ["Fact", f"file:{root}/ok.txt", "sha256", sha(b"ok")],
+        ["Fact", f"file:{root}/ok.txt", "size", "2"],
+        ["Fact", f"file:{root}/ok.txt", "mode", "0644"],
+        # The mode change that made it unreadable is itself recorded.
+        ["Fact", f"file:{root}/secret.txt", "size", "6"],
+        ["Fact", f"file:{root}/secret.txt", "mode", "0000"],
+        ["CollectionError", f"file:{root}/secret.txt", "sha256", "cannot read: Permission denied"],
+    ])
+    errors = [CollectionError(s, k, m) for kind, s, k, m in by_pattern[every]
+              if kind == "CollectionError"]
+    # Facts recorded earlier for files under the locked directory keep their value.
+    assert any(covers(e, f"file:{root}/locked/inner.txt", "sha256") for e in errors)
+    assert any(covers(e, f"file:{root}/secret.txt", "sha256") for e in errors)
+    assert not any(covers(e, f"file:{root}/ok.txt", "sha256") for e in errors)
+    assert not any(covers(e, f"file:{root}/locked-other/x", "sha256") for e in errors)
+    # `root/*` matches the directory name but a directory is not a file and
+    # nothing can match below it, so it is never listed and costs no blind spot.
+    assert [row[1] for row in by_pattern[top] if row[0] == "CollectionError"] == [
+        f"file:{root}/secret.txt"
+    ]
+
+
+# ---------------------------------------------------------------------------
+# The stat cache
+
+
+def test_unchanged_files_are_taken_from_the_cache_without_being_read(tree: Path) -> None:
+    spec = FileSpec("all", (str(tree / "**"),))
+    settle()
+    first = CollectContext()
+    facts, errors = run(spec, first)
+    assert errors == []
+    assert len(first.cache_updates) == 8
+    second = CollectContext(file_cache=dict(first.cache_updates))
+    assert run(spec, second) == (facts, [])
+    assert second.cache_updates == {}
+    # A cache entry whose stat matches is trusted outright: the file is not opened.
+    path = f"{tree}/a.py"
+    third = CollectContext(file_cache={**first.cache_updates,
+                                       path: first.cache_updates[path]._replace(sha256="f" * 64)})
+    facts3, _ = run(spec, third)
+    assert facts3[f"file:{path}"]["sha256"] == "f" * 64
+
+
+def test_rewrite_with_same_size_and_restored_mtime_is_rehashed_because_ctime_moved(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "kernel.py"
+    path.write_bytes(b"CTAS=256\n")
+    settle()
+    spec = FileSpec("k", (str(path),))
+    first = CollectContext()
+    facts, _ = run(spec, first)
+    assert facts[f"file:{path}"]["sha256"] == sha(b"CTAS=256\n")
+    before = os.lstat(path)
+    path.write_bytes(b"CTAS=512\n")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.lstat(path)
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == (
+        before.st_size, before.st_mtime_ns, before.st_ino)
+    assert after.st_ctime_ns != before.st_ctime_ns
+    facts, errors = run(spec, CollectContext(file_cache=dict(first.cache_updates)))
+    assert facts[f"file:{path}"]["sha256"] == sha(b"CTAS=512\n")
+    assert errors == []
+
+
+def test_file_replaced_by_rename_with_same_size_and_mtime_is_rehashed(tmp_path: Path) -> None:
+    path, new = tmp_path / "a.conf", tmp_path / "a.conf.new"
+    path.write_bytes(b"one")
+    settle()
+    first = CollectContext()
+    run(FileSpec("c", (str(path),)), first)
+    old = os.lstat(path)
+    new.write_bytes(b"two")
+    os.utime(new, ns=(old.st_atime_ns, old.st_mtime_ns))
+    os.rename(new, path)
+    facts, _ = run(FileSpec("c", (str(path),)), CollectContext(file_cache=first.cache_updates))
+    assert facts[f"file:{path}"]["sha256"] == sha(b"two")
+
+
+def test_recently_changed_file_is_hashed_but_not_cached(tmp_path: Path) -> None:
+    path = tmp_path / "hot.conf"
+    path.write_bytes(b"hot")
+    ctx = CollectContext()
+    facts, _ = run(FileSpec("h", (str(path),)), ctx)
+    age = time.time_ns() - os.lstat(path).st_ctime_ns
+    assert facts[f"file:{path}"]["sha256"] == sha(b"hot")
+    if age >= files.RACY_WINDOW_NS:
+        pytest.skip("this machine took longer than the racy window to get here")
+    assert str(path) not in ctx.cache_updates  # its mtime could still move within one tick
+
+
+def test_mode_changes_are_recorded_including_setuid_and_sticky(tmp_path: Path) -> None:
+    path = tmp_path / "tool"
+    path.write_bytes(b"#!/bin/sh\n")
+    os.chmod(path, 0o644)
+    settle()
+    spec = FileSpec("t", (str(path),))
+    first = CollectContext()
+    facts, _ = run(spec, first)
+    assert facts[f"file:{path}"]["mode"] == "0644"
+    for mode, text in ((0o4755, "4755"), (0o1600, "1600")):
+        os.chmod(path, mode)
+        facts, _ = run(spec, CollectContext(file_cache=dict(first.cache_updates)))
+        assert facts[f"file:{path}"]["mode"] == text
+        assert facts[f"file:{path}"]["sha256"] == sha(b"#!/bin/sh\n")
+
+
+def test_cache_updates_hold_the_stat_after_hashing(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 3000)
+    settle()
+    ctx = CollectContext()
+    run(FileSpec("f", (str(path),)), ctx)
+    st = os.lstat(path)
+    assert ctx.cache_updates == {
+        str(path): CachedStat(3000, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, sha(b"x" * 3000))
+    }
+
+
+# ---------------------------------------------------------------------------
+# A file that changes while it is hashed
+
+
+def test_file_appended_to_while_hashed_gives_a_true_hash_or_an_error(tmp_path: Path) -> None:
+    """Never a torn hash: the digest must be of a length the file really had, or a blind spot.
+
+    The file only ever holds a prefix of `stream`, so any sha256 we report must
+    equal sha256(stream[:reported size]); which of the two outcomes happens
+    depends on timing, the assertion does not.
+    """
+    stream = os.urandom(40 << 20)
+    start = 24 << 20
+    path = tmp_path / "big.log"
+    path.write_bytes(stream[:start])
+    stop = threading.Event()
+    written = [start]
+
+    def append() -> None:
+        with open(path, "ab", buffering=0) as f:
+            while not stop.is_set() and written[0] < len(stream):
+                f.write(stream[written[0]:written[0] + (64 << 10)])
+                written[0] += 64 << 10
+                time.sleep(0.0005)
+
+    writer = threading.Thread(target=append)
+    writer.start()
+    try:
+        facts, errors = run(FileSpec("log", (str(path),)))
+    finally:
+        stop.set()
+        writer.join()
+    subject = f"file:{path}"
+    if subject in facts:
+        size = int(facts[subject]["size"])
+        assert start <= size <= written[0]
+        assert facts[subject]["sha256"] == sha(stream[:size])
+    else:
+        assert errors == [CollectionError(subject, None, "changed while being read")]
+    # Once the writer is done, the hash is of the final content.
+    facts, errors = run(FileSpec("log", (str(path),)))
+    assert facts[subject]["sha256"] == sha(stream[:written[0]])
+    assert facts[subject]["size"] == str(written[0])
