@@ -1,0 +1,541 @@
+"""Keep secrets out of drift's database, terminal and reports.
+
+A secret is found three ways:
+
+- by **name**: an env var, exported variable, unit ``Environment=`` entry or
+  command-line flag whose name holds KEY, TOKEN, SECRET, PASS, CREDENTIAL,
+  AUTH, COOKIE, SESSION, SIGNATURE, PRIVATE or DSN (plus ``[secrets] redact``,
+  minus ``[secrets] allow``);
+- by **format**: a value shaped like a known token (Hugging Face, OpenAI,
+  Anthropic, AWS, GitHub, Slack, JWT, PEM private key, ``Bearer``/``Basic``),
+  whatever its name;
+- by **context**: the password of a URL (``postgres://user:PW@host``), the
+  value after a secret flag (``--api-key X``, ``--password=X``), of a secret
+  assignment (``HF_TOKEN=X``, ``api_key = "X"``), JSON key or ``Name: value``
+  line.
+
+A fact that is a secret is stored as ``hmac-sha256:<32 hex>`` (a keyed digest,
+so drift can say "changed" without showing either value) with ``secret=True``.
+A secret inside a larger text (argv, a script, command output, provenance) is
+replaced by ``[redacted:<8 hex>]``, the first hex digits of the same keyed
+digest: two different secrets read differently, one secret reads the same
+everywhere. Once a value of six or more characters is known to be secret, it
+is masked wherever else it appears.
+
+Known false positives, accepted because hiding a value only costs "changed"
+instead of the value: ``SSH_AUTH_SOCK``-like paths in names with AUTH or
+SESSION (a few well-known ones are exempt), ``--ssl-keyfile`` (a path). Not
+redacted on purpose: ``KEYBOARD``/``KEYMAP``, ``AUTHOR`` (``GIT_AUTHOR_NAME``),
+``BYPASS``, ``PASSTHROUGH``, ``TOKENIZER`` and token *counts* such as
+``--max-total-tokens`` (a plural TOKENS next to MAX, NUM, TOTAL ...), and
+``PWD``/``OLDPWD`` (PWD is not a secret word; add ``DB_PWD`` to
+``[secrets] redact`` if you use it for a password).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from drift.errors import ConfigError
+from drift.facts import Fact
+
+if TYPE_CHECKING:
+    from drift.config import SecretsSpec
+
+DIGEST_PREFIX = "hmac-sha256:"
+MARKER_FORMAT = "[redacted:{}]"
+# Shorter known values ("1", "on", "8000") would mask half of every text.
+MIN_KNOWN_LENGTH = 6
+KEY_BYTES = 32
+
+# Keys whose values are hashes, sizes, modes and ids: never secret, and
+# masking a known secret inside a hex digest would corrupt it (a six-digit
+# secret turns up in about one sha256 in 300k by chance). Skipping them is also
+# what keeps a record of 40k file facts cheap.
+SKIP_KEYS = frozenset({
+    "sha256", "size", "mode", "mtime", "inode", "head", "pid", "started_at", "exit", "ok",
+    "dirty",
+})
+
+# --- names -----------------------------------------------------------------
+
+_SECRET_ROOT = re.compile(
+    r"KEY|TOKEN|SECRET|PASS|CREDENTIAL|AUTH|COOKIE|SESSION|SIGNATURE|PRIVATE|DSN"
+)
+# Whole words that contain a root but name nothing secret.
+_BENIGN_WORD = re.compile(
+    r"KEYBOARDS?|KEYMAPS?|AUTHORS?|AUTHORED|BYPASS\w*|COMPASS|PASSTHRU|PASSTHROUGH|PASSIVE"
+    r"|\w*TOKENIZ\w*"
+)
+# TOKENS next to one of these words is a count (--max-total-tokens), not a
+# list of credentials (API_TOKENS).
+_COUNT_WORDS = frozenset({
+    "MAX", "MIN", "NUM", "TOTAL", "COUNT", "LIMIT", "BUDGET", "LEN", "LENGTH", "SIZE", "PER",
+})
+# Well-known session plumbing: paths and ids, not credentials.
+_BENIGN_NAMES = frozenset({
+    "SSH_AUTH_SOCK", "XAUTHORITY", "DBUS_SESSION_BUS_ADDRESS", "XDG_SESSION_ID",
+    "XDG_SESSION_TYPE", "XDG_SESSION_CLASS", "XDG_SESSION_DESKTOP",
+})
+_WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def _name_words(name: str) -> list[str]:
+    return [w.upper() for w in _WORD_SPLIT.split(_CAMEL.sub("_", name)) if w]
+
+
+def _secret_by_words(name: str) -> bool:
+    words = _name_words(name)
+    for word in words:
+        if not _SECRET_ROOT.search(word) or _BENIGN_WORD.fullmatch(word):
+            continue
+        if (word.endswith("TOKENS") and not _SECRET_ROOT.search(word[:-6])
+                and _COUNT_WORDS.intersection(words)):
+            continue
+        return True
+    return False
+
+
+# --- values ----------------------------------------------------------------
+
+# Known token formats, each anchored so it does not fire inside a longer word
+# ("task-..." is not an OpenAI key).
+TOKEN_FORMATS = (
+    r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,}",                                  # Hugging Face
+    r"(?<![A-Za-z0-9_-])sk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}",               # OpenAI, Anthropic
+    r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])",             # AWS access key id
+    r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{20,}",                          # GitHub
+    r"(?<![A-Za-z0-9_])github_pat_[A-Za-z0-9_]{20,}",                        # GitHub fine-grained
+    r"(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,}",                         # Slack
+    r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{2,}\.eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*",  # JWT
+)
+_PEM = r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END[A-Z0-9 ]*PRIVATE KEY-----|\Z)"
+_AUTH_VALUE = r"[A-Za-z0-9._~+/-]{8,}=*"
+_QUOTED = r"\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'"
+_JSON_STR = r"(?:[^\"\\\n]|\\.)*"
+_FLAG = r"--?[A-Za-z][\w.-]*"
+
+# Each scanner runs only when a cheap substring check says it might match
+# (most values are short and match none). The context scanner consumes only a
+# name and captures the value in a lookahead, so a token hidden inside a value
+# that turns out not to be secret ("INFO: got hf_...") is still found.
+_PEM_SCAN = re.compile(_PEM)
+_TOKEN_SCAN = re.compile("|".join(TOKEN_FORMATS))
+_AUTH_SCAN = re.compile(rf"\b(?i:bearer|basic)[ \t]+(?P<auth>{_AUTH_VALUE})")
+# scheme://user:PASSWORD@ ; greedy so an unencoded @ stays in the password
+_URL_SCAN = re.compile(
+    r"(?<![\w+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@\"'<>\[\]]*:(?P<urlpw>[^\s/?#\"'<>]+)@"
+)
+_CONTEXT_SCAN = re.compile("|".join([
+    # JSON argv: "--token", "X"   and   "--token=X"
+    rf"(?<![\w-])(?P<jf>{_FLAG})\",[ \t]*\"(?=(?P<jfv>{_JSON_STR})\")",
+    rf"\"(?P<jef>{_FLAG})=(?=(?P<jefv>{_JSON_STR})\")",
+    # shell: --token X, --token=X, --token \<newline> X ; a following -x is a flag
+    rf"(?<![\w-])(?P<sf>{_FLAG})(?:=|[ \t]+(?:\\\r?\n[ \t]*)?)"
+    rf"(?=(?P<sfv>{_QUOTED}|[^\s'\"\\-][^\s'\"]*))",
+    # JSON object: "api_key": "X"
+    rf"\"(?P<jk>[A-Za-z_][\w.-]*)\"[ \t]*:[ \t]*\"(?=(?P<jkv>{_JSON_STR})\")",
+    # YAML / HTTP header line: api_key: X   Authorization: Bearer X
+    rf"^[ \t]*(?:-[ \t]+)?(?P<yk>[A-Za-z_][\w.-]*)[ \t]*:[ \t]+"
+    rf"(?=(?P<ykv>{_QUOTED}|[^\s'\"#][^\n]*?)(?:[ \t]+\#|[ \t\r]*$))",
+    # assignment: HF_TOKEN=X, export DB_PASS="X", api_key = 'X', ?token=X
+    rf"(?<![\w$.-])(?P<an>[A-Za-z_][A-Za-z0-9_]*)[ \t]*=[ \t]*"
+    rf"(?=(?P<av>{_QUOTED}|[^\s'\";&|)=][^\s'\";&|)]*))",
+]), re.MULTILINE)
+# (name group, value group, value may be a shell $reference left alone)
+_CONTEXT_GROUPS = (
+    ("jf", "jfv", False), ("jef", "jefv", False), ("sf", "sfv", True),
+    ("jk", "jkv", False), ("yk", "ykv", True), ("an", "av", True),
+)
+_FULL_FORMAT = re.compile(
+    rf"{_PEM}|(?:{'|'.join(TOKEN_FORMATS)})|(?i:bearer|basic)[ \t]+(?P<auth>{_AUTH_VALUE})"
+)
+_AUTH_SCHEME = re.compile(r"(?i:bearer|basic|token)[ \t]+(?=\S)")
+_ALREADY_REDACTED = re.compile(r"\[redacted:[0-9a-f]{8}\]|hmac-sha256:[0-9a-f]{32}")
+
+
+# Chains of `in` are several times faster than one regex alternation here.
+def _may_hold_token(text: str) -> bool:
+    return ("hf_" in text or "sk-" in text or "AKIA" in text or "ASIA" in text
+            or "eyJ" in text or "xox" in text or "ghp_" in text or "gho_" in text
+            or "ghs_" in text or "ghu_" in text or "ghr_" in text or "github_pat_" in text)
+
+
+def _may_hold_auth(text: str) -> bool:
+    return "earer" in text or "EARER" in text or "asic" in text or "ASIC" in text
+
+
+def _may_hold_format(text: str) -> bool:
+    """Cheap pre-check: could `text` hold a token format, auth header or private key?"""
+    return _may_hold_token(text) or "PRIVATE KEY" in text or _may_hold_auth(text)
+
+
+def _looks_random(token: str) -> bool:
+    """A Bearer/Basic credential, not an English word ("Basic configuration")."""
+    if any(c.isdigit() or c in "+/=._~-" for c in token):
+        return True
+    return any(c.isupper() for c in token[1:]) and any(c.islower() for c in token)
+
+
+Span = tuple[int, int, str]  # start, end, the secret text (== text[start:end])
+
+
+class Redactor:
+    """Replaces secrets in facts and texts by keyed digests; see the module docstring.
+
+    `spec.redact` adds names (exact or fnmatch globs, case-insensitive, with or
+    without the leading dashes of a flag) that are always secret; `spec.allow`
+    names are never secret *by name*, but a value in a known token format, a
+    URL password or a known secret inside them is still redacted. A name in
+    both lists is redacted.
+    """
+
+    def __init__(self, key: bytes, spec: SecretsSpec | None = None) -> None:
+        if not key:
+            raise ValueError("the redaction key must not be empty")
+        self._key = key
+        self._redact = tuple(p.casefold() for p in spec.redact) if spec else ()
+        self._allow = tuple(p.casefold() for p in spec.allow) if spec else ()
+        self._names: dict[str, bool] = {}
+        self._name_hint = _name_hint(self._redact)
+        self._hex: dict[str, str] = {}
+        # every spelling of a known secret -> its marker
+        self._known: dict[str, str] = {}
+        self._literal_re: re.Pattern[str] | None = None
+
+    # -- classification ----------------------------------------------------
+
+    def is_secret_name(self, name: str) -> bool:
+        """True if an env var or flag called `name` holds a secret, by name alone."""
+        cached = self._names.get(name)
+        if cached is None:
+            cached = self._names[name] = self._classify_name(name)
+        return cached
+
+    def _classify_name(self, name: str) -> bool:
+        if not self._redact and not self._allow and not _SECRET_ROOT.search(name.upper()):
+            return False  # the common case, decided without splitting words
+        folded = name.casefold()
+        bare = folded.lstrip("-")
+        if any(fnmatch.fnmatchcase(folded, p) or fnmatch.fnmatchcase(bare, p.lstrip("-"))
+               for p in self._redact):
+            return True
+        if any(fnmatch.fnmatchcase(folded, p) or fnmatch.fnmatchcase(bare, p.lstrip("-"))
+               for p in self._allow):
+            return False
+        if name.upper() in _BENIGN_NAMES:
+            return False
+        return _secret_by_words(name)
+
+    def looks_like_secret_value(self, value: str) -> bool:
+        """True if the whole value (trimmed) is in a known token format."""
+        if not _may_hold_format(value):
+            return False
+        match = _FULL_FORMAT.fullmatch(value.strip())
+        if match is None:
+            return False
+        auth = match.group("auth")
+        return auth is None or _looks_random(auth)
+
+    # -- digests -----------------------------------------------------------
+
+    def _hexdigest(self, value: str) -> str:
+        hexed = self._hex.get(value)
+        if hexed is None:
+            raw = value.encode("utf-8", "surrogatepass")
+            hexed = hmac.new(self._key, raw, hashlib.sha256).hexdigest()
+            self._hex[value] = hexed
+        return hexed
+
+    def digest(self, value: str) -> str:
+        """The stored form of a secret value: ``hmac-sha256:`` and 32 hex digits."""
+        return DIGEST_PREFIX + self._hexdigest(value)[:32]
+
+    def marker(self, value: str) -> str:
+        """What a secret inside a larger text becomes: ``[redacted:<8 hex>]``."""
+        return MARKER_FORMAT.format(self._hexdigest(value)[:8])
+
+    def remember_secret(self, value: str) -> None:
+        """Mask `value` from now on wherever it appears (if six characters or longer)."""
+        if len(value) < MIN_KNOWN_LENGTH or value in self._known:
+            return
+        mark = self.marker(value)
+        self._known[value] = mark
+        # argv and JSON output hold the value JSON-escaped
+        escaped = json.dumps(value, ensure_ascii=False)[1:-1]
+        if escaped != value:
+            self._known.setdefault(escaped, mark)
+        self._literal_re = None
+
+    # -- scanning ----------------------------------------------------------
+
+    def _scan(self, text: str) -> Sequence[Span]:
+        """Spans of `text` that are secret by format or context (not by known value)."""
+        # Allocating nothing for the common no-hit case keeps the garbage
+        # collector from walking 40k facts several times per record.
+        if not ("://" in text or _may_hold_format(text) or self._name_hint.search(text.upper())):
+            return ()
+        spans: list[Span] = []
+        if "://" in text:
+            spans.extend((m.start("urlpw"), m.end("urlpw"), m.group("urlpw"))
+                         for m in _URL_SCAN.finditer(text)
+                         if not _ALREADY_REDACTED.fullmatch(m.group("urlpw")))
+        if _may_hold_token(text):
+            spans.extend((m.start(), m.end(), m.group()) for m in _TOKEN_SCAN.finditer(text))
+        if "PRIVATE KEY" in text:
+            spans.extend((m.start(), m.end(), m.group()) for m in _PEM_SCAN.finditer(text))
+        if _may_hold_auth(text):
+            spans.extend((m.start("auth"), m.end("auth"), m.group("auth"))
+                         for m in _AUTH_SCAN.finditer(text) if _looks_random(m.group("auth")))
+        if self._name_hint.search(text.upper()):
+            self._scan_context(text, spans)
+        return spans
+
+    def _scan_context(self, text: str, spans: list[Span]) -> None:
+        for m in _CONTEXT_SCAN.finditer(text):
+            for name_group, value_group, shell in _CONTEXT_GROUPS:
+                name = m.group(name_group)
+                if name is None:
+                    continue
+                value = m.group(value_group)
+                if not value or not self.is_secret_name(name):
+                    break
+                start, end = m.start(value_group), m.end(value_group)
+                quote = value[0]
+                if len(value) >= 2 and quote in "\"'" and value[-1] == quote:
+                    start, end, value = start + 1, end - 1, value[1:-1]
+                scheme = _AUTH_SCHEME.match(value)
+                if scheme:  # keep "Bearer " readable, mask what follows
+                    start, value = start + scheme.end(), value[scheme.end():]
+                if (value and not _ALREADY_REDACTED.fullmatch(value)
+                        and not (shell and quote != "'" and value.startswith("$"))):
+                    spans.append((start, end, value))
+                break
+
+    def _literal_spans(self, text: str) -> Sequence[Span]:
+        if not self._known:
+            return ()
+        if self._literal_re is None:
+            # longest first, so a secret that contains another is masked whole
+            alternatives = sorted(self._known, key=len, reverse=True)
+            self._literal_re = re.compile("|".join(map(re.escape, alternatives)))
+        if not self._literal_re.search(text):
+            return ()
+        return [(m.start(), m.end(), m.group()) for m in self._literal_re.finditer(text)]
+
+    def _apply(self, text: str, *found: Sequence[Span]) -> str:
+        """`text` with each span (overlapping ones merged) replaced by its marker."""
+        if not any(found):
+            return text
+        spans = sorted(span for group in found for span in group)
+        merged: list[list[int]] = []
+        for start, end, _ in spans:
+            if merged and start < merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        out: list[str] = []
+        pos = 0
+        for start, end in merged:
+            secret = text[start:end]
+            out.append(text[pos:start])
+            out.append(self._known.get(secret) or self.marker(secret))
+            pos = end
+        out.append(text[pos:])
+        return "".join(out)
+
+    def mask_text(self, text: str) -> str:
+        """`text` with known secrets, token formats, URL passwords and secret flag values masked."""
+        return self._apply(text, self._scan(text), self._literal_spans(text))
+
+    def _mask_memo(self, text: str, memo: dict[str, str],
+                   scans: dict[str, Sequence[Span]]) -> str:
+        # the same values (PATH, a provenance file name) recur across services
+        # (memo holds "" for unchanged, so an unchanged text comes back as the same object)
+        masked = memo.get(text)
+        if masked is None:
+            spans = scans.get(text)
+            if spans is None:
+                spans = self._scan(text)
+            masked = self._apply(text, spans, self._literal_spans(text))
+            memo[text] = "" if masked is text else masked
+        return masked or text
+
+    def _mask_any(self, value: Any, memo: dict[str, str],
+                  scans: dict[str, Sequence[Span]]) -> Any:
+        """`value` with every string inside masked; the very same object if nothing was."""
+        if isinstance(value, str):
+            return self._mask_memo(value, memo, scans)
+        if isinstance(value, dict):
+            copy: dict[Any, Any] | None = None
+            for k, v in value.items():
+                masked = self._mask_any(v, memo, scans)
+                if masked is not v:
+                    if copy is None:
+                        copy = dict(value)
+                    copy[k] = masked
+            return value if copy is None else copy
+        if isinstance(value, list | tuple):
+            masked = [self._mask_any(v, memo, scans) for v in value]
+            same = all(m is v for m, v in zip(masked, value, strict=True))
+            return value if same else type(value)(masked)
+        return value
+
+    # -- facts -------------------------------------------------------------
+
+    def redact_facts(self, facts: Iterable[Fact]) -> list[Fact]:
+        """Facts with every secret digested or masked; unchanged facts are returned as they are.
+
+        First pass: find secret facts (by name, by format) and learn every secret
+        value seen anywhere; second pass: digest the secret facts and mask the
+        others' values and provenance. Facts with keys in SKIP_KEYS (hashes,
+        sizes, modes, ids) and facts already secret pass through untouched.
+        """
+        facts = list(facts)
+        secret_at: set[int] = set()
+        scans: dict[str, Sequence[Span]] = {}
+        for i, fact in enumerate(facts):
+            key = fact.key
+            if key in SKIP_KEYS or fact.secret:
+                continue
+            value = fact.value
+            name = _name_in_key(key)
+            if ((name is not None and self.is_secret_name(name))
+                    or self.looks_like_secret_value(value)):
+                secret_at.add(i)
+                self.remember_secret(value)
+                continue
+            if value in scans:
+                continue
+            spans = scans[value] = self._scan(value)
+            for _, _, secret in spans:
+                self.remember_secret(secret)
+                if "%" in secret:
+                    self.remember_secret(unquote(secret))
+
+        memo: dict[str, str] = {}
+        provenances: dict[int, dict[str, Any]] = {}  # collectors share one dict per source
+        out: list[Fact] = []
+        for i, fact in enumerate(facts):
+            if fact.key in SKIP_KEYS or fact.secret:
+                out.append(fact)
+                continue
+            provenance = fact.provenance
+            if provenance:
+                masked_provenance = provenances.get(id(provenance))
+                if masked_provenance is None:
+                    masked_provenance = self._mask_any(provenance, memo, scans)
+                    provenances[id(provenance)] = masked_provenance
+                provenance = masked_provenance
+            if i in secret_at:
+                out.append(Fact(fact.subject, fact.key, self.digest(fact.value), provenance,
+                                secret=True))
+                continue
+            masked = self._mask_memo(fact.value, memo, scans)
+            if masked is fact.value and provenance is fact.provenance:
+                out.append(fact)
+            else:
+                out.append(Fact(fact.subject, fact.key, masked, provenance))
+        return out
+
+
+def _name_hint(redact: tuple[str, ...]) -> re.Pattern[str]:
+    """A fast search for anything in an upper-cased text that could be a secret name."""
+    hints = [_SECRET_ROOT.pattern]
+    for pattern in redact:
+        # the longest literal run of each configured glob must appear in the name
+        plain = re.sub(r"\[[^\]]*\]", "*", pattern.lstrip("-"))
+        longest = max(re.split(r"[*?]+", plain), key=len)
+        if not longest:
+            return re.compile("")  # a bare "*": every text may hold a secret name
+        hints.append(re.escape(longest.upper()))
+    return re.compile("|".join(hints))
+
+
+def _name_in_key(key: str) -> str | None:
+    """The name in ``env:NAME``, ``export:NAME``, ``unit:environment:NAME``, ``flag:--NAME``.
+
+    Only these keys are judged by name; any other key by its value alone.
+    """
+    head, _, rest = key.partition(":")
+    if head in ("env", "export", "flag"):
+        return rest
+    if head == "unit" and rest.startswith("environment:"):
+        return rest[len("environment:"):]
+    return None
+
+
+def load_or_create_key(path: Path) -> bytes:
+    """The per-install redaction key: 32 random bytes in a 0600 file, created on first use.
+
+    Missing parent folders are created 0700. The file is written under a
+    temporary name and hard-linked into place, so a concurrent `drift record`
+    never sees a half-written key and both end up with the same one. An
+    existing key with looser permissions is still used as it is (drift does
+    not chmod files it did not create). Raises ConfigError if it cannot be
+    read or created, or holds fewer than 16 bytes.
+    """
+    path = Path(path)
+    key = _read_key(path)
+    if key is not None:
+        return key
+    try:
+        _make_private_dirs(path.parent)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(secrets.token_bytes(KEY_BYTES))
+                handle.flush()
+                os.fsync(handle.fileno())
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                pass  # another process made one first: use theirs
+        finally:
+            tmp.unlink(missing_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot create secret key: {exc.strerror or exc}") from None
+    key = _read_key(path)
+    if key is None:
+        raise ConfigError(f"{path}: secret key vanished while being created")
+    return key
+
+
+def _read_key(path: Path) -> bytes | None:
+    try:
+        key = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read secret key: {exc.strerror or exc}") from None
+    if len(key) < 16:
+        raise ConfigError(
+            f"{path}: secret key is {len(key)} bytes, expected {KEY_BYTES}; "
+            "remove it to create a new one (every secret will show as changed once)"
+        )
+    return key
+
+
+def _make_private_dirs(folder: Path) -> None:
+    # pathlib's mkdir(parents=True) gives parents the default mode, not 0700
+    missing: list[Path] = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for part in reversed(missing):
+        try:
+            part.mkdir(mode=0o700)
+        except FileExistsError:
+            pass

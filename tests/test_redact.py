@@ -1,0 +1,309 @@
+"""Secrets never reach the database, the terminal or a report in plain text."""
+
+from __future__ import annotations
+
+import json
+import re
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from drift.config import SecretsSpec
+from drift.errors import ConfigError
+from drift.facts import Fact
+from drift.redact import Redactor, load_or_create_key
+
+KEY = b"k" * 32
+HF = "hf_" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb"
+OPENAI = "sk-proj-" + "T3stKeyF0rDr1ftRedact10nX"
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJkZWNvZGUifQ.c2lnbmF0dXJlLWJ5dGVz"
+DB_PASSWORD = "pg-S3cret!pw"
+MARKER = re.compile(r"\[redacted:[0-9a-f]{8}\]")
+DIGEST = re.compile(r"hmac-sha256:[0-9a-f]{32}")
+
+
+@pytest.fixture
+def redactor() -> Redactor:
+    return Redactor(KEY)
+
+
+@pytest.mark.parametrize("name", [
+    "HF_TOKEN", "hf_token", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "PASSWORD", "DB_PASS",
+    "PASSPHRASE", "MYSQL_PASSWD", "GOOGLE_APPLICATION_CREDENTIALS", "AUTHORIZATION",
+    "SESSION_COOKIE", "WEBHOOK_SIGNATURE", "PRIVATE_KEY_PATH", "SENTRY_DSN", "API_TOKENS",
+    "apiKey", "--api-key", "--token", "--password", "--hf-token", "--db-dsn", "-token",
+])
+def test_secret_names(redactor: Redactor, name: str) -> None:
+    assert redactor.is_secret_name(name)
+
+
+@pytest.mark.parametrize("name", [
+    "PATH", "HOME", "PWD", "OLDPWD", "CUDA_VISIBLE_DEVICES", "SGLANG_SM120_MMA_TARGET_CTAS",
+    "--cuda-graph-max-bs", "--tp-size", "--disaggregation-mode", "--model-path",
+    # documented choices: not secrets although they contain a secret word
+    "KEYBOARD", "XKB_KEYMAP", "GIT_AUTHOR_NAME", "TOKENIZERS_PARALLELISM", "--tokenizer-path",
+    "--max-total-tokens", "--max-prefill-tokens", "SSH_AUTH_SOCK", "PROXY_BYPASS",
+])
+def test_names_that_stay_visible(redactor: Redactor, name: str) -> None:
+    assert not redactor.is_secret_name(name)
+
+
+@pytest.mark.parametrize("value", [
+    HF, OPENAI, "sk-ant-api03-" + "a1B2c3D4e5F6g7H8i9J0", "sk-" + "x" * 20,
+    "AKIAIOSFODNN7EXAMPLE", "ASIAIOSFODNN7EXAMPLE", "ghp_" + "a1" * 18, "gho_" + "b2" * 18,
+    "github_pat_11ABCDEFG0123456789_abcdefghij", "xoxb-123456789012-abcdefghij", JWT,
+    "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk=\n-----END OPENSSH PRIVATE KEY-----\n",
+    "Bearer abc123def456", "Basic dXNlcjpwYXNzd29yZA==", f"  {HF}\n",
+])
+def test_values_in_token_formats(redactor: Redactor, value: str) -> None:
+    assert redactor.looks_like_secret_value(value)
+
+
+@pytest.mark.parametrize("value", [
+    "", "512", "/usr/local/bin:/usr/bin", "hf_short", "sk-short", "task-queue-name-for-a-long-run",
+    "AKIAshort", "Basic configuration", "bearer", "0123456789abcdef0123456789abcdef01234567",
+    "postgres://app@db/app", "prefix " + HF,  # inside text: masked, but not a whole secret
+    "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----",
+])
+def test_values_that_are_not_whole_tokens(redactor: Redactor, value: str) -> None:
+    assert not redactor.looks_like_secret_value(value)
+
+
+def serve_script_facts() -> list[Fact]:
+    """What the collectors record for a decode service started by a serve script."""
+    script = (
+        "#!/bin/bash\n"
+        f"export HF_TOKEN={HF}\n"
+        "export SGLANG_SM120_MMA_TARGET_CTAS=512\n"
+        f"export DATABASE_URL=postgres://sglang:{DB_PASSWORD}@db.internal:5432/runs\n"
+        "export DB_PASS=hunter\n"
+        "python3 -m sglang.launch_server --model-path /models/dsv4 --tp-size 8 \\\n"
+        f"  --api-key {OPENAI} --disaggregation-mode decode --cuda-graph-max-bs 64\n"
+    )
+    argv = ["python3", "-m", "sglang.launch_server", "--model-path", "/models/dsv4",
+            "--tp-size", "8", "--api-key", OPENAI, "--disaggregation-mode", "decode",
+            "--cuda-graph-max-bs", "64", "--password=abc"]
+    environ = {"source": "/proc/4242/environ"}
+    sha = "9f" * 32
+    return [
+        Fact("script:/opt/serve/decode.sh", "content", script, {"file": "/opt/serve/decode.sh"}),
+        Fact("script:/opt/serve/decode.sh", "export:HF_TOKEN", HF,
+             {"file": "/opt/serve/decode.sh", "line": 2, "text": f"export HF_TOKEN={HF}"}),
+        Fact("script:/opt/serve/decode.sh", "export:SGLANG_SM120_MMA_TARGET_CTAS", "512",
+             {"file": "/opt/serve/decode.sh", "line": 3,
+              "text": "export SGLANG_SM120_MMA_TARGET_CTAS=512"}),
+        Fact("script:/opt/serve/decode.sh", "export:DB_PASS", "hunter",
+             {"file": "/opt/serve/decode.sh", "line": 5, "text": "export DB_PASS=hunter"}),
+        Fact("service:decode", "env:HF_TOKEN", HF, environ),
+        Fact("service:decode", "env:SGLANG_SM120_MMA_TARGET_CTAS", "512", environ),
+        Fact("service:decode", "env:PATH", "/usr/local/bin:/usr/bin", environ),
+        Fact("service:decode", "env:DATABASE_URL",
+             f"postgres://sglang:{DB_PASSWORD}@db.internal:5432/runs", environ),
+        Fact("service:decode", "argv", json.dumps(argv)),
+        Fact("service:decode", "flag:--api-key", OPENAI),
+        Fact("service:decode", "flag:--password", "abc"),
+        Fact("service:decode", "flag:--tp-size", "8"),
+        Fact("service:decode", "flag:--cuda-graph-max-bs", "64"),
+        Fact("service:decode", "flag:--disaggregation-mode", "decode"),
+        Fact("service:decode", "exe", "/usr/bin/python3.11"),
+        Fact("service:decode", "unit:environment:WANDB_API_KEY", "wandb-0123456789",
+             {"command": "systemctl show sglang-decode.service -p Environment"}),
+        Fact("service:decode", "unit:environment:CUDA_VISIBLE_DEVICES", "0,1,2,3"),
+        Fact("command:whoami-api", "stdout", f'{{"user": "decode", "session": "{JWT}"}}\n',
+             {"command": "curl -s http://127.0.0.1:30000/whoami"}),
+        Fact("file:/opt/sglang/attn.py", "sha256", sha, {"path": "/opt/sglang/attn.py"}),
+        Fact("file:/opt/sglang/attn.py", "size", "48213"),
+    ]
+
+
+def test_no_secret_survives_redaction(redactor: Redactor) -> None:
+    out = redactor.redact_facts(serve_script_facts())
+    text = repr(out)
+    for secret in (HF, OPENAI, JWT, DB_PASSWORD, "hunter", "abc\"", "=abc", "wandb-0123456789"):
+        assert secret not in text, secret
+    by_key = {(f.subject, f.key): f for f in out}
+    content = by_key["script:/opt/serve/decode.sh", "content"].value
+    assert "export HF_TOKEN=[redacted:" in content
+    assert "export DB_PASS=[redacted:" in content
+    assert "--api-key [redacted:" in content
+    assert "postgres://sglang:[redacted:" in content and "@db.internal:5432/runs" in content
+    argv = json.loads(by_key["service:decode", "argv"].value)
+    assert argv[8] != OPENAI and MARKER.fullmatch(argv[8])
+    assert MARKER.fullmatch(argv[-1].removeprefix("--password="))
+    stdout = by_key["command:whoami-api", "stdout"].value
+    assert stdout.startswith('{"user": "decode", "session": "[redacted:')
+
+
+def test_secret_facts_become_digests_and_the_rest_is_untouched(redactor: Redactor) -> None:
+    facts = serve_script_facts()
+    out = redactor.redact_facts(facts)
+    secret = {(f.subject, f.key) for f in out if f.secret}
+    assert secret == {
+        ("script:/opt/serve/decode.sh", "export:HF_TOKEN"),
+        ("script:/opt/serve/decode.sh", "export:DB_PASS"),
+        ("service:decode", "env:HF_TOKEN"),
+        ("service:decode", "flag:--api-key"),
+        ("service:decode", "flag:--password"),
+        ("service:decode", "unit:environment:WANDB_API_KEY"),
+    }
+    for before, after in zip(facts, out, strict=True):
+        assert (after.subject, after.key) == (before.subject, before.key)
+        if after.secret:
+            assert DIGEST.fullmatch(after.value)
+        elif before.key in {"export:SGLANG_SM120_MMA_TARGET_CTAS", "env:PATH", "exe",
+                            "sha256", "size", "unit:environment:CUDA_VISIBLE_DEVICES"
+                            } or before.key.startswith("flag:"):
+            assert after == before and after.provenance == before.provenance
+    by_key = {(f.subject, f.key): f for f in out}
+    assert by_key["service:decode", "env:SGLANG_SM120_MMA_TARGET_CTAS"].value == "512"
+    url = by_key["service:decode", "env:DATABASE_URL"]
+    assert not url.secret and url.value.startswith("postgres://sglang:[redacted:")
+    assert "export SGLANG_SM120_MMA_TARGET_CTAS=512\n" in by_key[
+        "script:/opt/serve/decode.sh", "content"].value
+    export = by_key["script:/opt/serve/decode.sh", "export:HF_TOKEN"]
+    assert export.provenance["line"] == 2
+    assert MARKER.fullmatch(export.provenance["text"].removeprefix("export HF_TOKEN="))
+
+
+def test_same_secret_reads_the_same_everywhere_and_keys_differ(redactor: Redactor) -> None:
+    out = redactor.redact_facts(serve_script_facts())
+    by_key = {(f.subject, f.key): f for f in out}
+    assert (by_key["service:decode", "env:HF_TOKEN"].value
+            == by_key["script:/opt/serve/decode.sh", "export:HF_TOKEN"].value
+            == redactor.digest(HF))
+    marker = redactor.marker(OPENAI)
+    assert marker in by_key["service:decode", "argv"].value
+    assert marker in by_key["script:/opt/serve/decode.sh", "content"].value
+    assert redactor.marker(HF) != marker
+
+    other = Redactor(b"o" * 32).redact_facts(serve_script_facts())
+    other_by_key = {(f.subject, f.key): f for f in other}
+    assert (other_by_key["service:decode", "env:HF_TOKEN"].value
+            != by_key["service:decode", "env:HF_TOKEN"].value)
+
+
+def test_a_changed_secret_shows_as_changed_without_showing_it(redactor: Redactor) -> None:
+    before = redactor.redact_facts([Fact("service:decode", "env:HF_TOKEN", HF)])
+    after = redactor.redact_facts([Fact("service:decode", "env:HF_TOKEN", HF[:-1] + "Q")])
+    again = redactor.redact_facts([Fact("service:decode", "env:HF_TOKEN", HF)])
+    assert before[0].value != after[0].value
+    assert before[0].value == again[0].value
+
+
+def test_redaction_is_idempotent(redactor: Redactor) -> None:
+    once = redactor.redact_facts(serve_script_facts())
+    twice = Redactor(KEY).redact_facts(once)
+    assert [(f.value, f.provenance, f.secret) for f in twice] == [
+        (f.value, f.provenance, f.secret) for f in once]
+
+
+def test_a_secret_learned_from_one_fact_is_masked_in_any_text(redactor: Redactor) -> None:
+    redactor.redact_facts([Fact("service:decode", "env:MY_SERVICE_PASSWORD", "correct-horse")])
+    shown = redactor.mask_text("login failed for correct-horse at 12:00")
+    assert shown == f"login failed for {redactor.marker('correct-horse')} at 12:00"
+    # too short to mask everywhere: "1" would hide every 1 in every text
+    redactor.redact_facts([Fact("service:decode", "env:SHORT_TOKEN", "1")])
+    assert redactor.mask_text("port 1") == "port 1"
+
+
+def test_file_hashes_are_never_masked_even_if_a_secret_matches_inside(
+        redactor: Redactor) -> None:
+    sha = "0" * 20 + "123456" + "f" * 38
+    facts = [Fact("service:db", "env:DB_PASSWORD", "123456"),
+             Fact("file:/opt/model/config.json", "sha256", sha)]
+    out = redactor.redact_facts(facts)
+    assert out[0].secret and out[1] is facts[1]
+
+
+def test_shell_references_and_bare_flags_stay_readable(redactor: Redactor) -> None:
+    text = 'python3 serve.py --api-key "$API_KEY" --no-auth \\\n  --port 30000'
+    assert redactor.mask_text(text) == text
+    out = redactor.redact_facts([Fact("service:decode", "flag:--no-auth", "")])
+    assert out[0].secret and DIGEST.fullmatch(out[0].value)
+
+
+def test_config_redact_and_allow_lists() -> None:
+    spec = SecretsSpec(redact=["INTERNAL_*_URL", "--db-url", "DB_PWD"],
+                       allow=["SESSION_NAME", "--ssl-keyfile", "api_key_id"])
+    redactor = Redactor(KEY, spec)
+    assert redactor.is_secret_name("internal_billing_url")
+    assert redactor.is_secret_name("--db-url") and redactor.is_secret_name("DB_PWD")
+    assert not redactor.is_secret_name("SESSION_NAME")
+    assert not redactor.is_secret_name("--ssl-keyfile")
+    assert not redactor.is_secret_name("API_KEY_ID")
+    out = redactor.redact_facts([
+        Fact("service:x", "env:INTERNAL_BILLING_URL", "https://billing.internal/v1"),
+        Fact("service:x", "env:SESSION_NAME", "decode-7"),
+        Fact("service:x", "env:API_KEY_ID", HF),  # allowed name, but a token: still hidden
+        Fact("service:x", "argv", "serve --db-url mysql-host-7 --ssl-keyfile /etc/k.pem"),
+    ])
+    assert [f.secret for f in out] == [True, False, True, False]
+    assert out[1].value == "decode-7"
+    assert out[3].value.startswith("serve --db-url [redacted:")
+    assert out[3].value.endswith(" --ssl-keyfile /etc/k.pem")
+    assert "mysql-host-7" not in repr(out)
+    assert Redactor(KEY).is_secret_name("--ssl-keyfile")  # the allow list made the difference
+
+
+SECRET_ALPHABET = st.characters(codec="utf-8", exclude_characters="[]:",
+                                exclude_categories=("Cs", "Cc"))
+
+
+@settings(max_examples=150, deadline=None)
+@given(secret=st.text(SECRET_ALPHABET, min_size=8, max_size=40),
+       before=st.text(max_size=60), after=st.text(max_size=60), repeat=st.booleans())
+def test_a_known_secret_never_survives_mask_text(secret: str, before: str, after: str,
+                                                 repeat: bool) -> None:
+    assume("redacted" not in secret)
+    redactor = Redactor(KEY)
+    redactor.redact_facts([Fact("service:x", "env:SERVICE_TOKEN", secret)])
+    text = before + secret + after + (secret if repeat else "")
+    assert secret not in redactor.mask_text(text)
+
+
+def test_key_file_is_created_private_and_reused(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "drift" / "secret.key"
+    key = load_or_create_key(path)
+    assert len(key) == 32
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(path.parent.parent.stat().st_mode) == 0o700
+    assert load_or_create_key(path) == key
+    assert load_or_create_key(tmp_path / "other.key") != key
+    assert [p.name for p in path.parent.iterdir()] == ["secret.key"]  # no temp file left
+
+
+def test_concurrent_first_use_agrees_on_one_key(tmp_path: Path) -> None:
+    path = tmp_path / "secret.key"
+    keys: list[bytes] = []
+    threads = [threading.Thread(target=lambda: keys.append(load_or_create_key(path)))
+               for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(keys) == 8 and len(set(keys)) == 1
+
+
+def test_existing_key_with_loose_permissions_is_used_as_is(tmp_path: Path) -> None:
+    path = tmp_path / "secret.key"
+    path.write_bytes(b"x" * 32)
+    path.chmod(0o644)
+    assert load_or_create_key(path) == b"x" * 32
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+def test_unusable_key_file_is_a_one_line_config_error(tmp_path: Path) -> None:
+    folder = tmp_path / "secret.key"
+    folder.mkdir()
+    with pytest.raises(ConfigError, match=r"secret\.key: cannot read secret key") as exc:
+        load_or_create_key(folder)
+    assert "\n" not in str(exc.value)
+    short = tmp_path / "short.key"
+    short.write_bytes(b"")
+    with pytest.raises(ConfigError, match="0 bytes, expected 32"):
+        load_or_create_key(short)
