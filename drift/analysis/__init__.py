@@ -1,0 +1,1 @@
+"""Analysis: compare states, and say what changed, what did not, and where the evidence is thin."""

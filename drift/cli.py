@@ -1,0 +1,354 @@
+"""The command line: parse options, call the library, render. Nothing is computed here.
+
+Imports stay light (click and the config parser): `drift --help` and
+`drift record` must not pay for SQLAlchemy, Alembic or Jinja unless they use them.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from drift import __version__
+from drift.errors import DriftError
+
+if TYPE_CHECKING:
+    from drift.config import Config
+    from drift.store.db import DbUrl
+    from drift.store.query import History
+    from drift.timespec import When
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+WHEN_HELP = ("WHEN is 12:00, 12:00:30, noon, midnight, 'yesterday 12:00', '2h ago', "
+             "'90m ago', an ISO 8601 time, or '#57' for snapshot 57.")
+
+
+@dataclass
+class DriftContext:
+    """Resolved options shared by every command (STYLE: state in ctx.obj, not globals)."""
+
+    config_path: str | None = None
+    db: str | None = None
+    host: str | None = None
+    _config: Config | None = field(default=None, repr=False)
+
+    def config(self) -> Config:
+        if self._config is None:
+            from drift.config import load_config
+
+            self._config = load_config(self.config_path)
+        return self._config
+
+    def db_url(self) -> DbUrl:
+        from drift.store.db import resolve_db_url
+
+        return resolve_db_url(self.db)
+
+    def host_name(self) -> str:
+        return self.host or self.config().host
+
+    def history(self) -> History:
+        from drift.store.query import History
+
+        return History.open(self.db_url(), self.host_name())
+
+
+pass_drift = click.make_pass_decorator(DriftContext, ensure=True)
+
+
+def _store_option(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    def callback(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+        if value is not None:
+            setattr(ctx.ensure_object(DriftContext), name, value)
+        return value
+
+    return callback
+
+
+def common_options(func: F) -> F:
+    """--config, --db and --host, accepted by every command that reads config or history."""
+    for option in reversed([
+        click.option("--config", "config_path", metavar="PATH", expose_value=False,
+                     callback=_store_option("config_path"),
+                     help="drift.toml to use (else $DRIFT_CONFIG, ./drift.toml, /etc/drift/drift.toml)."),
+        click.option("--db", metavar="URL", expose_value=False, callback=_store_option("db"),
+                     help="Database: a file path, sqlite:///PATH or postgresql://... "
+                          "(else $DRIFT_DB, else ~/.local/state/drift/drift.db)."),
+        click.option("--host", metavar="NAME", expose_value=False, callback=_store_option("host"),
+                     help="Host whose history to use (default: the config's host)."),
+    ]):
+        func = option(func)
+    return func
+
+
+def format_option(func: F) -> F:
+    """--format text|json."""
+    return click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+                        show_default=True, help="Output format; json is a versioned envelope.")(func)
+
+
+class DriftGroup(click.Group):
+    """Turns library errors into one line on stderr and the exit code the error carries."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except DriftError as exc:
+            click.echo(f"drift: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("drift: interrupted", err=True)
+            sys.exit(130)
+
+
+def parse_when_arg(text: str) -> When:
+    from drift.timespec import parse_when
+
+    return parse_when(text)
+
+
+def emit(text: str) -> None:
+    click.echo(text, nl=not text.endswith("\n"))
+
+
+@click.group(cls=DriftGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="drift")
+def cli() -> None:
+    """drift: what changed since it last worked, and where each change came from.
+
+    \b
+    Record every minute from cron or a systemd timer:
+        drift record --quiet
+    During an incident:
+        drift since --stable 12:00
+    """
+
+
+@cli.command()
+@common_options
+@pass_drift
+def init(obj: DriftContext) -> None:
+    """Create or upgrade the database and the secret key; write a starter drift.toml if none.
+
+    Safe to run again: an existing config is never overwritten.
+    """
+    from pathlib import Path
+
+    from drift.config import find_config
+    from drift.record import secret_key_path
+    from drift.redact import load_or_create_key
+    from drift.sample_config import STARTER_CONFIG
+    from drift.store.db import upgrade_database
+
+    if find_config(obj.config_path) is None:
+        path = Path(obj.config_path or "drift.toml")
+        path.write_text(STARTER_CONFIG, encoding="utf-8")
+        click.echo(f"wrote a starter config to {path}: edit it to name your services and files")
+    config = obj.config()
+    db = obj.db_url()
+    result = upgrade_database(db)
+    key = secret_key_path(config, db)
+    load_or_create_key(key)
+    state = "created" if result.before is None else (
+        "already at" if result.before == result.after else f"upgraded from {result.before} to")
+    click.echo(f"database {db.display()}: {state} schema {result.after}")
+    click.echo(f"secret key {key} (0600; keep it out of backups you share)")
+    click.echo(f"next: drift record   (then add it to cron; config {config.path})")
+
+
+@cli.command()
+@common_options
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing on success (for cron).")
+@pass_drift
+def record(obj: DriftContext, quiet: bool) -> None:
+    """Collect every configured fact and store what changed since the last record.
+
+    \b
+    One line on success: snapshot number, facts, changed, errors, seconds.
+    Exit 3 at once, writing nothing, if another record of the same history is
+    running. Never migrates: on an older schema it asks for `drift db upgrade`.
+    """
+    from dataclasses import replace
+
+    from drift.record import record as do_record
+
+    config = obj.config()
+    if obj.host:
+        config = replace(config, host=obj.host)
+    result = do_record(config, obj.db_url())
+    if not quiet:
+        errors = len(result.errors)
+        click.echo(f"snapshot #{result.snapshot_id}: {result.facts} facts, {result.changed} changed, "
+                   f"{errors} error{'' if errors == 1 else 's'}, {result.seconds:.2f}s")
+        for err in result.errors[:10]:
+            key = f" {err.key}" if err.key else ""
+            click.echo(f"  ! {err.subject}{key}: {err.message}", err=True)
+        if errors > 10:
+            click.echo(f"  ! ... and {errors - 10} more (drift since lists them as blind spots)",
+                       err=True)
+
+
+@cli.command()
+@common_options
+@click.option("--stable", metavar="WHEN", required=True,
+              help="Baseline: when it last worked. " + WHEN_HELP)
+@click.option("--until", metavar="WHEN", help="Compare up to this time (default: latest record).")
+@format_option
+@pass_drift
+def since(obj: DriftContext, stable: str, until: str | None, fmt: str) -> None:
+    """What changed since the baseline, with where each change came from.
+
+    \b
+    Also lists what was verified unchanged (files byte-identical, git HEAD the
+    same) and the blind spots (collection errors, gaps in recording).
+    Example: drift since --stable 12:00
+    """
+    from drift.report import render_json, render_template, since_context
+
+    baseline, upto = parse_when_arg(stable), (parse_when_arg(until) if until else None)
+    history = obj.history()
+    try:
+        context = since_context(history, baseline, upto)
+    finally:
+        history.close()
+    if fmt == "json":
+        emit(render_json("since", context))
+    else:
+        emit(render_template("since.txt.j2", context, obj.config().templates_dir))
+
+
+@cli.command()
+@common_options
+@click.option("--at", "at", metavar="WHEN", help="Show the state at this time (default: latest). "
+              + WHEN_HELP)
+@click.argument("pattern", required=False)
+@format_option
+@pass_drift
+def show(obj: DriftContext, at: str | None, pattern: str | None, fmt: str) -> None:
+    """The recorded state at a time: every fact, or those matching PATTERN.
+
+    PATTERN is a glob on subject, key or "subject key" (a plain word matches
+    as a substring), e.g.  drift show 'env:SGLANG_*'
+    """
+    from drift.report import render_json, render_template, show_context
+
+    history = obj.history()
+    try:
+        context = show_context(history, parse_when_arg(at) if at else None, pattern)
+    finally:
+        history.close()
+    if fmt == "json":
+        emit(render_json("show", context))
+    else:
+        emit(render_template("show.txt.j2", context, obj.config().templates_dir))
+
+
+@cli.command()
+@common_options
+@click.argument("pattern")
+@format_option
+@pass_drift
+def history(obj: DriftContext, pattern: str, fmt: str) -> None:
+    """Every value a fact has had, when, and where it came from.
+
+    PATTERN is a glob on subject, key or "subject key" (a plain word matches
+    as a substring), e.g.  drift history SGLANG_SM120_MMA_TARGET_CTAS
+    """
+    from drift.report import history_context, render_json, render_template
+
+    hist = obj.history()
+    try:
+        context = history_context(hist, pattern)
+    finally:
+        hist.close()
+    if fmt == "json":
+        emit(render_json("history", context))
+    else:
+        emit(render_template("history.txt.j2", context, obj.config().templates_dir))
+
+
+@cli.command()
+@click.option("--keep", is_flag=True,
+              help="Leave the sandbox and its services running, and print commands to try on it.")
+def demo(keep: bool) -> None:
+    """Replay the motivating incident in a sandbox and show what drift finds.
+
+    \b
+    Three serve scripts (prefill, decode, router) run as real processes; a
+    morning is recorded; one export line is added to decode.sh and the three
+    are co-restarted; then `drift since` names the line. Needs no network or
+    root; takes a few seconds; cleans up after itself unless --keep.
+    """
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from drift.demo import run_demo
+
+    root = Path(tempfile.mkdtemp(prefix="drift-demo-"))
+    try:
+        emit(run_demo(root, click.echo, keep=keep))
+    finally:
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
+    if keep:
+        from drift.demo import SERVICES, IncidentSandbox
+
+        box = IncidentSandbox(root)
+        cfg = f"--config {box.config_path} --db {box.db_path}"
+        click.echo(f"\nThe sandbox stays in {root} with its services running. Try:")
+        for command in ("since --stable '#2' --format json", "history SGLANG_SM120_MMA_TARGET_CTAS",
+                        "show decode", "record"):
+            click.echo(f"  drift {command} {cfg}")
+        pids = " ".join(str(box.pid(name)) for name in SERVICES)
+        click.echo(f"Stop the services with: kill {pids}")
+
+
+@cli.group()
+def db() -> None:
+    """Database schema: see the current revision, or upgrade to this drift's."""
+
+
+@db.command("upgrade")
+@common_options
+@pass_drift
+def db_upgrade(obj: DriftContext) -> None:
+    """Migrate the database to this drift's schema (SQLite files are backed up first)."""
+    from drift.store.db import upgrade_database
+
+    database = obj.db_url()
+    result = upgrade_database(database)
+    if result.before == result.after:
+        click.echo(f"{database.display()}: already at schema {result.after}")
+        return
+    click.echo(f"{database.display()}: upgraded schema {result.before or '(empty)'} -> {result.after}")
+    if result.backup:
+        click.echo(f"backup of the old database: {result.backup}")
+
+
+@db.command("current")
+@common_options
+@pass_drift
+def db_current(obj: DriftContext) -> None:
+    """Print the database's schema revision and the one this drift needs."""
+    from drift.store.db import HEAD_REVISION, connect_dbapi, current_revision_dbapi
+
+    database = obj.db_url()
+    conn = connect_dbapi(database)
+    try:
+        revision = current_revision_dbapi(conn)
+    finally:
+        conn.close()
+    status = "up to date" if revision == HEAD_REVISION else "run `drift db upgrade`"
+    click.echo(f"{database.display()}: schema {revision or '(none)'}; this drift needs "
+               f"{HEAD_REVISION} ({status})")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="drift")

@@ -1,0 +1,110 @@
+"""`drift record`: collect every configured fact, redact secrets, store what changed.
+
+collectors -> facts -> redaction -> store. The collectors never see the
+database; the store never sees a collector. Heavy imports stay out: a
+collector module is imported only when the config uses it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+from drift.config import Config
+from drift.facts import CollectContext, CollectionError, Fact
+from drift.store.db import DbUrl, default_db_path, sqlite_side_files
+from drift.store.writer import HistoryWriter, SnapshotResult, now_us
+
+Item = Fact | CollectionError
+
+
+def secret_key_path(config: Config, db: DbUrl) -> Path:
+    """Where the per-install HMAC key lives: config's secret_key_file, else beside the database."""
+    if config.secret_key_file:
+        return Path(config.secret_key_file)
+    base = db.sqlite_path.parent if db.sqlite_path is not None else default_db_path().parent
+    return base / "secret.key"
+
+
+def excluded_paths(config: Config, db: DbUrl) -> frozenset[str]:
+    """drift's own files, which it must never hash: the database, its companions, backups, key."""
+    paths = {str(secret_key_path(config, db))}
+    if db.sqlite_path is not None:
+        paths.update(str(p) for p in sqlite_side_files(db.sqlite_path))
+        folder = db.sqlite_path.parent
+        try:
+            paths.update(str(folder / name) for name in os.listdir(folder)
+                         if name.startswith(f"{db.sqlite_path.name}.bak-"))
+        except OSError:
+            pass
+    return frozenset(paths)
+
+
+def _guarded(scope: str, run: Callable[[], Iterable[Item]]) -> Iterator[Item]:
+    """Run one collector; if it crashes, what it did not yield is a blind spot, not a removal."""
+    try:
+        yield from run()
+    except Exception as exc:  # a collector bug must not cost the rest of the snapshot
+        message = str(exc).splitlines()[0] if str(exc) else ""
+        yield CollectionError(scope, None, f"collector failed: {type(exc).__name__}: {message}")
+
+
+def collect_all(config: Config, ctx: CollectContext) -> Iterator[Item]:
+    """Every fact and collection error the config asks for, collector by collector."""
+    if config.services:
+        from drift.collectors.scripts import collect_script
+        from drift.collectors.services import collect_service
+
+        for svc in config.services:
+            yield from _guarded(f"service:{svc.name}", lambda svc=svc: collect_service(svc, ctx))
+            if svc.script:
+                yield from _guarded(f"script:{svc.script}",
+                                    lambda svc=svc: collect_script(svc.name, svc.script or "", ctx))
+    if config.files:
+        from drift.collectors.files import collect_files
+
+        for spec in config.files:
+            # "file:/" covers every file: a crashed walk must not read as deletions
+            yield from _guarded("file:/", lambda spec=spec: collect_files(spec, ctx))
+    if config.repos:
+        from drift.collectors.repos import collect_repo
+
+        for repo in config.repos:
+            yield from _guarded(f"repo:{repo.path}", lambda repo=repo: collect_repo(repo, ctx))
+    if config.commands:
+        from drift.collectors.commands import collect_command
+
+        for cmd in config.commands:
+            yield from _guarded(f"command:{cmd.name}", lambda cmd=cmd: collect_command(cmd, ctx))
+
+
+def record(config: Config, db: DbUrl) -> SnapshotResult:
+    """Take one snapshot of everything in `config` and store what changed since the last one."""
+    started = time.monotonic()
+    taken = now_us()
+    writer = HistoryWriter.open(db)
+    try:
+        with writer.record_lock(config.host):
+            ctx = CollectContext(
+                file_cache=writer.load_file_cache(config.host),
+                exclude=excluded_paths(config, db),
+                systemctl=config.systemctl,
+                proc_root=config.proc_root,
+            )
+            facts: list[Fact] = []
+            errors: list[CollectionError] = []
+            for item in collect_all(config, ctx):
+                (facts if isinstance(item, Fact) else errors).append(item)
+
+            from drift.redact import Redactor, load_or_create_key
+
+            redactor = Redactor(load_or_create_key(secret_key_path(config, db)), config.secrets)
+            facts = redactor.redact_facts(facts)
+            errors = [CollectionError(e.subject, e.key, redactor.mask_text(e.message))
+                      for e in errors]
+            return writer.write_snapshot(config.host, taken, facts, errors, ctx.cache_updates,
+                                         started=started)
+    finally:
+        writer.close()

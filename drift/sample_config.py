@@ -1,0 +1,40 @@
+"""The commented drift.toml that `drift init` writes when there is none."""
+
+STARTER_CONFIG = '''\
+# drift.toml: what drift records every minute. Relative paths are taken from
+# this file's folder. Reference: README.md, "Configuration".
+
+# host = "gpu-node-7"          # default: this machine's hostname
+
+# A service: found by exactly one of unit (systemd), pidfile, or match (a
+# regex on the command line). Its pid, start time, argv, each --flag and each
+# variable of its live environment are recorded; `script` adds the serve
+# script's contents and every variable it exports, with file and line.
+# [[services]]
+# name = "decode"
+# unit = "sglang-decode.service"
+# # pidfile = "/run/sglang/decode.pid"
+# # match = "launch_server.*--disaggregation-mode decode"
+# script = "/opt/serve/decode.sh"
+
+# Files by glob (** crosses folders): sha256, size and mode of each.
+# [[files]]
+# name = "attention-kernels"
+# paths = ["/opt/sglang/python/sglang/srt/layers/attention/**/*.py"]
+
+# A git checkout: HEAD, branch, dirty or not, untracked count.
+# [[repos]]
+# path = "/opt/sglang"
+
+# A command whose output and exit code are recorded.
+# [[commands]]
+# name = "gpu-driver"
+# run = "nvidia-smi --query-gpu=driver_version --format=csv,noheader"
+# timeout = 10
+
+# Secrets are stored as keyed hashes. Add names to always redact, or names
+# never to redact by name (values in known token formats are redacted anyway).
+# [secrets]
+# redact = ["MY_INTERNAL_*"]
+# allow = ["TOKENIZERS_PARALLELISM"]
+'''

@@ -1,0 +1,44 @@
+"""Shared helpers: run the real `drift` executable, as a user (or cron) would."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+DRIFT = str(Path(sys.executable).with_name("drift"))
+
+
+def drift_env(tmp_path: Path) -> dict[str, str]:
+    """An environment that cannot reach the user's real config or database."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DRIFT_")}
+    env["XDG_STATE_HOME"] = str(tmp_path / "xdg-state")
+    return env
+
+
+def run_drift(args: list[str], tmp_path: Path, *, check: bool = True,
+              timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run the installed drift command; fail loudly with its output on a bad exit."""
+    result = subprocess.run([DRIFT, *args], capture_output=True, text=True, timeout=timeout,
+                            env=drift_env(tmp_path), cwd=tmp_path, stdin=subprocess.DEVNULL)
+    if check:
+        assert result.returncode == 0, f"drift {args} -> {result.returncode}\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Iterator:
+    """The incident's deployment (scripts, git checkout, drift.toml) with its services running."""
+    from drift.demo import IncidentSandbox
+
+    box = IncidentSandbox(tmp_path / "box")
+    box.build()
+    box.start_all()
+    try:
+        yield box
+    finally:
+        box.stop_all()

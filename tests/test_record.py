@@ -1,0 +1,114 @@
+"""`drift record` from the command line: one line, one transaction, one at a time, schema gate."""
+
+from __future__ import annotations
+
+import random
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import DRIFT, drift_env, run_drift
+
+
+def config(tmp_path: Path, extra: str = "") -> Path:
+    path = tmp_path / "drift.toml"
+    path.write_text('host = "rec"\n[[commands]]\nname = "hello"\nrun = "echo hello"\n' + extra)
+    return path
+
+
+def snapshots(db: Path) -> int:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT count(*) FROM snapshots").fetchone()[0]
+
+
+def test_record_prints_one_line_and_quiet_prints_nothing(tmp_path: Path) -> None:
+    cfg = ["--config", str(config(tmp_path)), "--db", str(tmp_path / "d.db")]
+    out = run_drift(["record", *cfg], tmp_path).stdout
+    assert out.count("\n") == 1
+    assert out.startswith("snapshot #1: 2 facts, 2 changed, 0 errors, ")
+    assert run_drift(["record", "--quiet", *cfg], tmp_path).stdout == ""
+    assert run_drift(["record", *cfg], tmp_path).stdout.startswith("snapshot #3: 2 facts, 0 changed")
+
+
+def test_default_database_lives_in_the_xdg_state_dir(tmp_path: Path) -> None:
+    run_drift(["record", "--config", str(config(tmp_path))], tmp_path)
+    db = tmp_path / "xdg-state" / "drift" / "drift.db"
+    assert snapshots(db) == 1
+    assert (db.parent / "secret.key").stat().st_mode & 0o777 == 0o600
+
+
+def test_overlapping_record_exits_at_once_and_writes_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "d.db"
+    cfg = ["--config", str(config(tmp_path, '[[commands]]\nname = "slow"\nrun = "sleep 3"\n')),
+           "--db", str(db)]
+    run_drift(["init", *cfg], tmp_path)
+    first = subprocess.Popen([DRIFT, "record", *cfg], env=drift_env(tmp_path), cwd=tmp_path,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)  # the first record is inside its slow command now
+    started = time.monotonic()
+    second = run_drift(["record", *cfg], tmp_path, check=False)
+    assert time.monotonic() - started < 2.5
+    assert second.returncode == 3
+    assert second.stderr.count("\n") == 1 and "another drift record is running" in second.stderr
+    out, _err = first.communicate(timeout=30)
+    assert first.returncode == 0 and out.startswith("snapshot #1")
+    assert snapshots(db) == 1
+
+
+@pytest.mark.slow
+def test_record_killed_at_any_point_leaves_complete_snapshots(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    for i in range(1500):
+        folder = tree / f"d{i % 30}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"f{i}.py").write_bytes(random.randbytes(2000))
+    db = tmp_path / "d.db"
+    cfg = ["--config", str(config(tmp_path, f'[[files]]\nname = "t"\npaths = ["{tree}/**"]\n')),
+           "--db", str(db)]
+    run_drift(["init", *cfg], tmp_path)
+    rng = random.Random(7)
+    for round_ in range(6):
+        # change some files so every record has real writing to do
+        for i in rng.sample(range(1500), 200):
+            (tree / f"d{i % 30}" / f"f{i}.py").write_bytes(random.randbytes(2000))
+        proc = subprocess.Popen([DRIFT, "record", *cfg], env=drift_env(tmp_path), cwd=tmp_path,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.05, 1.2))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        with sqlite3.connect(db) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok", round_
+            for snap, n_facts in conn.execute("SELECT id, n_facts FROM snapshots"):
+                open_at = conn.execute(
+                    "SELECT count(*) FROM versions WHERE first_snapshot_id <= ? "
+                    "AND (until_snapshot_id IS NULL OR until_snapshot_id > ?)", (snap, snap)
+                ).fetchone()[0]
+                assert open_at == n_facts, f"snapshot {snap} is incomplete"
+    after = run_drift(["record", *cfg], tmp_path).stdout
+    assert after.startswith(f"snapshot #{snapshots(db)}: 4502 facts")  # 1500 files x 3 + 2
+
+
+def test_record_refuses_a_database_from_a_newer_drift(tmp_path: Path) -> None:
+    db = tmp_path / "d.db"
+    cfg = ["--config", str(config(tmp_path)), "--db", str(db)]
+    run_drift(["record", *cfg], tmp_path)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '9999'")
+    result = run_drift(["record", *cfg], tmp_path, check=False)
+    assert result.returncode == 2
+    assert "written by a newer drift" in result.stderr and result.stderr.count("\n") == 1
+    assert snapshots(db) == 1
+    upgrade = run_drift(["db", "upgrade", *cfg], tmp_path, check=False)
+    assert upgrade.returncode == 2 and "newer drift" in upgrade.stderr
+
+
+def test_a_file_that_is_not_a_database_is_one_line(tmp_path: Path) -> None:
+    db = tmp_path / "d.db"
+    db.write_text("this is not sqlite, it is a text file that happens to be here\n" * 20)
+    result = run_drift(["record", "--config", str(config(tmp_path)), "--db", str(db)], tmp_path,
+                       check=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("drift: ") and result.stderr.count("\n") == 1
