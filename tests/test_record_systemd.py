@@ -1,0 +1,112 @@
+"""`drift record` on a service run by a real systemd (booted in a container), read from the host.
+
+The config points drift's systemctl at the container (nsenter) and its /proc
+root at the container's /proc, as a user watching a containerised box would.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import run_drift
+from systemd_container import SystemdContainer, systemd_container_fixture
+
+pytestmark = pytest.mark.systemd
+
+systemd_container = systemd_container_fixture()
+
+TOKEN = "hf_" + "UnitEnvironmentTokenNeverStored77"
+
+UNIT = f"""[Unit]
+Description=decode server (test)
+
+[Service]
+ExecStart=/bin/bash /opt/serve/decode.sh
+Environment=CUDA_VISIBLE_DEVICES=4,5,6,7 HF_TOKEN={TOKEN}
+"""
+
+SCRIPT = """#!/bin/bash
+export SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=0
+exec /usr/bin/tail -f -n 0 --sleep-interval=30 /dev/null
+"""
+
+
+def since(tmp_path: Path, cfg: list[str], baseline: str) -> dict:
+    out = run_drift(["since", "--stable", baseline, "--format", "json", *cfg], tmp_path).stdout
+    return json.loads(out)["data"]
+
+
+def changed(data: dict) -> dict[tuple[str, str], dict]:
+    return {(s["subject"], s["key"]): s for s in data["suspects"]}
+
+
+def test_unit_service_restart_env_and_pending_reload(systemd_container: SystemdContainer,
+                                                     tmp_path: Path) -> None:
+    box = systemd_container
+    box.write_file("/opt/serve/decode.sh", SCRIPT)
+    box.write_unit("decode.service", UNIT)
+    box.write_unit("decode.service.d/override.conf", "[Service]\nEnvironment=DROPIN=yes\n")
+    box.daemon_reload()
+    box.start("decode.service")
+    script_on_host = box.root / "opt/serve/decode.sh"
+    config = tmp_path / "drift.toml"
+    config.write_text(
+        f'host = "ctr"\nsystemctl = {json.dumps(box.systemctl)}\nproc_root = "{box.proc_root}"\n'
+        f'[[services]]\nname = "decode"\nunit = "decode.service"\nscript = "{script_on_host}"\n')
+    cfg = ["--config", str(config), "--db", str(tmp_path / "drift.db")]
+
+    first = run_drift(["record", *cfg], tmp_path).stdout
+    assert ", 0 errors," in first
+    state = json.loads(run_drift(["show", "service:decode", "--format", "json", *cfg],
+                                 tmp_path).stdout)["data"]["subjects"][0]["facts"]
+    facts = {f["key"]: f for f in state}
+    main_pid = int(box.run_systemctl("show", "-p", "MainPID", "--value", "decode.service").stdout)
+    assert facts["pid"]["value"] == str(main_pid)
+    assert facts["running"]["value"] == "true"
+    assert facts["flag:--sleep-interval"]["value"] == "30"
+    assert facts["env:SGLANG_OPT_USE_MULTI_STREAM_OVERLAP"]["value"] == "0"
+    assert facts["env:CUDA_VISIBLE_DEVICES"]["value"] == "4,5,6,7"
+    assert facts["unit:environment:CUDA_VISIBLE_DEVICES"]["value"] == "4,5,6,7"
+    assert facts["unit:environment:HF_TOKEN"]["secret"] is True
+    assert facts["unit:need_daemon_reload"]["value"] == "no"
+    assert facts["env:DROPIN"]["value"] == "yes"
+
+    # The incident's change, on systemd: one export added, the unit restarted.
+    box.write_file("/opt/serve/decode.sh",
+                   SCRIPT.replace("exec ", "export SGLANG_SM120_MMA_TARGET_CTAS=512\nexec "))
+    box.restart("decode.service")
+    run_drift(["record", *cfg], tmp_path)
+    new_pid = int(box.run_systemctl("show", "-p", "MainPID", "--value", "decode.service").stdout)
+    diff = changed(since(tmp_path, cfg, "#1"))
+    export = diff[(f"script:{script_on_host}", "export:SGLANG_SM120_MMA_TARGET_CTAS")]
+    assert export["after"] == "512" and export["provenance"]["line"] == 3
+    live = diff[("service:decode", "env:SGLANG_SM120_MMA_TARGET_CTAS")]
+    assert live["provenance"]["pid"] == new_pid != main_pid
+    assert ("service:decode", "pid") in diff
+    assert ("service:decode", "unit:environment:CUDA_VISIBLE_DEVICES") not in diff
+
+    # A drop-in edited but not reloaded: systemd says so; after daemon-reload the
+    # unit's Environment= has the new value while the live process does not.
+    box.write_unit("decode.service.d/override.conf",
+                   "[Service]\nEnvironment=DROPIN=yes NEW_KNOB=1\n")
+    run_drift(["record", *cfg], tmp_path)
+    diff = changed(since(tmp_path, cfg, "#2"))
+    assert diff[("service:decode", "unit:need_daemon_reload")]["after"] == "yes"
+    box.daemon_reload()
+    run_drift(["record", *cfg], tmp_path)
+    diff = changed(since(tmp_path, cfg, "#2"))
+    assert diff[("service:decode", "unit:environment:NEW_KNOB")]["after"] == "1"
+    assert ("service:decode", "env:NEW_KNOB") not in diff
+    assert ("service:decode", "unit:need_daemon_reload") not in diff
+
+    box.stop_unit("decode.service")
+    run_drift(["record", *cfg], tmp_path)
+    diff = changed(since(tmp_path, cfg, "#4"))
+    assert diff[("service:decode", "running")]["after"] == "false"
+    assert diff[("service:decode", "env:SGLANG_SM120_MMA_TARGET_CTAS")]["kind"] == "removed"
+
+    everything = run_drift(["history", "decode", *cfg], tmp_path).stdout
+    stored = b"".join(p.read_bytes() for p in tmp_path.glob("drift.db*"))
+    assert TOKEN not in everything and TOKEN.encode() not in stored
