@@ -175,9 +175,13 @@ def record(obj: DriftContext, quiet: bool) -> None:
     """
     from dataclasses import replace
 
+    from drift.errors import ConfigError
     from drift.record import record as do_record
 
     config = obj.config()
+    if config.path is None:
+        raise ConfigError("no drift.toml found (looked at --config, $DRIFT_CONFIG, ./drift.toml, "
+                          "/etc/drift/drift.toml): run `drift init` to write a starter one")
     if obj.host:
         config = replace(config, host=obj.host)
     result = do_record(config, obj.db_url())

@@ -1,0 +1,113 @@
+"""The command line as a user meets it: help, bad input, and what stays unimported."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import drift_env, run_drift
+
+from drift.cli import cli
+
+COMMANDS = ["init", "record", "since", "show", "history", "demo", "db upgrade", "db current"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help_that_teaches(command: str) -> None:
+    result = CliRunner().invoke(cli, [*command.split(), "--help"], catch_exceptions=False)
+    assert result.exit_code == 0
+    assert "Usage: " in result.output
+    summary = result.output.split("\n\n")[1].strip()
+    assert len(summary) > 20, f"{command} --help has no real description"
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """A history of one snapshot; tests only read it."""
+    tmp_path = tmp_path_factory.mktemp("recorded")
+    config = tmp_path / "drift.toml"
+    config.write_text('host = "cli"\n[[commands]]\nname = "hello"\nrun = "echo hello"\n')
+    cfg = ["--config", str(config), "--db", str(tmp_path / "d.db")]
+    run_drift(["record", *cfg], tmp_path)
+    return cfg
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["since", "--stable", "tea time"], "cannot understand time 'tea time'"),
+    (["since", "--stable", "2001-01-01T00:00Z"], "is before the first record"),
+    (["since", "--stable", "#99"], "no snapshot #99"),
+    (["show", "--at", "#0"], "cannot understand time '#0'"),
+    (["since", "--stable", "#1", "--until", "25:00"], "cannot understand time '25:00'"),
+])
+def test_bad_when_is_one_line_and_exit_2(recorded: list[str], tmp_path: Path, args: list[str],
+                                         message: str) -> None:
+    result = run_drift([*args, *recorded], tmp_path, check=False)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith("drift: ") and result.stderr.count("\n") == 1
+    assert message in result.stderr
+
+
+def test_reading_a_host_never_recorded_names_the_recorded_ones(recorded: list[str],
+                                                                tmp_path: Path) -> None:
+    result = run_drift(["since", "--stable", "#1", "--host", "gpu-node-9", *recorded], tmp_path,
+                       check=False)
+    assert result.returncode == 2
+    assert "no history for host 'gpu-node-9'" in result.stderr and "recorded hosts: cli" in result.stderr
+
+
+def test_reading_a_database_that_does_not_exist_says_how_to_start(tmp_path: Path) -> None:
+    result = run_drift(["show", "--db", str(tmp_path / "none.db")], tmp_path, check=False)
+    assert result.returncode == 2
+    assert "no drift database here yet" in result.stderr
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_record_without_any_config_says_how_to_make_one(tmp_path: Path) -> None:
+    result = run_drift(["record", "--db", str(tmp_path / "d.db")], tmp_path, check=False)
+    assert result.returncode == 2
+    assert "drift init" in result.stderr
+    assert not (tmp_path / "d.db").exists()
+
+
+def test_init_writes_a_starter_config_that_records(tmp_path: Path) -> None:
+    out = run_drift(["init", "--db", str(tmp_path / "d.db")], tmp_path).stdout
+    assert "wrote a starter config" in out and (tmp_path / "drift.toml").exists()
+    again = run_drift(["init", "--db", str(tmp_path / "d.db")], tmp_path).stdout
+    assert "wrote" not in again and "already at schema" in again
+    assert run_drift(["record", "--db", str(tmp_path / "d.db")], tmp_path).stdout.startswith(
+        "snapshot #1: 0 facts")
+
+
+def imported_modules(args: list[str], tmp_path: Path) -> set[str]:
+    """Top-level modules a real `drift ARGS` process imported (python -X importtime)."""
+    code = "import sys; from drift.cli import main; sys.argv[0] = 'drift'; main()"
+    result = subprocess.run([sys.executable, "-X", "importtime", "-c", code, *args],
+                            capture_output=True, text=True, env=drift_env(tmp_path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = [line.split("|")[-1].strip() for line in result.stderr.splitlines()
+             if line.startswith("import time:") and "|" in line]
+    return {name.split(".")[0] for name in lines}
+
+
+def test_record_imports_nothing_heavy_it_does_not_need(tmp_path: Path) -> None:
+    config = tmp_path / "drift.toml"
+    config.write_text('host = "lazy"\n[[commands]]\nname = "hello"\nrun = "echo hello"\n')
+    cfg = ["--config", str(config), "--db", str(tmp_path / "d.db")]
+    run_drift(["record", *cfg], tmp_path)  # the first record creates the schema (Alembic)
+    modules = imported_modules(["record", *cfg], tmp_path)
+    assert "drift" in modules and "psutil" not in modules
+    assert not modules & {"alembic", "sqlalchemy", "jinja2", "deepdiff", "git", "mako"}
+
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    config.write_text(config.read_text() + f'[[repos]]\npath = "{repo}"\n')
+    assert "git" in imported_modules(["record", *cfg], tmp_path)
+
+
+def test_help_imports_only_click(tmp_path: Path) -> None:
+    modules = imported_modules(["--help"], tmp_path)
+    assert not modules & {"alembic", "sqlalchemy", "jinja2", "deepdiff", "git", "psutil", "sqlite3"}
