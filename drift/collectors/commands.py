@@ -1,0 +1,214 @@
+"""[[commands]]: run a shell command under a time and output bound, record stdout and exit code.
+
+`run_bounded` and `stream_bounded` are the one place drift starts external
+programs: in a new session, stdin from /dev/null, and with the whole process
+group killed on timeout and again once the command is done, so a `sleep 100 &`
+left behind by a command (or a health check) never outlives `drift record`.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from drift.config import CommandSpec
+from drift.facts import CollectContext, CollectionError, Fact
+
+MAX_OUTPUT = 1024 * 1024
+"""Bytes of stdout kept per command; the rest is read and dropped."""
+
+TRUNCATED_NOTE = "\n[truncated]"
+
+_STDERR_TAIL = 64 * 1024  # enough for the last line of any sane error message
+_CHUNK = 64 * 1024
+# After the command itself exits, how long background children that still hold
+# its stdout may keep writing before the process group is killed.
+_LINGER = 0.2
+_POLL = 0.05
+
+
+@dataclass(frozen=True)
+class CompletedRun:
+    """The outcome of one bounded run.
+
+    `exit_code` is None when the command did not finish on its own (it timed
+    out, was stopped by the stdout consumer, or never started); it is negative
+    (-N) when the command was killed by signal N. `error` is set only when the
+    program could not be started at all.
+    """
+
+    args: tuple[str, ...]
+    exit_code: int | None
+    stdout: bytes
+    stderr: bytes
+    duration: float
+    truncated: bool = False
+    timed_out: bool = False
+    stopped: bool = False
+    error: str | None = None
+
+    @property
+    def stderr_last_line(self) -> str:
+        """The last non-blank line of stderr, decoded, or ""."""
+        for line in reversed(self.stderr.decode("utf-8", errors="replace").splitlines()):
+            if line.strip():
+                return line.strip()
+        return ""
+
+
+def run_bounded(
+    argv_or_shell: str | Sequence[str],
+    timeout: float,
+    *,
+    cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
+    max_output: int = MAX_OUTPUT,
+) -> CompletedRun:
+    """Run a shell command line (a str, via /bin/sh -c) or an argv; keep at most `max_output` bytes.
+
+    Never raises for the command's own failures: look at `error`, `timed_out` and `exit_code`.
+    """
+    kept = bytearray()
+    overflow = False
+
+    def keep(chunk: bytes) -> bool:
+        nonlocal overflow
+        room = max_output - len(kept)
+        if len(chunk) > room:
+            overflow = True
+        if room > 0:
+            kept.extend(chunk[:room])
+        return False  # keep draining so the exit code is the command's own
+
+    run = stream_bounded(argv_or_shell, timeout, on_stdout=keep, cwd=cwd, env=env)
+    return CompletedRun(
+        args=run.args, exit_code=run.exit_code, stdout=bytes(kept), stderr=run.stderr,
+        duration=run.duration, truncated=overflow, timed_out=run.timed_out,
+        stopped=run.stopped, error=run.error,
+    )
+
+
+def stream_bounded(
+    argv_or_shell: str | Sequence[str],
+    timeout: float,
+    *,
+    on_stdout: Callable[[bytes], bool],
+    cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> CompletedRun:
+    """Run like `run_bounded`, handing stdout chunks to `on_stdout` instead of keeping them.
+
+    `on_stdout` returns True to stop early: the process group is then killed
+    and the result has `stopped` set. The returned `stdout` is always empty.
+    """
+    if isinstance(argv_or_shell, str):
+        args: tuple[str, ...] = ("/bin/sh", "-c", argv_or_shell)
+    else:
+        args = tuple(argv_or_shell)
+    started = time.monotonic()
+    deadline = started + timeout
+    try:
+        proc = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            cwd=cwd, env=None if env is None else dict(env), start_new_session=True,
+        )
+    except OSError as exc:
+        what = exc.strerror or str(exc)
+        where = f" (in {cwd})" if cwd and not os.path.isdir(cwd) else ""
+        return CompletedRun(args, None, b"", b"", time.monotonic() - started,
+                            error=f"cannot start {args[0]}: {what}{where}")
+
+    assert proc.stdout is not None and proc.stderr is not None
+    err_tail = bytearray()
+    timed_out = stopped = False
+    exited_at: float | None = None
+    try:
+        with selectors.DefaultSelector() as sel:
+            sel.register(proc.stdout, selectors.EVENT_READ)
+            sel.register(proc.stderr, selectors.EVENT_READ)
+            while sel.get_map():
+                now = time.monotonic()
+                if now >= deadline:
+                    timed_out = True
+                    break
+                if exited_at is None and _exited(proc.pid):
+                    exited_at = now
+                if exited_at is not None and now >= exited_at + _LINGER:
+                    break  # only background children still hold the pipes open
+                # Poll rather than block so a leader that exits while a child keeps
+                # the pipe open is noticed promptly.
+                for key, _ in sel.select(min(deadline - now, _POLL)):
+                    chunk = os.read(key.fd, _CHUNK)
+                    if not chunk:
+                        sel.unregister(key.fileobj)
+                    elif key.fileobj is proc.stdout:
+                        stopped = stopped or on_stdout(chunk)
+                    else:
+                        err_tail.extend(chunk)
+                        del err_tail[:-_STDERR_TAIL]
+                if stopped:
+                    break
+        while not (timed_out or stopped or _exited(proc.pid)):
+            if time.monotonic() >= deadline:
+                timed_out = True
+            else:
+                time.sleep(0.005)  # pipes closed: the leader is on its way out
+    finally:
+        # Kill the whole group: on timeout or stop to end the command, otherwise to
+        # end stray background children. The leader is not reaped yet (its zombie
+        # keeps the group id taken), so this cannot hit an unrelated process.
+        _kill_group(proc.pid)
+        exit_code = proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    return CompletedRun(
+        args, None if (timed_out or stopped) else exit_code, b"", bytes(err_tail),
+        time.monotonic() - started, timed_out=timed_out, stopped=stopped,
+    )
+
+
+def _exited(pid: int) -> bool:
+    """True once the child has exited, without reaping it (WNOWAIT)."""
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def exit_text(exit_code: int) -> str:
+    """The exit code as a fact value: "0", "127", or "signal SIGKILL" for a signal death."""
+    if exit_code >= 0:
+        return str(exit_code)
+    try:
+        return f"signal {signal.Signals(-exit_code).name}"
+    except ValueError:
+        return f"signal {-exit_code}"
+
+
+def collect_command(spec: CommandSpec, ctx: CollectContext) -> Iterator[Fact | CollectionError]:
+    """Run one [[commands]] entry: facts `stdout` and `exit`, or a CollectionError."""
+    subject = f"command:{spec.name}"
+    run = run_bounded(spec.run, spec.timeout)
+    if run.error is not None:
+        yield CollectionError(subject, None, run.error)
+        return
+    if run.timed_out or run.exit_code is None:
+        last = run.stderr_last_line
+        yield CollectionError(subject, None,
+                              f"timed out after {spec.timeout:g}s" + (f": {last}" if last else ""))
+        return
+    text = run.stdout.decode("utf-8", errors="replace")
+    if run.truncated:
+        text += TRUNCATED_NOTE
+    provenance = {"run": spec.run}
+    yield Fact(subject, "stdout", text, provenance)
+    yield Fact(subject, "exit", exit_text(run.exit_code), provenance)
