@@ -19,6 +19,8 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check drift tests benchmarks migrations
+	$(VENV)/bin/ruff format --check drift tests migrations
+	$(VENV)/bin/mypy
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_record.py

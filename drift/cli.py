@@ -24,8 +24,10 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-WHEN_HELP = ("WHEN is 12:00, 12:00:30, noon, midnight, 'yesterday 12:00', '2h ago', "
-             "'90m ago', an ISO 8601 time, or '#57' for snapshot 57.")
+WHEN_HELP = (
+    "WHEN is 12:00, 12:00:30, noon, midnight, 'yesterday 12:00', '2h ago', "
+    "'90m ago', an ISO 8601 time, or '#57' for snapshot 57."
+)
 
 
 @dataclass
@@ -72,24 +74,47 @@ def _store_option(name: str) -> Callable[[click.Context, click.Parameter, Any], 
 
 def common_options(func: F) -> F:
     """--config, --db and --host, accepted by every command that reads config or history."""
-    for option in reversed([
-        click.option("--config", "config_path", metavar="PATH", expose_value=False,
-                     callback=_store_option("config_path"),
-                     help="drift.toml to use (else $DRIFT_CONFIG, ./drift.toml, /etc/drift/drift.toml)."),
-        click.option("--db", metavar="URL", expose_value=False, callback=_store_option("db"),
-                     help="Database: a file path, sqlite:///PATH or postgresql://... "
-                          "(else $DRIFT_DB, else ~/.local/state/drift/drift.db)."),
-        click.option("--host", metavar="NAME", expose_value=False, callback=_store_option("host"),
-                     help="Host whose history to use (default: the config's host)."),
-    ]):
+    for option in reversed(
+        [
+            click.option(
+                "--config",
+                "config_path",
+                metavar="PATH",
+                expose_value=False,
+                callback=_store_option("config_path"),
+                help="drift.toml to use (else $DRIFT_CONFIG, ./drift.toml, /etc/drift/drift.toml).",
+            ),
+            click.option(
+                "--db",
+                metavar="URL",
+                expose_value=False,
+                callback=_store_option("db"),
+                help="Database: a file path, sqlite:///PATH or postgresql://... "
+                "(else $DRIFT_DB, else ~/.local/state/drift/drift.db).",
+            ),
+            click.option(
+                "--host",
+                metavar="NAME",
+                expose_value=False,
+                callback=_store_option("host"),
+                help="Host whose history to use (default: the config's host).",
+            ),
+        ]
+    ):
         func = option(func)
     return func
 
 
 def format_option(func: F) -> F:
     """--format text|json."""
-    return click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-                        show_default=True, help="Output format; json is a versioned envelope.")(func)
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(["text", "json"]),
+        default="text",
+        show_default=True,
+        help="Output format; json is a versioned envelope.",
+    )(func)
 
 
 class DriftGroup(click.Group):
@@ -154,8 +179,13 @@ def init(obj: DriftContext) -> None:
     result = upgrade_database(db)
     key = secret_key_path(config, db)
     load_or_create_key(key)
-    state = "created" if result.before is None else (
-        "already at" if result.before == result.after else f"upgraded from {result.before} to")
+    state = (
+        "created"
+        if result.before is None
+        else (
+            "already at" if result.before == result.after else f"upgraded from {result.before} to"
+        )
+    )
     click.echo(f"database {db.display()}: {state} schema {result.after}")
     click.echo(f"secret key {key} (0600; keep it out of backups you share)")
     click.echo(f"next: drift record   (then add it to cron; config {config.path})")
@@ -180,27 +210,33 @@ def record(obj: DriftContext, quiet: bool) -> None:
 
     config = obj.config()
     if config.path is None:
-        raise ConfigError("no drift.toml found (looked at --config, $DRIFT_CONFIG, ./drift.toml, "
-                          "/etc/drift/drift.toml): run `drift init` to write a starter one")
+        raise ConfigError(
+            "no drift.toml found (looked at --config, $DRIFT_CONFIG, ./drift.toml, "
+            "/etc/drift/drift.toml): run `drift init` to write a starter one"
+        )
     if obj.host:
         config = replace(config, host=obj.host)
     result = do_record(config, obj.db_url())
     if not quiet:
         errors = len(result.errors)
-        click.echo(f"snapshot #{result.snapshot_id}: {result.facts} facts, {result.changed} changed, "
-                   f"{errors} error{'' if errors == 1 else 's'}, {result.seconds:.2f}s")
+        click.echo(
+            f"snapshot #{result.snapshot_id}: {result.facts} facts, {result.changed} changed, "
+            f"{errors} error{'' if errors == 1 else 's'}, {result.seconds:.2f}s"
+        )
         for err in result.errors[:10]:
             key = f" {err.key}" if err.key else ""
             click.echo(f"  ! {err.subject}{key}: {err.message}", err=True)
         if errors > 10:
-            click.echo(f"  ! ... and {errors - 10} more (drift since lists them as blind spots)",
-                       err=True)
+            click.echo(
+                f"  ! ... and {errors - 10} more (drift since lists them as blind spots)", err=True
+            )
 
 
 @cli.command()
 @common_options
-@click.option("--stable", metavar="WHEN", required=True,
-              help="Baseline: when it last worked. " + WHEN_HELP)
+@click.option(
+    "--stable", metavar="WHEN", required=True, help="Baseline: when it last worked. " + WHEN_HELP
+)
 @click.option("--until", metavar="WHEN", help="Compare up to this time (default: latest record).")
 @format_option
 @pass_drift
@@ -228,8 +264,9 @@ def since(obj: DriftContext, stable: str, until: str | None, fmt: str) -> None:
 
 @cli.command()
 @common_options
-@click.option("--at", "at", metavar="WHEN", help="Show the state at this time (default: latest). "
-              + WHEN_HELP)
+@click.option(
+    "--at", "at", metavar="WHEN", help="Show the state at this time (default: latest). " + WHEN_HELP
+)
 @click.argument("pattern", required=False)
 @format_option
 @pass_drift
@@ -277,8 +314,11 @@ def history(obj: DriftContext, pattern: str, fmt: str) -> None:
 
 
 @cli.command()
-@click.option("--keep", is_flag=True,
-              help="Leave the sandbox and its services running, and print commands to try on it.")
+@click.option(
+    "--keep",
+    is_flag=True,
+    help="Leave the sandbox and its services running, and print commands to try on it.",
+)
 def demo(keep: bool) -> None:
     """Replay the motivating incident in a sandbox and show what drift finds.
 
@@ -306,8 +346,12 @@ def demo(keep: bool) -> None:
         box = IncidentSandbox(root)
         cfg = f"--config {box.config_path} --db {box.db_path}"
         click.echo(f"\nThe sandbox stays in {root} with its services running. Try:")
-        for command in ("since --stable '#2' --format json", "history SGLANG_SM120_MMA_TARGET_CTAS",
-                        "show decode", "record"):
+        for command in (
+            "since --stable '#2' --format json",
+            "history SGLANG_SM120_MMA_TARGET_CTAS",
+            "show decode",
+            "record",
+        ):
             click.echo(f"  drift {command} {cfg}")
         pids = " ".join(str(box.pid(name)) for name in SERVICES)
         click.echo(f"Stop the services with: kill {pids}")
@@ -330,7 +374,9 @@ def db_upgrade(obj: DriftContext) -> None:
     if result.before == result.after:
         click.echo(f"{database.display()}: already at schema {result.after}")
         return
-    click.echo(f"{database.display()}: upgraded schema {result.before or '(empty)'} -> {result.after}")
+    click.echo(
+        f"{database.display()}: upgraded schema {result.before or '(empty)'} -> {result.after}"
+    )
     if result.backup:
         click.echo(f"backup of the old database: {result.backup}")
 
@@ -349,8 +395,10 @@ def db_current(obj: DriftContext) -> None:
     finally:
         conn.close()
     status = "up to date" if revision == HEAD_REVISION else "run `drift db upgrade`"
-    click.echo(f"{database.display()}: schema {revision or '(none)'}; this drift needs "
-               f"{HEAD_REVISION} ({status})")
+    click.echo(
+        f"{database.display()}: schema {revision or '(none)'}; this drift needs "
+        f"{HEAD_REVISION} ({status})"
+    )
 
 
 def main() -> None:

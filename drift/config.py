@@ -183,8 +183,12 @@ class _Reader:
 
 def _type_name(value: Any) -> str:
     return {
-        bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-        list: "an array", dict: "a table",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "an array",
+        dict: "a table",
     }.get(type(value), type(value).__name__)
 
 
@@ -200,10 +204,20 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
     """Validate a parsed TOML document; raises ConfigError naming the first bad key."""
     base = path.resolve().parent
     top = _Reader(path, "", data, base)
-    top.check_keys({
-        "host", "services", "files", "repos", "commands", "secrets", "secret_key_file",
-        "systemctl", "proc_root", "templates_dir",
-    })
+    top.check_keys(
+        {
+            "host",
+            "services",
+            "files",
+            "repos",
+            "commands",
+            "secrets",
+            "secret_key_file",
+            "systemctl",
+            "proc_root",
+            "templates_dir",
+        }
+    )
 
     services = []
     service_readers = top.tables("services")
@@ -221,10 +235,15 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
                 re.compile(match)
             except re.error as exc:
                 r.fail("match", f"invalid regular expression: {exc}")
-        services.append(ServiceSpec(
-            name=_name(r), unit=r.string("unit"), pidfile=r.path_string("pidfile"),
-            match=match, script=r.path_string("script"),
-        ))
+        services.append(
+            ServiceSpec(
+                name=_name(r),
+                unit=r.string("unit"),
+                pidfile=r.path_string("pidfile"),
+                match=match,
+                script=r.path_string("script"),
+            )
+        )
     _unique_names(service_readers, [s.name for s in services])
 
     files = []
@@ -238,15 +257,23 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
     repos = []
     for r in top.tables("repos"):
         r.check_keys({"path", "timeout"})
-        repos.append(RepoSpec(path=r.path_string("path", required=True) or "",
-                              timeout=r.number("timeout", 10.0)))
+        repos.append(
+            RepoSpec(
+                path=r.path_string("path", required=True) or "", timeout=r.number("timeout", 10.0)
+            )
+        )
 
     commands = []
     command_readers = top.tables("commands")
     for r in command_readers:
         r.check_keys({"name", "run", "timeout"})
-        commands.append(CommandSpec(name=_name(r), run=r.string("run", required=True) or "",
-                                    timeout=r.number("timeout", 10.0)))
+        commands.append(
+            CommandSpec(
+                name=_name(r),
+                run=r.string("run", required=True) or "",
+                timeout=r.number("timeout", 10.0),
+            )
+        )
     _unique_names(command_readers, [c.name for c in commands])
 
     secrets = SecretsSpec()

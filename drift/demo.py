@@ -32,12 +32,13 @@ _FLAGS = {
 }
 
 _KERNELS = {
-    "python/sglang/srt/layers/attention/flashmla_backend.py":
-        "def split_k_waves(ctas: int) -> int:\n    return max(1, ctas // 132)\n",
-    "python/sglang/srt/layers/attention/triton_ops/decode_attention.py":
-        "BLOCK = 64\n\ndef decode_attention_fwd(q, k, v):\n    return q\n",
-    "python/sglang/srt/managers/scheduler.py":
-        "MAX_RUNNING_REQUESTS = 256\n",
+    "python/sglang/srt/layers/attention/flashmla_backend.py": (
+        "def split_k_waves(ctas: int) -> int:\n    return max(1, ctas // 132)\n"
+    ),
+    "python/sglang/srt/layers/attention/triton_ops/decode_attention.py": (
+        "BLOCK = 64\n\ndef decode_attention_fwd(q, k, v):\n    return q\n"
+    ),
+    "python/sglang/srt/managers/scheduler.py": "MAX_RUNNING_REQUESTS = 256\n",
 }
 
 
@@ -51,16 +52,18 @@ def serve_script(name: str, pidfile: Path, python: str) -> str:
     ]
     if name == "router":
         exports = ["export RUST_LOG=info"]
-    return "\n".join([
-        "#!/bin/bash",
-        f"# sglang {name} server (demo sandbox)",
-        "set -e",
-        *exports,
-        f"echo $$ > {shlex.quote(str(pidfile))}",
-        f"exec {shlex.quote(python)} -c {shlex.quote(_SLEEPER)} --model-path deepseek-ai/DeepSeek-V4-Flash "
-        f"{_FLAGS[name]}",
-        "",
-    ])
+    return "\n".join(
+        [
+            "#!/bin/bash",
+            f"# sglang {name} server (demo sandbox)",
+            "set -e",
+            *exports,
+            f"echo $$ > {shlex.quote(str(pidfile))}",
+            f"exec {shlex.quote(python)} -c {shlex.quote(_SLEEPER)} "
+            f"--model-path deepseek-ai/DeepSeek-V4-Flash {_FLAGS[name]}",
+            "",
+        ]
+    )
 
 
 @dataclass
@@ -103,13 +106,27 @@ class IncidentSandbox:
             path = self.repo / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
-        git = ["git", "-C", str(self.repo), "-c", "user.name=demo", "-c", "user.email=demo@localhost",
-               "-c", "init.defaultBranch=main"]
-        for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "sglang at the stable tag"]):
+        git = [
+            "git",
+            "-C",
+            str(self.repo),
+            "-c",
+            "user.name=demo",
+            "-c",
+            "user.email=demo@localhost",
+            "-c",
+            "init.defaultBranch=main",
+        ]
+        for args in (
+            ["init", "-q"],
+            ["add", "-A"],
+            ["commit", "-q", "-m", "sglang at the stable tag"],
+        ):
             subprocess.run([*git, *args], check=True, capture_output=True)
         services = "\n".join(
             f'[[services]]\nname = "{n}"\npidfile = "run/{n}.pid"\nscript = "serve/{n}.sh"\n'
-            for n in SERVICES)
+            for n in SERVICES
+        )
         self.config_path.write_text(
             f'host = "gpu-node-7"\n\n{services}\n'
             '[[files]]\nname = "attention-kernels"\n'
@@ -122,9 +139,14 @@ class IncidentSandbox:
     def start(self, name: str) -> int:
         """Start one service from its serve script; returns its pid once the pidfile is written."""
         self.pidfile(name).unlink(missing_ok=True)
-        proc = subprocess.Popen(["bash", str(self.script(name))], start_new_session=True,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, env=self._service_env())
+        proc = subprocess.Popen(
+            ["bash", str(self.script(name))],
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=self._service_env(),
+        )
         self.procs[name] = proc
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:

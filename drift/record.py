@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from pathlib import Path
 
 from drift.config import Config
@@ -35,8 +36,11 @@ def excluded_paths(config: Config, db: DbUrl) -> frozenset[str]:
         paths.update(str(p) for p in sqlite_side_files(db.sqlite_path))
         folder = db.sqlite_path.parent
         try:
-            paths.update(str(folder / name) for name in os.listdir(folder)
-                         if name.startswith(f"{db.sqlite_path.name}.bak-"))
+            paths.update(
+                str(folder / name)
+                for name in os.listdir(folder)
+                if name.startswith(f"{db.sqlite_path.name}.bak-")
+            )
         except OSError:
             pass
     return frozenset(paths)
@@ -58,26 +62,27 @@ def collect_all(config: Config, ctx: CollectContext) -> Iterator[Item]:
         from drift.collectors.services import collect_service
 
         for svc in config.services:
-            yield from _guarded(f"service:{svc.name}", lambda svc=svc: collect_service(svc, ctx))
+            yield from _guarded(f"service:{svc.name}", partial(collect_service, svc, ctx))
             if svc.script:
-                yield from _guarded(f"script:{svc.script}",
-                                    lambda svc=svc: collect_script(svc.name, svc.script or "", ctx))
+                yield from _guarded(
+                    f"script:{svc.script}", partial(collect_script, svc.name, svc.script, ctx)
+                )
     if config.files:
         from drift.collectors.files import collect_files
 
         for spec in config.files:
             # "file:/" covers every file: a crashed walk must not read as deletions
-            yield from _guarded("file:/", lambda spec=spec: collect_files(spec, ctx))
+            yield from _guarded("file:/", partial(collect_files, spec, ctx))
     if config.repos:
         from drift.collectors.repos import collect_repo
 
         for repo in config.repos:
-            yield from _guarded(f"repo:{repo.path}", lambda repo=repo: collect_repo(repo, ctx))
+            yield from _guarded(f"repo:{repo.path}", partial(collect_repo, repo, ctx))
     if config.commands:
         from drift.collectors.commands import collect_command
 
         for cmd in config.commands:
-            yield from _guarded(f"command:{cmd.name}", lambda cmd=cmd: collect_command(cmd, ctx))
+            yield from _guarded(f"command:{cmd.name}", partial(collect_command, cmd, ctx))
 
 
 def record(config: Config, db: DbUrl) -> SnapshotResult:
@@ -96,15 +101,20 @@ def record(config: Config, db: DbUrl) -> SnapshotResult:
             facts: list[Fact] = []
             errors: list[CollectionError] = []
             for item in collect_all(config, ctx):
-                (facts if isinstance(item, Fact) else errors).append(item)
+                if isinstance(item, Fact):
+                    facts.append(item)
+                else:
+                    errors.append(item)
 
             from drift.redact import Redactor, load_or_create_key
 
             redactor = Redactor(load_or_create_key(secret_key_path(config, db)), config.secrets)
             facts = redactor.redact_facts(facts)
-            errors = [CollectionError(e.subject, e.key, redactor.mask_text(e.message))
-                      for e in errors]
-            return writer.write_snapshot(config.host, taken, facts, errors, ctx.cache_updates,
-                                         started=started)
+            errors = [
+                CollectionError(e.subject, e.key, redactor.mask_text(e.message)) for e in errors
+            ]
+            return writer.write_snapshot(
+                config.host, taken, facts, errors, ctx.cache_updates, started=started
+            )
     finally:
         writer.close()

@@ -62,10 +62,21 @@ KEY_BYTES = 32
 # masking a known secret inside a hex digest would corrupt it (a six-digit
 # secret turns up in about one sha256 in 300k by chance). Skipping them is also
 # what keeps a record of 40k file facts cheap.
-SKIP_KEYS = frozenset({
-    "sha256", "size", "mode", "mtime", "inode", "head", "pid", "started_at", "exit", "ok",
-    "dirty",
-})
+SKIP_KEYS = frozenset(
+    {
+        "sha256",
+        "size",
+        "mode",
+        "mtime",
+        "inode",
+        "head",
+        "pid",
+        "started_at",
+        "exit",
+        "ok",
+        "dirty",
+    }
+)
 
 # --- names -----------------------------------------------------------------
 
@@ -79,14 +90,33 @@ _BENIGN_WORD = re.compile(
 )
 # TOKENS next to one of these words is a count (--max-total-tokens), not a
 # list of credentials (API_TOKENS).
-_COUNT_WORDS = frozenset({
-    "MAX", "MIN", "NUM", "TOTAL", "COUNT", "LIMIT", "BUDGET", "LEN", "LENGTH", "SIZE", "PER",
-})
+_COUNT_WORDS = frozenset(
+    {
+        "MAX",
+        "MIN",
+        "NUM",
+        "TOTAL",
+        "COUNT",
+        "LIMIT",
+        "BUDGET",
+        "LEN",
+        "LENGTH",
+        "SIZE",
+        "PER",
+    }
+)
 # Well-known session plumbing: paths and ids, not credentials.
-_BENIGN_NAMES = frozenset({
-    "SSH_AUTH_SOCK", "XAUTHORITY", "DBUS_SESSION_BUS_ADDRESS", "XDG_SESSION_ID",
-    "XDG_SESSION_TYPE", "XDG_SESSION_CLASS", "XDG_SESSION_DESKTOP",
-})
+_BENIGN_NAMES = frozenset(
+    {
+        "SSH_AUTH_SOCK",
+        "XAUTHORITY",
+        "DBUS_SESSION_BUS_ADDRESS",
+        "XDG_SESSION_ID",
+        "XDG_SESSION_TYPE",
+        "XDG_SESSION_CLASS",
+        "XDG_SESSION_DESKTOP",
+    }
+)
 _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
@@ -100,8 +130,11 @@ def _secret_by_words(name: str) -> bool:
     for word in words:
         if not _SECRET_ROOT.search(word) or _BENIGN_WORD.fullmatch(word):
             continue
-        if (word.endswith("TOKENS") and not _SECRET_ROOT.search(word[:-6])
-                and _COUNT_WORDS.intersection(words)):
+        if (
+            word.endswith("TOKENS")
+            and not _SECRET_ROOT.search(word[:-6])
+            and _COUNT_WORDS.intersection(words)
+        ):
             continue
         return True
     return False
@@ -112,12 +145,12 @@ def _secret_by_words(name: str) -> bool:
 # Known token formats, each anchored so it does not fire inside a longer word
 # ("task-..." is not an OpenAI key).
 TOKEN_FORMATS = (
-    r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,}",                                  # Hugging Face
-    r"(?<![A-Za-z0-9_-])sk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}",               # OpenAI, Anthropic
-    r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])",             # AWS access key id
-    r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{20,}",                          # GitHub
-    r"(?<![A-Za-z0-9_])github_pat_[A-Za-z0-9_]{20,}",                        # GitHub fine-grained
-    r"(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,}",                         # Slack
+    r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,}",  # Hugging Face
+    r"(?<![A-Za-z0-9_-])sk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}",  # OpenAI, Anthropic
+    r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])",  # AWS access key id
+    r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{20,}",  # GitHub
+    r"(?<![A-Za-z0-9_])github_pat_[A-Za-z0-9_]{20,}",  # GitHub fine-grained
+    r"(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,}",  # Slack
     r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{2,}\.eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*",  # JWT
 )
 _PEM = r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END[A-Z0-9 ]*PRIVATE KEY-----|\Z)"
@@ -137,26 +170,35 @@ _AUTH_SCAN = re.compile(rf"\b(?i:bearer|basic)[ \t]+(?P<auth>{_AUTH_VALUE})")
 _URL_SCAN = re.compile(
     r"(?<![\w+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@\"'<>\[\]]*:(?P<urlpw>[^\s/?#\"'<>]+)@"
 )
-_CONTEXT_SCAN = re.compile("|".join([
-    # JSON argv: "--token", "X"   and   "--token=X"
-    rf"(?<![\w-])(?P<jf>{_FLAG})\",[ \t]*\"(?=(?P<jfv>{_JSON_STR})\")",
-    rf"\"(?P<jef>{_FLAG})=(?=(?P<jefv>{_JSON_STR})\")",
-    # shell: --token X, --token=X, --token \<newline> X ; a following -x is a flag
-    rf"(?<![\w-])(?P<sf>{_FLAG})(?:=|[ \t]+(?:\\\r?\n[ \t]*)?)"
-    rf"(?=(?P<sfv>{_QUOTED}|[^\s'\"\\-][^\s'\"]*))",
-    # JSON object: "api_key": "X"
-    rf"\"(?P<jk>[A-Za-z_][\w.-]*)\"[ \t]*:[ \t]*\"(?=(?P<jkv>{_JSON_STR})\")",
-    # YAML / HTTP header line: api_key: X   Authorization: Bearer X
-    rf"^[ \t]*(?:-[ \t]+)?(?P<yk>[A-Za-z_][\w.-]*)[ \t]*:[ \t]+"
-    rf"(?=(?P<ykv>{_QUOTED}|[^\s'\"#][^\n]*?)(?:[ \t]+\#|[ \t\r]*$))",
-    # assignment: HF_TOKEN=X, export DB_PASS="X", api_key = 'X', ?token=X
-    rf"(?<![\w$.-])(?P<an>[A-Za-z_][A-Za-z0-9_]*)[ \t]*=[ \t]*"
-    rf"(?=(?P<av>{_QUOTED}|[^\s'\";&|)=][^\s'\";&|)]*))",
-]), re.MULTILINE)
+_CONTEXT_SCAN = re.compile(
+    "|".join(
+        [
+            # JSON argv: "--token", "X"   and   "--token=X"
+            rf"(?<![\w-])(?P<jf>{_FLAG})\",[ \t]*\"(?=(?P<jfv>{_JSON_STR})\")",
+            rf"\"(?P<jef>{_FLAG})=(?=(?P<jefv>{_JSON_STR})\")",
+            # shell: --token X, --token=X, --token \<newline> X ; a following -x is a flag
+            rf"(?<![\w-])(?P<sf>{_FLAG})(?:=|[ \t]+(?:\\\r?\n[ \t]*)?)"
+            rf"(?=(?P<sfv>{_QUOTED}|[^\s'\"\\-][^\s'\"]*))",
+            # JSON object: "api_key": "X"
+            rf"\"(?P<jk>[A-Za-z_][\w.-]*)\"[ \t]*:[ \t]*\"(?=(?P<jkv>{_JSON_STR})\")",
+            # YAML / HTTP header line: api_key: X   Authorization: Bearer X
+            rf"^[ \t]*(?:-[ \t]+)?(?P<yk>[A-Za-z_][\w.-]*)[ \t]*:[ \t]+"
+            rf"(?=(?P<ykv>{_QUOTED}|[^\s'\"#][^\n]*?)(?:[ \t]+\#|[ \t\r]*$))",
+            # assignment: HF_TOKEN=X, export DB_PASS="X", api_key = 'X', ?token=X
+            rf"(?<![\w$.-])(?P<an>[A-Za-z_][A-Za-z0-9_]*)[ \t]*=[ \t]*"
+            rf"(?=(?P<av>{_QUOTED}|[^\s'\";&|)=][^\s'\";&|)]*))",
+        ]
+    ),
+    re.MULTILINE,
+)
 # (name group, value group, value may be a shell $reference left alone)
 _CONTEXT_GROUPS = (
-    ("jf", "jfv", False), ("jef", "jefv", False), ("sf", "sfv", True),
-    ("jk", "jkv", False), ("yk", "ykv", True), ("an", "av", True),
+    ("jf", "jfv", False),
+    ("jef", "jefv", False),
+    ("sf", "sfv", True),
+    ("jk", "jkv", False),
+    ("yk", "ykv", True),
+    ("an", "av", True),
 )
 _FULL_FORMAT = re.compile(
     rf"{_PEM}|(?:{'|'.join(TOKEN_FORMATS)})|(?i:bearer|basic)[ \t]+(?P<auth>{_AUTH_VALUE})"
@@ -167,9 +209,20 @@ _ALREADY_REDACTED = re.compile(r"\[redacted:[0-9a-f]{8}\]|hmac-sha256:[0-9a-f]{3
 
 # Chains of `in` are several times faster than one regex alternation here.
 def _may_hold_token(text: str) -> bool:
-    return ("hf_" in text or "sk-" in text or "AKIA" in text or "ASIA" in text
-            or "eyJ" in text or "xox" in text or "ghp_" in text or "gho_" in text
-            or "ghs_" in text or "ghu_" in text or "ghr_" in text or "github_pat_" in text)
+    return (
+        "hf_" in text
+        or "sk-" in text
+        or "AKIA" in text
+        or "ASIA" in text
+        or "eyJ" in text
+        or "xox" in text
+        or "ghp_" in text
+        or "gho_" in text
+        or "ghs_" in text
+        or "ghu_" in text
+        or "ghr_" in text
+        or "github_pat_" in text
+    )
 
 
 def _may_hold_auth(text: str) -> bool:
@@ -228,11 +281,15 @@ class Redactor:
             return False  # the common case, decided without splitting words
         folded = name.casefold()
         bare = folded.lstrip("-")
-        if any(fnmatch.fnmatchcase(folded, p) or fnmatch.fnmatchcase(bare, p.lstrip("-"))
-               for p in self._redact):
+        if any(
+            fnmatch.fnmatchcase(folded, p) or fnmatch.fnmatchcase(bare, p.lstrip("-"))
+            for p in self._redact
+        ):
             return True
-        if any(fnmatch.fnmatchcase(folded, p) or fnmatch.fnmatchcase(bare, p.lstrip("-"))
-               for p in self._allow):
+        if any(
+            fnmatch.fnmatchcase(folded, p) or fnmatch.fnmatchcase(bare, p.lstrip("-"))
+            for p in self._allow
+        ):
             return False
         if name.upper() in _BENIGN_NAMES:
             return False
@@ -288,16 +345,21 @@ class Redactor:
             return ()
         spans: list[Span] = []
         if "://" in text:
-            spans.extend((m.start("urlpw"), m.end("urlpw"), m.group("urlpw"))
-                         for m in _URL_SCAN.finditer(text)
-                         if not _ALREADY_REDACTED.fullmatch(m.group("urlpw")))
+            spans.extend(
+                (m.start("urlpw"), m.end("urlpw"), m.group("urlpw"))
+                for m in _URL_SCAN.finditer(text)
+                if not _ALREADY_REDACTED.fullmatch(m.group("urlpw"))
+            )
         if _may_hold_token(text):
             spans.extend((m.start(), m.end(), m.group()) for m in _TOKEN_SCAN.finditer(text))
         if "PRIVATE KEY" in text:
             spans.extend((m.start(), m.end(), m.group()) for m in _PEM_SCAN.finditer(text))
         if _may_hold_auth(text):
-            spans.extend((m.start("auth"), m.end("auth"), m.group("auth"))
-                         for m in _AUTH_SCAN.finditer(text) if _looks_random(m.group("auth")))
+            spans.extend(
+                (m.start("auth"), m.end("auth"), m.group("auth"))
+                for m in _AUTH_SCAN.finditer(text)
+                if _looks_random(m.group("auth"))
+            )
         if self._name_hint.search(text.upper()):
             self._scan_context(text, spans)
         return spans
@@ -317,9 +379,12 @@ class Redactor:
                     start, end, value = start + 1, end - 1, value[1:-1]
                 scheme = _AUTH_SCHEME.match(value)
                 if scheme:  # keep "Bearer " readable, mask what follows
-                    start, value = start + scheme.end(), value[scheme.end():]
-                if (value and not _ALREADY_REDACTED.fullmatch(value)
-                        and not (shell and quote != "'" and value.startswith("$"))):
+                    start, value = start + scheme.end(), value[scheme.end() :]
+                if (
+                    value
+                    and not _ALREADY_REDACTED.fullmatch(value)
+                    and not (shell and quote != "'" and value.startswith("$"))
+                ):
                     spans.append((start, end, value))
                 break
 
@@ -359,8 +424,7 @@ class Redactor:
         """`text` with known secrets, token formats, URL passwords and secret flag values masked."""
         return self._apply(text, self._scan(text), self._literal_spans(text))
 
-    def _mask_memo(self, text: str, memo: dict[str, str],
-                   scans: dict[str, Sequence[Span]]) -> str:
+    def _mask_memo(self, text: str, memo: dict[str, str], scans: dict[str, Sequence[Span]]) -> str:
         # the same values (PATH, a provenance file name) recur across services
         # (memo holds "" for unchanged, so an unchanged text comes back as the same object)
         masked = memo.get(text)
@@ -372,8 +436,7 @@ class Redactor:
             memo[text] = "" if masked is text else masked
         return masked or text
 
-    def _mask_any(self, value: Any, memo: dict[str, str],
-                  scans: dict[str, Sequence[Span]]) -> Any:
+    def _mask_any(self, value: Any, memo: dict[str, str], scans: dict[str, Sequence[Span]]) -> Any:
         """`value` with every string inside masked; the very same object if nothing was."""
         if isinstance(value, str):
             return self._mask_memo(value, memo, scans)
@@ -411,8 +474,9 @@ class Redactor:
                 continue
             value = fact.value
             name = _name_in_key(key)
-            if ((name is not None and self.is_secret_name(name))
-                    or self.looks_like_secret_value(value)):
+            if (name is not None and self.is_secret_name(name)) or self.looks_like_secret_value(
+                value
+            ):
                 secret_at.add(i)
                 self.remember_secret(value)
                 continue
@@ -439,8 +503,9 @@ class Redactor:
                     provenances[id(provenance)] = masked_provenance
                 provenance = masked_provenance
             if i in secret_at:
-                out.append(Fact(fact.subject, fact.key, self.digest(fact.value), provenance,
-                                secret=True))
+                out.append(
+                    Fact(fact.subject, fact.key, self.digest(fact.value), provenance, secret=True)
+                )
                 continue
             masked = self._mask_memo(fact.value, memo, scans)
             if masked is fact.value and provenance is fact.provenance:
@@ -472,7 +537,7 @@ def _name_in_key(key: str) -> str | None:
     if head in ("env", "export", "flag"):
         return rest
     if head == "unit" and rest.startswith("environment:"):
-        return rest[len("environment:"):]
+        return rest[len("environment:") :]
     return None
 
 

@@ -30,8 +30,18 @@ DIFF_LINES = 40
 # Order of suspects until ranking lands: config that shapes a process first,
 # volatile ids last.
 CATEGORY_ORDER = [
-    "script export", "script exec", "live env", "live flag", "live command line", "unit",
-    "script content", "file", "repo", "command", "service state", "process id",
+    "script export",
+    "script exec",
+    "live env",
+    "live flag",
+    "live command line",
+    "unit",
+    "script content",
+    "file",
+    "repo",
+    "command",
+    "service state",
+    "process id",
 ]
 
 
@@ -158,10 +168,16 @@ def _change_ctx(rank: int, change: Change, values: _Values) -> dict[str, Any]:
 
 def _blind_ctx(spot: BlindSpot) -> dict[str, Any]:
     return {
-        "kind": spot.kind, "subject": spot.subject, "key": spot.key, "message": spot.message,
-        "first_seen": _iso(spot.first_us), "last_seen": _iso(spot.last_us),
-        "first_local": _local(spot.first_us), "last_local": _local(spot.last_us),
-        "count": spot.count, "current": spot.current,
+        "kind": spot.kind,
+        "subject": spot.subject,
+        "key": spot.key,
+        "message": spot.message,
+        "first_seen": _iso(spot.first_us),
+        "last_seen": _iso(spot.last_us),
+        "first_local": _local(spot.first_us),
+        "last_local": _local(spot.last_us),
+        "count": spot.count,
+        "current": spot.current,
     }
 
 
@@ -172,16 +188,25 @@ def since_context(history: History, stable: When, until: When | None) -> dict[st
     if current.id < baseline.id:
         from drift.errors import TimeSpecError
 
-        raise TimeSpecError(f"--until {until.text if until else ''} (snapshot #{current.id}) is "
-                            f"before the baseline (snapshot #{baseline.id})")
+        raise TimeSpecError(
+            f"--until {until.text if until else ''} (snapshot #{current.id}) is "
+            f"before the baseline (snapshot #{baseline.id})"
+        )
     before = history.state_at(baseline.id)
     after = history.state_at(current.id)
     values = _Values(history)
 
     changes = changes_between(before, after)
-    changes.sort(key=lambda c: (CATEGORY_ORDER.index(category(c.subject, c.key))
-                                if category(c.subject, c.key) in CATEGORY_ORDER
-                                else len(CATEGORY_ORDER), c.changed_us, c.subject, c.key))
+    changes.sort(
+        key=lambda c: (
+            CATEGORY_ORDER.index(category(c.subject, c.key))
+            if category(c.subject, c.key) in CATEGORY_ORDER
+            else len(CATEGORY_ORDER),
+            c.changed_us,
+            c.subject,
+            c.key,
+        )
+    )
     window = history.snapshots_between(baseline.id, current.id)
     failing = failing_at(current, after)
     unchanged = unchanged_between(before, after, failing)
@@ -192,10 +217,14 @@ def since_context(history: History, stable: When, until: When | None) -> dict[st
 
     return {
         "host": history.host,
-        "baseline": _snapshot_ctx(baseline, stable, f"given with --stable {stable.text}"
-                                  if stable.text else "given"),
-        "current": _snapshot_ctx(current, until, f"given with --until {until.text}"
-                                 if until is not None else "latest record"),
+        "baseline": _snapshot_ctx(
+            baseline, stable, f"given with --stable {stable.text}" if stable.text else "given"
+        ),
+        "current": _snapshot_ctx(
+            current,
+            until,
+            f"given with --until {until.text}" if until is not None else "latest record",
+        ),
         "window": {
             "snapshots": len(window),
             "with_errors": sum(1 for s in window if s.n_errors),
@@ -207,8 +236,15 @@ def since_context(history: History, stable: When, until: When | None) -> dict[st
             "subjects": subjects,
             # Files, repos and scripts whose every fact is unchanged, named one by one.
             "whole_subjects": [s for s in subjects if s.startswith(("file:", "repo:", "script:"))],
-            "facts": [{"subject": v.subject, "key": v.key, "value": values.show(v),
-                       "since": _iso(v.first_taken_us)} for v in unchanged],
+            "facts": [
+                {
+                    "subject": v.subject,
+                    "key": v.key,
+                    "value": values.show(v),
+                    "since": _iso(v.first_taken_us),
+                }
+                for v in unchanged
+            ],
         },
         "blind_spots": [_blind_ctx(s) for s in blind_spots(baseline, window)],
     }
@@ -216,8 +252,12 @@ def since_context(history: History, stable: When, until: When | None) -> dict[st
 
 def envelope(command: str, data: Any, errors: list[str] | None = None) -> dict[str, Any]:
     """The versioned JSON envelope every --format json output uses."""
-    return {"drift_result_version": RESULT_VERSION, "command": command, "data": data,
-            "errors": errors or []}
+    return {
+        "drift_result_version": RESULT_VERSION,
+        "command": command,
+        "data": data,
+        "errors": errors or [],
+    }
 
 
 def render_json(command: str, data: Any) -> str:
@@ -226,17 +266,30 @@ def render_json(command: str, data: Any) -> str:
 
 def render_template(name: str, context: dict[str, Any], templates_dir: str | None = None) -> str:
     """Render a template from templates/ (or the user's override folder)."""
-    from jinja2 import ChoiceLoader, Environment, FileSystemLoader, StrictUndefined, select_autoescape
+    from jinja2 import (
+        ChoiceLoader,
+        Environment,
+        FileSystemLoader,
+        StrictUndefined,
+        select_autoescape,
+    )
 
     from drift.resources import resource_dir
 
     loaders = [FileSystemLoader(templates_dir)] if templates_dir else []
     loaders.append(FileSystemLoader(str(resource_dir("templates"))))
-    env = Environment(loader=ChoiceLoader(loaders), autoescape=select_autoescape(["html"]),
-                      undefined=StrictUndefined, keep_trailing_newline=True,
-                      trim_blocks=True, lstrip_blocks=True)
+    env = Environment(
+        loader=ChoiceLoader(loaders),
+        autoescape=select_autoescape(["html"]),
+        undefined=StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["printable"] = printable
-    env.filters["short"] = lambda s, n=SHORT_VALUE: s if s is None or len(s) <= n else s[:n - 1] + "…"
+    env.filters["short"] = lambda s, n=SHORT_VALUE: (
+        s if s is None or len(s) <= n else s[: n - 1] + "…"
+    )
     return env.get_template(name).render(**context)
 
 
@@ -250,14 +303,22 @@ def show_context(history: History, at: When | None, pattern: str | None) -> dict
     values = _Values(history)
     subjects: dict[str, list[dict[str, Any]]] = {}
     for (subject, key), version in sorted(state.items()):
-        subjects.setdefault(subject, []).append({
-            "key": key, "value": values.show(version), "secret": version.secret,
-            "since": _iso(version.first_taken_us), "since_local": _local(version.first_taken_us),
-            "where": where(version.provenance), "provenance": version.provenance,
-        })
+        subjects.setdefault(subject, []).append(
+            {
+                "key": key,
+                "value": values.show(version),
+                "secret": version.secret,
+                "since": _iso(version.first_taken_us),
+                "since_local": _local(version.first_taken_us),
+                "where": where(version.provenance),
+                "provenance": version.provenance,
+            }
+        )
     return {
         "host": history.host,
-        "snapshot": _snapshot_ctx(snap, at, f"given with --at {at.text}" if at else "latest record"),
+        "snapshot": _snapshot_ctx(
+            snap, at, f"given with --at {at.text}" if at else "latest record"
+        ),
         "pattern": pattern,
         "subjects": [{"subject": s, "facts": facts} for s, facts in subjects.items()],
         "errors": snap.errors,
@@ -269,15 +330,20 @@ def history_context(history: History, pattern: str) -> dict[str, Any]:
     values = _Values(history)
     facts: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for v in history.versions_of(pattern):
-        facts.setdefault((v.subject, v.key), []).append({
-            "value": values.show(v), "secret": v.secret,
-            "from": _iso(v.first_taken_us), "from_local": _local(v.first_taken_us),
-            "from_snapshot": v.first_snapshot_id,
-            "until": _iso(v.until_taken_us) if v.until_taken_us else None,
-            "until_local": _local(v.until_taken_us) if v.until_taken_us else None,
-            "until_snapshot": v.until_snapshot_id,
-            "where": where(v.provenance), "provenance": v.provenance,
-        })
+        facts.setdefault((v.subject, v.key), []).append(
+            {
+                "value": values.show(v),
+                "secret": v.secret,
+                "from": _iso(v.first_taken_us),
+                "from_local": _local(v.first_taken_us),
+                "from_snapshot": v.first_snapshot_id,
+                "until": _iso(v.until_taken_us) if v.until_taken_us else None,
+                "until_local": _local(v.until_taken_us) if v.until_taken_us else None,
+                "until_snapshot": v.until_snapshot_id,
+                "where": where(v.provenance),
+                "provenance": v.provenance,
+            }
+        )
     return {
         "host": history.host,
         "pattern": pattern,

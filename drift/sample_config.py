@@ -1,6 +1,6 @@
 """The commented drift.toml that `drift init` writes when there is none."""
 
-STARTER_CONFIG = '''\
+STARTER_CONFIG = """\
 # drift.toml: what drift records every minute. Relative paths are taken from
 # this file's folder. Reference: README.md, "Configuration".
 
@@ -37,4 +37,4 @@ STARTER_CONFIG = '''\
 # [secrets]
 # redact = ["MY_INTERNAL_*"]
 # allow = ["TOKENIZERS_PARALLELISM"]
-'''
+"""

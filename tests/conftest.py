@@ -20,13 +20,23 @@ def drift_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def run_drift(args: list[str], tmp_path: Path, *, check: bool = True,
-              timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run_drift(
+    args: list[str], tmp_path: Path, *, check: bool = True, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     """Run the installed drift command; fail loudly with its output on a bad exit."""
-    result = subprocess.run([DRIFT, *args], capture_output=True, text=True, timeout=timeout,
-                            env=drift_env(tmp_path), cwd=tmp_path, stdin=subprocess.DEVNULL)
+    result = subprocess.run(
+        [DRIFT, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=drift_env(tmp_path),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+    )
     if check:
-        assert result.returncode == 0, f"drift {args} -> {result.returncode}\n{result.stdout}\n{result.stderr}"
+        assert result.returncode == 0, (
+            f"drift {args} -> {result.returncode}\n{result.stdout}\n{result.stderr}"
+        )
     return result
 
 

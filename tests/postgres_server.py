@@ -1,4 +1,4 @@
-"""A real PostgreSQL on loopback for the tests: initdb in a temp folder, a free port, torn down after.
+"""A real PostgreSQL on loopback for tests: initdb in a temp folder, a free port, torn down after.
 
 Skips locally when PostgreSQL is not installed; fails in CI (`CI=true`), where
 .ci/run installs it.
@@ -49,11 +49,20 @@ def postgres_server() -> Iterator[str]:
     if os.geteuid() == 0:
         shutil.chown(base, "postgres", "postgres")
     port = _free_port()
-    subprocess.run(_as_postgres([initdb, "-D", str(data), "-U", "drift", "--auth=trust", "-E", "UTF8"]),
-                   check=True, capture_output=True)
-    opts = f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={base} -c fsync=off"
-    subprocess.run(_as_postgres([pg_ctl, "-D", str(data), "-o", opts, "-l", str(base / "log"),
-                                 "-w", "start"]), check=True, capture_output=True)
+    subprocess.run(
+        _as_postgres([initdb, "-D", str(data), "-U", "drift", "--auth=trust", "-E", "UTF8"]),
+        check=True,
+        capture_output=True,
+    )
+    opts = (
+        f"-c listen_addresses=127.0.0.1 -c port={port} "
+        f"-c unix_socket_directories={base} -c fsync=off"
+    )
+    subprocess.run(
+        _as_postgres([pg_ctl, "-D", str(data), "-o", opts, "-l", str(base / "log"), "-w", "start"]),
+        check=True,
+        capture_output=True,
+    )
     try:
         url = f"postgresql://drift@127.0.0.1:{port}/postgres"
         deadline = time.monotonic() + 20
@@ -67,6 +76,7 @@ def postgres_server() -> Iterator[str]:
                 time.sleep(0.1)
         yield url
     finally:
-        subprocess.run(_as_postgres([pg_ctl, "-D", str(data), "-m", "immediate", "stop"]),
-                       capture_output=True)
+        subprocess.run(
+            _as_postgres([pg_ctl, "-D", str(data), "-m", "immediate", "stop"]), capture_output=True
+        )
         shutil.rmtree(base, ignore_errors=True)

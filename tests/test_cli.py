@@ -35,15 +35,19 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     return cfg
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["since", "--stable", "tea time"], "cannot understand time 'tea time'"),
-    (["since", "--stable", "2001-01-01T00:00Z"], "is before the first record"),
-    (["since", "--stable", "#99"], "no snapshot #99"),
-    (["show", "--at", "#0"], "cannot understand time '#0'"),
-    (["since", "--stable", "#1", "--until", "25:00"], "cannot understand time '25:00'"),
-])
-def test_bad_when_is_one_line_and_exit_2(recorded: list[str], tmp_path: Path, args: list[str],
-                                         message: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["since", "--stable", "tea time"], "cannot understand time 'tea time'"),
+        (["since", "--stable", "2001-01-01T00:00Z"], "is before the first record"),
+        (["since", "--stable", "#99"], "no snapshot #99"),
+        (["show", "--at", "#0"], "cannot understand time '#0'"),
+        (["since", "--stable", "#1", "--until", "25:00"], "cannot understand time '25:00'"),
+    ],
+)
+def test_bad_when_is_one_line_and_exit_2(
+    recorded: list[str], tmp_path: Path, args: list[str], message: str
+) -> None:
     result = run_drift([*args, *recorded], tmp_path, check=False)
     assert result.returncode == 2
     assert result.stdout == ""
@@ -51,12 +55,17 @@ def test_bad_when_is_one_line_and_exit_2(recorded: list[str], tmp_path: Path, ar
     assert message in result.stderr
 
 
-def test_reading_a_host_never_recorded_names_the_recorded_ones(recorded: list[str],
-                                                                tmp_path: Path) -> None:
-    result = run_drift(["since", "--stable", "#1", "--host", "gpu-node-9", *recorded], tmp_path,
-                       check=False)
+def test_reading_a_host_never_recorded_names_the_recorded_ones(
+    recorded: list[str], tmp_path: Path
+) -> None:
+    result = run_drift(
+        ["since", "--stable", "#1", "--host", "gpu-node-9", *recorded], tmp_path, check=False
+    )
     assert result.returncode == 2
-    assert "no history for host 'gpu-node-9'" in result.stderr and "recorded hosts: cli" in result.stderr
+    assert (
+        "no history for host 'gpu-node-9'" in result.stderr
+        and "recorded hosts: cli" in result.stderr
+    )
 
 
 def test_reading_a_database_that_does_not_exist_says_how_to_start(tmp_path: Path) -> None:
@@ -79,17 +88,26 @@ def test_init_writes_a_starter_config_that_records(tmp_path: Path) -> None:
     again = run_drift(["init", "--db", str(tmp_path / "d.db")], tmp_path).stdout
     assert "wrote" not in again and "already at schema" in again
     assert run_drift(["record", "--db", str(tmp_path / "d.db")], tmp_path).stdout.startswith(
-        "snapshot #1: 0 facts")
+        "snapshot #1: 0 facts"
+    )
 
 
 def imported_modules(args: list[str], tmp_path: Path) -> set[str]:
     """Top-level modules a real `drift ARGS` process imported (python -X importtime)."""
     code = "import sys; from drift.cli import main; sys.argv[0] = 'drift'; main()"
-    result = subprocess.run([sys.executable, "-X", "importtime", "-c", code, *args],
-                            capture_output=True, text=True, env=drift_env(tmp_path), cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code, *args],
+        capture_output=True,
+        text=True,
+        env=drift_env(tmp_path),
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
-    lines = [line.split("|")[-1].strip() for line in result.stderr.splitlines()
-             if line.startswith("import time:") and "|" in line]
+    lines = [
+        line.split("|")[-1].strip()
+        for line in result.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    ]
     return {name.split(".")[0] for name in lines}
 
 

@@ -48,8 +48,9 @@ def test_stdout_and_exit_recorded_exactly() -> None:
     items = collect("printf '  535.104.05\\n\\n'", name="gpu-driver")
     assert values(items) == {"stdout": "  535.104.05\n\n", "exit": "0"}
     assert {i.subject for i in items} == {"command:gpu-driver"}
-    assert all(i.provenance == {"run": "printf '  535.104.05\\n\\n'"} for i in items
-               if isinstance(i, Fact))
+    assert all(
+        i.provenance == {"run": "printf '  535.104.05\\n\\n'"} for i in items if isinstance(i, Fact)
+    )
 
 
 def test_nonzero_exit_is_a_fact_and_stderr_is_not_recorded() -> None:
@@ -76,8 +77,7 @@ def test_undecodable_bytes_are_replaced() -> None:
 
 def test_timeout_kills_the_whole_group(pidfile: Path) -> None:
     started = time.monotonic()
-    items = collect(f"sleep 100 & echo $! > {pidfile}; echo warming up >&2; sleep 100",
-                    timeout=1)
+    items = collect(f"sleep 100 & echo $! > {pidfile}; echo warming up >&2; sleep 100", timeout=1)
     elapsed = time.monotonic() - started
     assert items == [CollectionError("command:probe", None, "timed out after 1s: warming up")]
     assert elapsed < 2
@@ -110,7 +110,8 @@ def test_huge_output_is_capped_and_marked() -> None:
 
 def test_output_of_exactly_the_cap_is_not_marked() -> None:
     assert values(collect(f"head -c {MAX_OUTPUT} /dev/zero | tr '\\0' x"))["stdout"] == (
-        "x" * MAX_OUTPUT)
+        "x" * MAX_OUTPUT
+    )
 
 
 def test_run_bounded_reports_a_program_that_cannot_start(tmp_path: Path) -> None:

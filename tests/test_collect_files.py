@@ -40,8 +40,11 @@ def covers(error: CollectionError, subject: str, key: str) -> bool:
     return error.covers(subject, key)
 
 
-def run(spec: FileSpec, ctx: CollectContext | None = None, timeout: float = 10.0,
-        ) -> tuple[dict[str, dict[str, str]], list[CollectionError]]:
+def run(
+    spec: FileSpec,
+    ctx: CollectContext | None = None,
+    timeout: float = 10.0,
+) -> tuple[dict[str, dict[str, str]], list[CollectionError]]:
     """Collect in a thread, so a hang (a FIFO, a symlink loop) fails the test, not stalls it."""
     ctx = ctx if ctx is not None else CollectContext()
     out: list[Fact | CollectionError] = []
@@ -67,8 +70,14 @@ def globbed(*patterns: Path | str, exclude: frozenset[str] = frozenset()) -> lis
 def tree(tmp_path: Path) -> Path:
     root = tmp_path / "root"
     for rel, body in {
-        "a.py": "a", "notes.txt": "n", "x/b.py": "b", "x/y/c.py": "c", "x/y/c.txt": "ct",
-        "x/y/z/d.py": "d", ".hidden/e.py": "e", "q/b.py": "qb",
+        "a.py": "a",
+        "notes.txt": "n",
+        "x/b.py": "b",
+        "x/y/c.py": "c",
+        "x/y/c.txt": "ct",
+        "x/y/z/d.py": "d",
+        ".hidden/e.py": "e",
+        "q/b.py": "qb",
     }.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -83,13 +92,20 @@ def tree(tmp_path: Path) -> Path:
 def test_double_star_matches_zero_or_more_directories_at_start_middle_and_end(tree: Path) -> None:
     r = str(tree)
     assert globbed(tree / "**/*.py") == [
-        f"{r}/.hidden/e.py", f"{r}/a.py", f"{r}/q/b.py", f"{r}/x/b.py", f"{r}/x/y/c.py",
+        f"{r}/.hidden/e.py",
+        f"{r}/a.py",
+        f"{r}/q/b.py",
+        f"{r}/x/b.py",
+        f"{r}/x/y/c.py",
         f"{r}/x/y/z/d.py",
     ]
     assert globbed(tree / "x/**/b.py") == [f"{r}/x/b.py"]  # zero directories
     assert globbed(tree / "x/**/d.py") == [f"{r}/x/y/z/d.py"]  # two directories
     assert globbed(tree / "x/**") == [
-        f"{r}/x/b.py", f"{r}/x/y/c.py", f"{r}/x/y/c.txt", f"{r}/x/y/z/d.py",
+        f"{r}/x/b.py",
+        f"{r}/x/y/c.py",
+        f"{r}/x/y/c.txt",
+        f"{r}/x/y/z/d.py",
     ]
     assert globbed(tree / "**/y/**/*.txt") == [f"{r}/x/y/c.txt"]
 
@@ -114,8 +130,10 @@ def test_each_path_once_sorted_with_the_first_pattern_that_matched(tree: Path) -
     spec = FileSpec("py", (str(tree / "x/**/*.py"), str(tree / "**/b.py")))
     got = list(expand_globs(spec.paths))
     assert got == [
-        (f"{tree}/q/b.py", spec.paths[1]), (f"{tree}/x/b.py", spec.paths[0]),
-        (f"{tree}/x/y/c.py", spec.paths[0]), (f"{tree}/x/y/z/d.py", spec.paths[0]),
+        (f"{tree}/q/b.py", spec.paths[1]),
+        (f"{tree}/x/b.py", spec.paths[0]),
+        (f"{tree}/x/y/c.py", spec.paths[0]),
+        (f"{tree}/x/y/z/d.py", spec.paths[0]),
     ]
     out = [f for f in collect_files(spec, CollectContext()) if isinstance(f, Fact)]
     assert {f.provenance["glob"] for f in out if f.subject == f"file:{tree}/q/b.py"} == {
@@ -146,8 +164,10 @@ def test_excluded_paths_are_never_listed_even_through_a_symlinked_directory(
         (state / name).write_text(name)
     alias = tmp_path / "alias"
     alias.symlink_to(state)
-    exclude = frozenset(str(alias / n) for n in
-                        ("drift.db", "drift.db-wal", "drift.db-shm", "drift.lock", "secret.key"))
+    exclude = frozenset(
+        str(alias / n)
+        for n in ("drift.db", "drift.db-wal", "drift.db-shm", "drift.lock", "secret.key")
+    )
     assert globbed(state / "*", exclude=exclude) == [f"{state}/keep"]
     assert globbed(alias / "*", exclude=exclude) == [f"{alias}/keep"]
     # And the other way round: excluded by its real path, globbed through the alias.
@@ -275,8 +295,11 @@ def _drop_dac_capabilities() -> None:
 def collect_unprivileged(*patterns: str) -> list[list[str | None]]:
     try:
         done = subprocess.run(
-            [sys.executable, "-c", _CHILD, str(REPO), *patterns], capture_output=True, text=True,
-            timeout=30, check=True,
+            [sys.executable, "-c", _CHILD, str(REPO), *patterns],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
             preexec_fn=_drop_dac_capabilities if os.geteuid() == 0 else None,
         )
     except subprocess.SubprocessError as exc:
@@ -301,19 +324,31 @@ def test_unreadable_file_and_directory_are_blind_spots_not_removals(tmp_path: Pa
     finally:
         os.chmod(root / "locked", 0o755)
     by_pattern = {p: [row[1:] for row in out if row[0] == p] for p in (every, top)}
-    assert sorted(by_pattern[every]) == sorted([
-        ["CollectionError", f"file:{root}/locked/", None,
-         "cannot list directory: Permission denied"],
-        ["Fact", f"file:{root}/ok.txt", "sha256", sha(b"ok")],
-        ["Fact", f"file:{root}/ok.txt", "size", "2"],
-        ["Fact", f"file:{root}/ok.txt", "mode", "0644"],
-        # The mode change that made it unreadable is itself recorded.
-        ["Fact", f"file:{root}/secret.txt", "size", "6"],
-        ["Fact", f"file:{root}/secret.txt", "mode", "0000"],
-        ["CollectionError", f"file:{root}/secret.txt", "sha256", "cannot read: Permission denied"],
-    ])
-    errors = [CollectionError(s, k, m) for kind, s, k, m in by_pattern[every]
-              if kind == "CollectionError"]
+    assert sorted(by_pattern[every]) == sorted(
+        [
+            [
+                "CollectionError",
+                f"file:{root}/locked/",
+                None,
+                "cannot list directory: Permission denied",
+            ],
+            ["Fact", f"file:{root}/ok.txt", "sha256", sha(b"ok")],
+            ["Fact", f"file:{root}/ok.txt", "size", "2"],
+            ["Fact", f"file:{root}/ok.txt", "mode", "0644"],
+            # The mode change that made it unreadable is itself recorded.
+            ["Fact", f"file:{root}/secret.txt", "size", "6"],
+            ["Fact", f"file:{root}/secret.txt", "mode", "0000"],
+            [
+                "CollectionError",
+                f"file:{root}/secret.txt",
+                "sha256",
+                "cannot read: Permission denied",
+            ],
+        ]
+    )
+    errors = [
+        CollectionError(s, k, m) for kind, s, k, m in by_pattern[every] if kind == "CollectionError"
+    ]
     # Facts recorded earlier for files under the locked directory keep their value.
     assert any(covers(e, f"file:{root}/locked/inner.txt", "sha256") for e in errors)
     assert any(covers(e, f"file:{root}/secret.txt", "sha256") for e in errors)
@@ -342,8 +377,12 @@ def test_unchanged_files_are_taken_from_the_cache_without_being_read(tree: Path)
     assert second.cache_updates == {}
     # A cache entry whose stat matches is trusted outright: the file is not opened.
     path = f"{tree}/a.py"
-    third = CollectContext(file_cache={**first.cache_updates,
-                                       path: first.cache_updates[path]._replace(sha256="f" * 64)})
+    third = CollectContext(
+        file_cache={
+            **first.cache_updates,
+            path: first.cache_updates[path]._replace(sha256="f" * 64),
+        }
+    )
     facts3, _ = run(spec, third)
     assert facts3[f"file:{path}"]["sha256"] == "f" * 64
 
@@ -363,7 +402,10 @@ def test_rewrite_with_same_size_and_restored_mtime_is_rehashed_because_ctime_mov
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
     after = os.lstat(path)
     assert (after.st_size, after.st_mtime_ns, after.st_ino) == (
-        before.st_size, before.st_mtime_ns, before.st_ino)
+        before.st_size,
+        before.st_mtime_ns,
+        before.st_ino,
+    )
     assert after.st_ctime_ns != before.st_ctime_ns
     facts, errors = run(spec, CollectContext(file_cache=dict(first.cache_updates)))
     assert facts[f"file:{path}"]["sha256"] == sha(b"CTAS=512\n")
@@ -445,7 +487,7 @@ def test_file_appended_to_while_hashed_gives_a_true_hash_or_an_error(tmp_path: P
     def append() -> None:
         with open(path, "ab", buffering=0) as f:
             while not stop.is_set() and written[0] < len(stream):
-                f.write(stream[written[0]:written[0] + (64 << 10)])
+                f.write(stream[written[0] : written[0] + (64 << 10)])
                 written[0] += 64 << 10
                 time.sleep(0.0005)
 
@@ -465,5 +507,5 @@ def test_file_appended_to_while_hashed_gives_a_true_hash_or_an_error(tmp_path: P
         assert errors == [CollectionError(subject, None, "changed while being read")]
     # Once the writer is done, the hash is of the final content.
     facts, errors = run(FileSpec("log", (str(path),)))
-    assert facts[subject]["sha256"] == sha(stream[:written[0]])
+    assert facts[subject]["sha256"] == sha(stream[: written[0]])
     assert facts[subject]["size"] == str(written[0])

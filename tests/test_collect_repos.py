@@ -27,8 +27,13 @@ def git_identity(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 def git(repo: Path, *args: str, check: bool = True) -> str:
-    result = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                            stdin=subprocess.DEVNULL, timeout=30)
+    result = subprocess.run(
+        ["git", "-C", str(repo), *args],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=30,
+    )
     if check:
         assert result.returncode == 0, f"git {args}: {result.stderr}"
     return result.stdout.strip()
@@ -59,12 +64,18 @@ def test_clean_repo_on_a_branch(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "app")
     items = collect(repo)
     assert {i.subject for i in items} == {f"repo:{repo}"}
-    assert all(isinstance(i, Fact) and i.provenance == {"path": str(repo),
-                                                        "git_dir": str(repo / ".git")}
-               for i in items)
+    assert all(
+        isinstance(i, Fact) and i.provenance == {"path": str(repo), "git_dir": str(repo / ".git")}
+        for i in items
+    )
     assert facts(repo) == {
-        "head": git(repo, "rev-parse", "HEAD"), "branch": "main", "dirty": "no", "diff": "",
-        "untracked": "0", "state": "clean", "shallow": "no",
+        "head": git(repo, "rev-parse", "HEAD"),
+        "branch": "main",
+        "dirty": "no",
+        "diff": "",
+        "untracked": "0",
+        "state": "clean",
+        "shallow": "no",
     }
 
 
@@ -135,8 +146,13 @@ def test_empty_repo_without_commits(tmp_path: Path) -> None:
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
     assert facts(repo) == {
-        "head": "", "branch": "main", "dirty": "no", "diff": "", "untracked": "0",
-        "state": "empty", "shallow": "no",
+        "head": "",
+        "branch": "main",
+        "dirty": "no",
+        "diff": "",
+        "untracked": "0",
+        "state": "empty",
+        "shallow": "no",
     }
     (repo / "a.txt").write_text("a")
     assert facts(repo)["untracked"] == "1"
@@ -199,8 +215,12 @@ def test_bare_repository_has_no_working_tree_facts(tmp_path: Path) -> None:
     origin = make_repo(tmp_path / "origin")
     bare = tmp_path / "bare.git"
     git(tmp_path, "clone", "-q", "--bare", str(origin), str(bare))
-    assert facts(bare) == {"head": git(origin, "rev-parse", "HEAD"), "branch": "main",
-                           "state": "clean", "shallow": "no"}
+    assert facts(bare) == {
+        "head": git(origin, "rev-parse", "HEAD"),
+        "branch": "main",
+        "state": "clean",
+        "shallow": "no",
+    }
 
 
 def test_linked_worktree_reports_its_own_branch_and_state(tmp_path: Path) -> None:
@@ -212,7 +232,8 @@ def test_linked_worktree_reports_its_own_branch_and_state(tmp_path: Path) -> Non
     assert (got["branch"], got["state"], got["dirty"]) == ("hotfix", "merging", "yes")
     assert facts(repo)["state"] == "clean"
     assert [i.provenance["git_dir"] for i in collect(other)][0] == str(
-        repo / ".git" / "worktrees" / "other")
+        repo / ".git" / "worktrees" / "other"
+    )
 
 
 def test_not_a_repo_and_missing_path_are_collection_errors(tmp_path: Path) -> None:
@@ -221,8 +242,11 @@ def test_not_a_repo_and_missing_path_are_collection_errors(tmp_path: Path) -> No
     missing = tmp_path / "missing"
     afile = tmp_path / "file"
     afile.write_text("x")
-    for path, words in ((plain, "not a git repository"), (missing, "no such file"),
-                        (afile, "not a directory")):
+    for path, words in (
+        (plain, "not a git repository"),
+        (missing, "no such file"),
+        (afile, "not a directory"),
+    ):
         items = collect(path)
         assert len(items) == 1 and isinstance(items[0], CollectionError), items
         assert (items[0].subject, items[0].key) == (f"repo:{path}", None)
@@ -239,16 +263,22 @@ def test_subdirectory_of_a_repo_is_not_silently_the_whole_repo(tmp_path: Path) -
 
 def test_repository_configured_programs_never_run(tmp_path: Path) -> None:
     markers = {name: tmp_path / f"ran-{name}" for name in ("fsmonitor", "evil", "sneaky")}
-    repo = make_repo(tmp_path / "evil", {
-        ".gitattributes": "* filter=evil\n*.py filter=sneaky\n", "conf": "a\n", "tool.py": "1\n",
-    })
+    repo = make_repo(
+        tmp_path / "evil",
+        {
+            ".gitattributes": "* filter=evil\n*.py filter=sneaky\n",
+            "conf": "a\n",
+            "tool.py": "1\n",
+        },
+    )
     git(repo, "config", "core.fsmonitor", f"touch {markers['fsmonitor']}; false #")
     git(repo, "config", "filter.evil.clean", f"touch {markers['evil']}; cat")
     git(repo, "config", "filter.evil.smudge", f"touch {markers['evil']}; cat")
     git(repo, "config", "filter.evil.required", "true")
     # A driver hidden in an included file, and a long-running "process" one.
     (repo / ".git" / "extra.cfg").write_text(
-        f'[filter "sneaky"]\n\tprocess = touch {markers["sneaky"]}; false\n')
+        f'[filter "sneaky"]\n\tprocess = touch {markers["sneaky"]}; false\n'
+    )
     git(repo, "config", "include.path", "extra.cfg")
     # Tracked and modified but the same size: git has to hash them, through their filters.
     (repo / "conf").write_text("b\n")
@@ -261,7 +291,8 @@ def test_repository_configured_programs_never_run(tmp_path: Path) -> None:
     # The traps are armed: plain git in the same repository springs every one.
     git(repo, "diff", "HEAD", check=False)
     assert [m.name for m in markers.values() if m.exists()] == list(
-        m.name for m in markers.values())
+        m.name for m in markers.values()
+    )
 
 
 def test_hooks_never_run(tmp_path: Path) -> None:
@@ -306,8 +337,9 @@ def test_submodule_config_never_runs(tmp_path: Path) -> None:
     assert marker.exists()  # the trap was armed
 
 
-def test_user_config_and_git_environment_are_ignored(tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_user_config_and_git_environment_are_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo = make_repo(tmp_path / "app")
     (repo / "scratch.tmp").write_text("x")
     user_git = tmp_path / "home" / ".config" / "git"
@@ -322,7 +354,8 @@ def test_user_config_and_git_environment_are_ignored(tmp_path: Path,
 
 
 def test_git_environment_that_would_mislead_gitpython_is_refused(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo = make_repo(tmp_path / "app")
     monkeypatch.setenv("GIT_WORK_TREE", str(tmp_path))
     [error] = collect(repo)
@@ -367,8 +400,9 @@ def test_a_hanging_git_is_killed_at_the_timeout(tmp_path: Path) -> None:
     assert git_processes_in(repo) == []
 
 
-def test_git_missing_from_path_is_a_collection_error(tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_git_missing_from_path_is_a_collection_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo = make_repo(tmp_path / "app")
     empty = tmp_path / "bin"
     empty.mkdir()

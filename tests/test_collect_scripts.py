@@ -23,83 +23,139 @@ from drift.facts import CollectContext, CollectionError, Fact
 CASES: dict[str, tuple[str, dict[str, tuple[str, int]], tuple[str, int] | None]] = {
     "export": ("export K=V\n", {"K": ("V", 1)}, None),
     "double quotes with spaces": (
-        'export HF_HOME="/data/hf cache"\n', {"HF_HOME": ("/data/hf cache", 1)}, None),
-    "single quotes keep dollar": ("export Q='$NOT ${EXPANDED}'\n", {"Q": ("$NOT ${EXPANDED}", 1)},
-                                  None),
+        'export HF_HOME="/data/hf cache"\n',
+        {"HF_HOME": ("/data/hf cache", 1)},
+        None,
+    ),
+    "single quotes keep dollar": (
+        "export Q='$NOT ${EXPANDED}'\n",
+        {"Q": ("$NOT ${EXPANDED}", 1)},
+        None,
+    ),
     "variables are not expanded": (
         'export P="$HOME/models" R=${BASE:-/opt x}/lib S=$(hostname -s)\n',
         {"P": ("$HOME/models", 1), "R": ("${BASE:-/opt x}/lib", 1), "S": ("$(hostname -s)", 1)},
-        None),
+        None,
+    ),
     "several on one line": ("export K1=a K2=b\n", {"K1": ("a", 1), "K2": ("b", 1)}, None),
-    "semicolons": ("export A=1;export B=2; C=3 ; export C\n",
-                   {"A": ("1", 1), "B": ("2", 1), "C": ("3", 1)}, None),
+    "semicolons": (
+        "export A=1;export B=2; C=3 ; export C\n",
+        {"A": ("1", 1), "B": ("2", 1), "C": ("3", 1)},
+        None,
+    ),
     "value containing equals": ("export OPTS=--a=b,c=d\n", {"OPTS": ("--a=b,c=d", 1)}, None),
     "ansi-c quotes": ("export T=$'a\\tb\\'c'\n", {"T": ("a\tb'c", 1)}, None),
     "escaped characters": ('export E=a\\ b\\"c\n', {"E": ('a b"c', 1)}, None),
     "assign then export": ("MODEL=/models/x\n\nexport MODEL\n", {"MODEL": ("/models/x", 1)}, None),
     "export without value is inherited": ("export CUDA_HOME\n", {"CUDA_HOME": ("", 1)}, None),
     "plain assignment is not exported": ("PLAIN=1\nexport SHOWN=2\n", {"SHOWN": ("2", 2)}, None),
-    "later assignment wins": (
-        "export K=1\nexport K=2\n", {"K": ("2", 2)}, None),
+    "later assignment wins": ("export K=1\nexport K=2\n", {"K": ("2", 2)}, None),
     "assignment to an exported name": ("export K=1\necho hi\nK=3\n", {"K": ("3", 3)}, None),
     "append": ("export P=/a\nP+=:/b\n", {"P": ("/a:/b", 2)}, None),
-    "declare -x": ("declare -x D=4\ntypeset -x T=5\ndeclare -gx G=6\ndeclare N=7\n",
-                   {"D": ("4", 1), "T": ("5", 2), "G": ("6", 3)}, None),
+    "declare -x": (
+        "declare -x D=4\ntypeset -x T=5\ndeclare -gx G=6\ndeclare N=7\n",
+        {"D": ("4", 1), "T": ("5", 2), "G": ("6", 3)},
+        None,
+    ),
     "declare +x unexports": ("export K=1\ndeclare +x K\n", {}, None),
     "export -n unexports": ("export K=1\nexport -n K\n", {}, None),
     "unset": ("export U=1 V=2\nunset U\n", {"V": ("2", 1)}, None),
-    "set -a exports assignments": ("set -a\nA=1\nset +a\nB=2\nset -o allexport\nC=3\n",
-                                   {"A": ("1", 2), "C": ("3", 6)}, None),
+    "set -a exports assignments": (
+        "set -a\nA=1\nset +a\nB=2\nset -o allexport\nC=3\n",
+        {"A": ("1", 2), "C": ("3", 6)},
+        None,
+    ),
     "set -euo pipefail is not allexport": ("set -euo pipefail\nA=1\n", {}, None),
     "comments": (
         "# export NO=1\n  # export NO2=1\nexport A=1 # export B=2\nexport C=x#y\n",
-        {"A": ("1", 3), "C": ("x#y", 4)}, None),
-    "continuation": ("export A=1 \\\n    B=2\nexport C=3\n", {"A": ("1", 1), "B": ("2", 1),
-                                                              "C": ("3", 3)}, None),
-    "multi-line quoted value": ('export M="a\nb"\nexport N=1\n', {"M": ("a\nb", 1),
-                                                                   "N": ("1", 3)}, None),
+        {"A": ("1", 3), "C": ("x#y", 4)},
+        None,
+    ),
+    "continuation": (
+        "export A=1 \\\n    B=2\nexport C=3\n",
+        {"A": ("1", 1), "B": ("2", 1), "C": ("3", 3)},
+        None,
+    ),
+    "multi-line quoted value": (
+        'export M="a\nb"\nexport N=1\n',
+        {"M": ("a\nb", 1), "N": ("1", 3)},
+        None,
+    ),
     "heredoc body is skipped": (
-        "cat > /tmp/x <<EOF\nexport H=1\nEOF\nexport AFTER=1\n", {"AFTER": ("1", 4)}, None),
+        "cat > /tmp/x <<EOF\nexport H=1\nEOF\nexport AFTER=1\n",
+        {"AFTER": ("1", 4)},
+        None,
+    ),
     "quoted heredoc with tabs": (
         "cat <<-'END' | tee /tmp/y\n\texport H=$X\n\tEND\nexport AFTER=2\n",
-        {"AFTER": ("2", 4)}, None),
+        {"AFTER": ("2", 4)},
+        None,
+    ),
     "two heredocs on one line": (
-        "cat <<A <<B\nexport NO=1\nA\nexport NO=2\nB\nexport YES=1\n", {"YES": ("1", 6)}, None),
+        "cat <<A <<B\nexport NO=1\nA\nexport NO=2\nB\nexport YES=1\n",
+        {"YES": ("1", 6)},
+        None,
+    ),
     "here-string is not a heredoc": ("cat <<< hi\nexport K=1\n", {"K": ("1", 2)}, None),
     "inside if": ('if [ -n "$X" ]; then\n  export C=1\nfi\n', {"C": ("1", 2)}, None),
     "inside function": ("start() {\n  export F=1\n}\n", {"F": ("1", 2)}, None),
     "array assignment": ("ARR=(a b c)\nexport K=1\n", {"K": ("1", 2)}, None),
-    "unterminated quote skips one line": ('export BAD="oops\nexport GOOD=1\n',
-                                          {"GOOD": ("1", 2)}, None),
+    "unterminated quote skips one line": (
+        'export BAD="oops\nexport GOOD=1\n',
+        {"GOOD": ("1", 2)},
+        None,
+    ),
     "exec line": (
-        "export A=1\nexec python -m srv --tp 4\n", {"A": ("1", 1)}, ("python -m srv --tp 4", 2)),
-    "prefix assignment on exec": (
-        "K=V exec srv --x\n", {"K": ("V", 1)}, ("srv --x", 1)),
+        "export A=1\nexec python -m srv --tp 4\n",
+        {"A": ("1", 1)},
+        ("python -m srv --tp 4", 2),
+    ),
+    "prefix assignment on exec": ("K=V exec srv --x\n", {"K": ("V", 1)}, ("srv --x", 1)),
     "prefix assignments on other commands do not count": (
-        "W=1 warmup.sh\nexec srv\n", {}, ("srv", 2)),
+        "W=1 warmup.sh\nexec srv\n",
+        {},
+        ("srv", 2),
+    ),
     "exec env": (
         "export A=1 B=2\nexec env -u B C=3 srv --x 1\n",
-        {"A": ("1", 1), "C": ("3", 2)}, ("env -u B C=3 srv --x 1", 2)),
+        {"A": ("1", 1), "C": ("3", 2)},
+        ("env -u B C=3 srv --x 1", 2),
+    ),
     "exec env -i": ("export A=1\nexec env -i C=3 srv\n", {"C": ("3", 2)}, ("env -i C=3 srv", 2)),
     "exec -c clears": ("export A=1\nexec -c srv\n", {}, ("srv", 2)),
     "exec -a": ("exec -a name srv --p 1\n", {}, ("srv --p 1", 1)),
     "redirection-only exec is not the command": (
         "exec > >(tee -a /var/log/x) 2>&1\nexport A=1\nexec srv --p 1 >> /var/log/y 2>&1\n",
-        {"A": ("1", 2)}, ("srv --p 1", 3)),
+        {"A": ("1", 2)},
+        ("srv --p 1", 3),
+    ),
     "exports after exec never reach it": (
-        "export A=1\nexec srv\nexport B=2\n", {"A": ("1", 1)}, ("srv", 2)),
+        "export A=1\nexec srv\nexport B=2\n",
+        {"A": ("1", 1)},
+        ("srv", 2),
+    ),
     "last exec wins": (
-        'if [ "$D" ]; then exec dbg; fi\nexport A=1\nexec srv\n', {"A": ("1", 2)}, ("srv", 3)),
+        'if [ "$D" ]; then exec dbg; fi\nexport A=1\nexec srv\n',
+        {"A": ("1", 2)},
+        ("srv", 3),
+    ),
     "multi-line exec": (
-        "exec python3 -m sglang.launch_server \\\n  --model-path \"$M\" \\\n  --enable-metrics\n"
+        'exec python3 -m sglang.launch_server \\\n  --model-path "$M" \\\n  --enable-metrics\n'
         "export LATE=1\n",
-        {}, ("python3 -m sglang.launch_server --model-path '$M' --enable-metrics", 1)),
+        {},
+        ("python3 -m sglang.launch_server --model-path '$M' --enable-metrics", 1),
+    ),
     "no exec: last command, and every export counts": (
         "cd /opt\nexport A=1\nK=2 python serve.py --p 1 &\nexport B=2\nwait\necho done\n",
-        {"A": ("1", 2), "K": ("2", 3), "B": ("2", 4)}, ("python serve.py --p 1", 3)),
+        {"A": ("1", 2), "K": ("2", 3), "B": ("2", 4)},
+        ("python serve.py --p 1", 3),
+    ),
     "eval may be the launcher": ('eval "$CMD"\n', {}, ("eval '$CMD'", 1)),
     "case patterns are not commands": (
-        'case "$1" in\n  decode) export MODE=decode ;;\nesac\n', {"MODE": ("decode", 2)}, None),
+        'case "$1" in\n  decode) export MODE=decode ;;\nesac\n',
+        {"MODE": ("decode", 2)},
+        None,
+    ),
     "quoted NAME= is not an assignment": ('"A=1" srv\n', {}, ("A=1 srv", 1)),
     "CRLF keeps the carriage return": ("export K=1\r\n", {"K": ("1\r", 1)}, None),
 }
@@ -120,7 +176,8 @@ def test_parse_script(case: str) -> None:
 def test_provenance_text_and_inherited() -> None:
     parsed = parse_script(
         "#!/bin/bash\nMODEL=/m  # the model\nexport MODEL CUDA_HOME\n"
-        "exec srv \\\n   --model \"$MODEL\"\n")
+        'exec srv \\\n   --model "$MODEL"\n'
+    )
     model = parsed.exports["MODEL"]
     assert (model.line, model.text, model.export_line) == (2, "MODEL=/m  # the model", 3)
     inherited = parsed.exports["CUDA_HOME"]
@@ -147,8 +204,10 @@ exec python3 -m sglang.launch_server \\
 """
 
 
-def _collect(path: Path | str, ctx: CollectContext | None = None,
-             ) -> tuple[dict[str, Fact], list[CollectionError]]:
+def _collect(
+    path: Path | str,
+    ctx: CollectContext | None = None,
+) -> tuple[dict[str, Fact], list[CollectionError]]:
     facts: dict[str, Fact] = {}
     errors: list[CollectionError] = []
     for item in collect_script("decode", str(path), ctx or CollectContext()):
@@ -172,7 +231,9 @@ def test_collect_script_facts(tmp_path: Path) -> None:
     ctas = facts["export:SGLANG_SM120_MMA_TARGET_CTAS"]
     assert ctas.value == "512"
     assert ctas.provenance == {
-        "file": str(script), "service": "decode", "line": 4,
+        "file": str(script),
+        "service": "decode",
+        "line": 4,
         "text": "export SGLANG_SM120_MMA_TARGET_CTAS=512",
     }
     assert facts["export:HF_HOME"].value == "/data/hf cache"
@@ -180,7 +241,8 @@ def test_collect_script_facts(tmp_path: Path) -> None:
 
     assert facts["exec"].value == (
         "python3 -m sglang.launch_server --tp-size 4 --cuda-graph-max-bs=96"
-        " --disaggregation-mode decode --enable-metrics")
+        " --disaggregation-mode decode --enable-metrics"
+    )
     assert facts["exec"].provenance["line"] == 7
     assert {k: f.value for k, f in facts.items() if k.startswith("flag:")} == {
         "flag:-m": "sglang.launch_server",
@@ -190,8 +252,13 @@ def test_collect_script_facts(tmp_path: Path) -> None:
         "flag:--enable-metrics": "",
     }
     assert facts["flag:--tp-size"].provenance["line"] == 7
-    assert set(facts) == {"content", "exec", "export:SGLANG_SM120_MMA_TARGET_CTAS",
-                          "export:HF_HOME", *(k for k in facts if k.startswith("flag:"))}
+    assert set(facts) == {
+        "content",
+        "exec",
+        "export:SGLANG_SM120_MMA_TARGET_CTAS",
+        "export:HF_HOME",
+        *(k for k in facts if k.startswith("flag:")),
+    }
 
 
 def test_flags_of_exec_env_are_the_programs(tmp_path: Path) -> None:
@@ -298,18 +365,58 @@ def test_unreadable_script_is_a_blind_spot(tmp_path: Path) -> None:
         parent.chmod(parent.stat().st_mode | 0o111)
 
     def work() -> list[list[Any]]:
-        return [[type(i).__name__, i.key, getattr(i, "message", None)]
-                for i in collect_script("decode", str(script), CollectContext())]
+        return [
+            [type(i).__name__, i.key, getattr(i, "message", None)]
+            for i in collect_script("decode", str(script), CollectContext())
+        ]
 
-    assert _as_nobody(work) == [
-        ["CollectionError", None, f"permission denied reading {script}"]]
+    assert _as_nobody(work) == [["CollectionError", None, f"permission denied reading {script}"]]
 
 
-SHELL_PIECES = st.sampled_from([
-    "export ", "declare -x ", "exec ", "env ", "-u ", "K=", "V", "=", " ", "\n", "\\\n", "\\",
-    "'", '"', "$", "$(", "${", ")", "}", "(", "`", "#", ";", "&", "|", "<<", "EOF", "<<-",
-    ">", "2>&1", "\t", "set -a", "unset ", "+=", "$'", "if ", "then ", "fi", "f() {", "--x",
-])
+SHELL_PIECES = st.sampled_from(
+    [
+        "export ",
+        "declare -x ",
+        "exec ",
+        "env ",
+        "-u ",
+        "K=",
+        "V",
+        "=",
+        " ",
+        "\n",
+        "\\\n",
+        "\\",
+        "'",
+        '"',
+        "$",
+        "$(",
+        "${",
+        ")",
+        "}",
+        "(",
+        "`",
+        "#",
+        ";",
+        "&",
+        "|",
+        "<<",
+        "EOF",
+        "<<-",
+        ">",
+        "2>&1",
+        "\t",
+        "set -a",
+        "unset ",
+        "+=",
+        "$'",
+        "if ",
+        "then ",
+        "fi",
+        "f() {",
+        "--x",
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -324,10 +431,16 @@ def test_parser_never_crashes_and_lines_are_real(script: str) -> None:
 
 
 def test_long_script_parses_in_linear_time() -> None:
-    body = "".join(f"export V{i}=\"value {i}\"  # note\n" for i in range(3000))
-    script = body + "python -c '\n" + "x = 1\n" * 400 + "'\n" + textwrap.dedent("""\
+    body = "".join(f'export V{i}="value {i}"  # note\n' for i in range(3000))
+    script = (
+        body
+        + "python -c '\n"
+        + "x = 1\n" * 400
+        + "'\n"
+        + textwrap.dedent("""\
         exec srv --last 1
         """)
+    )
     started = time.perf_counter()
     parsed = parse_script(script)
     # ~0.1 s here; re-reading a long open quote line by line took seconds.

@@ -26,7 +26,11 @@ from drift.facts import CollectContext, CollectionError, Fact
 
 SLEEPER = "import time; time.sleep(600)"
 FLAGS = [
-    "--tp-size", "4", "--cuda-graph-max-bs=96", "--disaggregation-mode", "decode",
+    "--tp-size",
+    "4",
+    "--cuda-graph-max-bs=96",
+    "--disaggregation-mode",
+    "decode",
     "--enable-metrics",
 ]
 
@@ -48,8 +52,12 @@ def spawn() -> Iterator[Spawn]:
 
     def start(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(
-            argv, start_new_session=True, stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kwargs,
+            argv,
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            **kwargs,
         )
         started.append(proc)
         return proc
@@ -66,10 +74,16 @@ def spawn() -> Iterator[Spawn]:
 class Serve:
     """A running serve script: bash that exported variables and exec'd python (same pid)."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], script: Path, pidfile: Path,
-                 token: str, cwd: Path) -> None:
+    def __init__(
+        self, proc: subprocess.Popen[bytes], script: Path, pidfile: Path, token: str, cwd: Path
+    ) -> None:
         self.proc, self.script, self.pidfile, self.token, self.cwd = (
-            proc, script, pidfile, token, cwd)
+            proc,
+            script,
+            pidfile,
+            token,
+            cwd,
+        )
 
     @property
     def pid(self) -> int:
@@ -84,8 +98,11 @@ class Serve:
 def serve(tmp_path: Path, spawn: Spawn) -> Serve:
     token = uuid.uuid4().hex
     script = tmp_path / "decode.sh"
-    script.write_text(SERVE_SCRIPT.format(
-        python=shlex.quote(sys.executable), code=SLEEPER, flags=" ".join(FLAGS), token=token))
+    script.write_text(
+        SERVE_SCRIPT.format(
+            python=shlex.quote(sys.executable), code=SLEEPER, flags=" ".join(FLAGS), token=token
+        )
+    )
     pidfile = tmp_path / "decode.pid"
     env = {**os.environ, "FROM_PARENT": "yes"}
     proc = spawn(["bash", str(script), str(pidfile)], cwd=tmp_path, env=env)
@@ -108,8 +125,10 @@ def _wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
         time.sleep(0.01)
 
 
-def collect(spec: ServiceSpec, ctx: CollectContext | None = None,
-            ) -> tuple[dict[str, Fact], list[CollectionError]]:
+def collect(
+    spec: ServiceSpec,
+    ctx: CollectContext | None = None,
+) -> tuple[dict[str, Fact], list[CollectionError]]:
     facts: dict[str, Fact] = {}
     errors: list[CollectionError] = []
     for item in collect_service(spec, ctx or CollectContext()):
@@ -129,29 +148,36 @@ def values(facts: dict[str, Fact]) -> dict[str, str]:
 # --- parse_flags -------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("argv", "expected"), [
-    (["srv", "--port", "30000"], {"--port": "30000"}),
-    (["srv", "--port=30000"], {"--port": "30000"}),
-    (["srv", "--enable-metrics"], {"--enable-metrics": ""}),
-    (["srv", "--enable-metrics", "--port", "1"], {"--enable-metrics": "", "--port": "1"}),
-    (["srv", "--flag="], {"--flag": ""}),
-    (["srv", "-p", "8080", "-v"], {"-p": "8080", "-v": ""}),
-    (["srv", "--offset", "-1", "--scale", "-.5"], {"--offset": "-1", "--scale": "-.5"}),
-    (["srv", "--opt", "a", "--opt=b", "--opt"], {"--opt": "a\nb\n"}),
-    (["srv", "--url=http://x/?a=b"], {"--url": "http://x/?a=b"}),
-    (["srv", "positional", "--a", "1", "--", "--not-a-flag", "x"], {"--a": "1"}),
-    (["srv", "-", "--a", "1"], {"--a": "1"}),
-    (["java", "-Dkey=value", "-jar", "app.jar"], {"-Dkey": "value", "-jar": "app.jar"}),
-    (["python", "-m", "sglang.launch_server", "--model-path", "X"],
-     {"-m": "sglang.launch_server", "--model-path": "X"}),
-    (["/usr/bin/python3.11", "-u", "serve.py", "--port", "1"], {"-u": "", "--port": "1"}),
-    (["python3", "-uB", "-X", "dev", "-Wignore", "-c", "pass", "--tp", "2"],
-     {"-uB": "", "-X": "dev", "-W": "ignore", "-c": "pass", "--tp": "2"}),
-    (["python3", "-mhttp.server", "8000"], {"-m": "http.server"}),
-    (["ipython", "-u", "serve.py"], {"-u": "serve.py"}),
-    (["srv"], {}),
-    ([], {}),
-])
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["srv", "--port", "30000"], {"--port": "30000"}),
+        (["srv", "--port=30000"], {"--port": "30000"}),
+        (["srv", "--enable-metrics"], {"--enable-metrics": ""}),
+        (["srv", "--enable-metrics", "--port", "1"], {"--enable-metrics": "", "--port": "1"}),
+        (["srv", "--flag="], {"--flag": ""}),
+        (["srv", "-p", "8080", "-v"], {"-p": "8080", "-v": ""}),
+        (["srv", "--offset", "-1", "--scale", "-.5"], {"--offset": "-1", "--scale": "-.5"}),
+        (["srv", "--opt", "a", "--opt=b", "--opt"], {"--opt": "a\nb\n"}),
+        (["srv", "--url=http://x/?a=b"], {"--url": "http://x/?a=b"}),
+        (["srv", "positional", "--a", "1", "--", "--not-a-flag", "x"], {"--a": "1"}),
+        (["srv", "-", "--a", "1"], {"--a": "1"}),
+        (["java", "-Dkey=value", "-jar", "app.jar"], {"-Dkey": "value", "-jar": "app.jar"}),
+        (
+            ["python", "-m", "sglang.launch_server", "--model-path", "X"],
+            {"-m": "sglang.launch_server", "--model-path": "X"},
+        ),
+        (["/usr/bin/python3.11", "-u", "serve.py", "--port", "1"], {"-u": "", "--port": "1"}),
+        (
+            ["python3", "-uB", "-X", "dev", "-Wignore", "-c", "pass", "--tp", "2"],
+            {"-uB": "", "-X": "dev", "-W": "ignore", "-c": "pass", "--tp": "2"},
+        ),
+        (["python3", "-mhttp.server", "8000"], {"-m": "http.server"}),
+        (["ipython", "-u", "serve.py"], {"-u": "serve.py"}),
+        (["srv"], {}),
+        ([], {}),
+    ],
+)
 def test_parse_flags(argv: list[str], expected: dict[str, str]) -> None:
     assert parse_flags(argv) == expected
 
@@ -184,7 +210,13 @@ def test_pidfile_service_reports_its_live_process(serve: Serve) -> None:
     assert abs((datetime.now(UTC) - started).total_seconds()) < 60
 
     assert json.loads(got["argv"]) == [
-        sys.executable, "-c", SLEEPER, *FLAGS, "--drift-test", serve.token]
+        sys.executable,
+        "-c",
+        SLEEPER,
+        *FLAGS,
+        "--drift-test",
+        serve.token,
+    ]
     assert got["flag:-c"] == SLEEPER
     assert got["flag:--tp-size"] == "4"
     assert got["flag:--cuda-graph-max-bs"] == "96"
@@ -208,8 +240,11 @@ def test_pidfile_service_reports_its_live_process(serve: Serve) -> None:
 def test_script_exports_are_the_live_values(serve: Serve) -> None:
     """The export lines of the serve script and the live process tell one story."""
     service, _ = collect(ServiceSpec(name="decode", pidfile=str(serve.pidfile)))
-    script = {f.key: f for f in collect_script("decode", str(serve.script), CollectContext())
-              if isinstance(f, Fact)}
+    script = {
+        f.key: f
+        for f in collect_script("decode", str(serve.script), CollectContext())
+        if isinstance(f, Fact)
+    }
     exports = {k.removeprefix("export:"): f for k, f in script.items() if k.startswith("export:")}
     assert set(exports) == {"SGLANG_SM120_MMA_TARGET_CTAS", "HF_HOME"}
     for name, fact in exports.items():
@@ -284,7 +319,10 @@ def test_match_finds_the_service_and_not_drift_or_its_parents(serve: Serve) -> N
     # "; true" keeps bash alive as the parent instead of exec'ing python.
     result = subprocess.run(
         ["bash", "-c", '"$0" -c "$1"; true', sys.executable, code],
-        capture_output=True, text=True, timeout=30, check=True,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
     )
     got = json.loads(result.stdout)
     assert got["pid"] == str(serve.pid)
@@ -358,8 +396,10 @@ def test_processes_exiting_while_read_never_crash(tmp_path: Path, spawn: Spawn) 
 
     kinds: dict[str, int] = {"running": 0, "stopped": 0, "error": 0}
     deadline = time.monotonic() + 1.5
-    specs = [ServiceSpec(name="churn", pidfile=str(pidfile)),
-             ServiceSpec(name="churn", match=f"^{name} ")]
+    specs = [
+        ServiceSpec(name="churn", pidfile=str(pidfile)),
+        ServiceSpec(name="churn", match=f"^{name} "),
+    ]
     while time.monotonic() < deadline:
         for spec in specs:
             facts, errors = collect(spec)
@@ -407,9 +447,15 @@ def test_unreadable_environment_is_a_blind_spot(serve: Serve) -> None:
     spec = ServiceSpec(name="decode", match=serve.token)
 
     def work() -> list[list[Any]]:
-        return [[type(item).__name__, item.key, getattr(item, "value", None),
-                 getattr(item, "message", None)]
-                for item in collect_service(spec, CollectContext())]
+        return [
+            [
+                type(item).__name__,
+                item.key,
+                getattr(item, "value", None),
+                getattr(item, "message", None),
+            ]
+            for item in collect_service(spec, CollectContext())
+        ]
 
     items = _as_nobody(work)
     facts = {key: value for kind, key, value, _ in items if kind == "Fact"}

@@ -11,7 +11,7 @@ from drift.cli import cli
 from drift.config import load_config
 from drift.errors import ConfigError
 
-GOOD = '''
+GOOD = """
 host = "gpu-node-7"
 
 [[services]]
@@ -37,7 +37,7 @@ timeout = 5
 
 [secrets]
 allow = ["TOKENIZERS_PARALLELISM"]
-'''
+"""
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -59,25 +59,40 @@ def test_good_config_resolves_relative_paths_from_its_folder(tmp_path: Path) -> 
     assert config.secrets.allow == ("TOKENIZERS_PARALLELISM",)
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ('hots = "x"', "hots: unknown key"),
-    ('host = 7', "host: expected a string, got an integer"),
-    ('[[services]]\nname = "a"', "services[0]: give exactly one of unit, pidfile, match (found: none)"),
-    ('[[services]]\nname = "a"\nunit = "a"\npidfile = "/p"',
-     "services[0]: give exactly one of unit, pidfile, match (found: unit, pidfile)"),
-    ('[[services]]\nunit = "a"', "services[0].name: missing (required)"),
-    ('[[services]]\nname = "a"\nmatch = "("', "services[0].match: invalid regular expression"),
-    ('[[files]]\nname = "k"\npaths = [1]', "files[0].paths: expected a list of strings"),
-    ('[[files]]\nname = "k"', "files[0].paths: missing (required)"),
-    ('[[commands]]\nname = "c"\nrun = "true"\ntimeout = "soon"',
-     "commands[0].timeout: expected a number of seconds, got a string"),
-    ('[[commands]]\nname = "c"\nrun = "true"\ntimeout = 0', "commands[0].timeout: must be greater than 0"),
-    ('[[commands]]\nname = "c"\nrun = "a"\n[[commands]]\nname = "c"\nrun = "b"',
-     "commands[1].name: duplicate name 'c'"),
-    ('services = "decode"', "services: expected an array of tables"),
-    ('[secrets]\nredact = "X"\nshow = ["Y"]', "secrets.show: unknown key"),
-    ('host = "a', "TOML syntax error"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('hots = "x"', "hots: unknown key"),
+        ("host = 7", "host: expected a string, got an integer"),
+        (
+            '[[services]]\nname = "a"',
+            "services[0]: give exactly one of unit, pidfile, match (found: none)",
+        ),
+        (
+            '[[services]]\nname = "a"\nunit = "a"\npidfile = "/p"',
+            "services[0]: give exactly one of unit, pidfile, match (found: unit, pidfile)",
+        ),
+        ('[[services]]\nunit = "a"', "services[0].name: missing (required)"),
+        ('[[services]]\nname = "a"\nmatch = "("', "services[0].match: invalid regular expression"),
+        ('[[files]]\nname = "k"\npaths = [1]', "files[0].paths: expected a list of strings"),
+        ('[[files]]\nname = "k"', "files[0].paths: missing (required)"),
+        (
+            '[[commands]]\nname = "c"\nrun = "true"\ntimeout = "soon"',
+            "commands[0].timeout: expected a number of seconds, got a string",
+        ),
+        (
+            '[[commands]]\nname = "c"\nrun = "true"\ntimeout = 0',
+            "commands[0].timeout: must be greater than 0",
+        ),
+        (
+            '[[commands]]\nname = "c"\nrun = "a"\n[[commands]]\nname = "c"\nrun = "b"',
+            "commands[1].name: duplicate name 'c'",
+        ),
+        ('services = "decode"', "services: expected an array of tables"),
+        ('[secrets]\nredact = "X"\nshow = ["Y"]', "secrets.show: unknown key"),
+        ('host = "a', "TOML syntax error"),
+    ],
+)
 def test_bad_config_names_file_key_and_problem(tmp_path: Path, text: str, message: str) -> None:
     path = write(tmp_path, text)
     with pytest.raises(ConfigError) as info:
@@ -87,7 +102,9 @@ def test_bad_config_names_file_key_and_problem(tmp_path: Path, text: str, messag
     assert "\n" not in str(info.value)
 
 
-def test_bad_config_on_the_command_line_is_one_line_exit_2_and_writes_nothing(tmp_path: Path) -> None:
+def test_bad_config_on_the_command_line_is_one_line_exit_2_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
     path = write(tmp_path, '[[services]]\nname = "decode"\nunti = "x.service"\n')
     db = tmp_path / "drift.db"
     result = CliRunner().invoke(cli, ["record", "--config", str(path), "--db", str(db)])
@@ -99,8 +116,9 @@ def test_bad_config_on_the_command_line_is_one_line_exit_2_and_writes_nothing(tm
 
 
 def test_missing_config_file_is_an_error(tmp_path: Path) -> None:
-    result = CliRunner().invoke(cli, ["record", "--config", str(tmp_path / "nope.toml"),
-                                      "--db", str(tmp_path / "d.db")])
+    result = CliRunner().invoke(
+        cli, ["record", "--config", str(tmp_path / "nope.toml"), "--db", str(tmp_path / "d.db")]
+    )
     assert result.exit_code == 2
     assert "nope.toml: config file not found" in result.output
 

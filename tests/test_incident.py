@@ -29,23 +29,33 @@ def test_since_points_at_the_export_line_and_clears_the_kernel(sandbox, tmp_path
     assert "changed" in run_drift(["record", *cfg], tmp_path).stdout
 
     text = run_drift(["since", "--stable", "#2", *cfg], tmp_path).stdout
-    data = json.loads(run_drift(["since", "--stable", "#2", "--format", "json", *cfg], tmp_path).stdout)
+    data = json.loads(
+        run_drift(["since", "--stable", "#2", "--format", "json", *cfg], tmp_path).stdout
+    )
     assert data["drift_result_version"] == 1 and data["command"] == "since"
     suspects = data["data"]["suspects"]
     decode_sh = str(sandbox.script("decode"))
 
     top = suspects[0]
     assert (top["subject"], top["key"], top["kind"]) == (
-        f"script:{decode_sh}", "export:SGLANG_SM120_MMA_TARGET_CTAS", "added")
+        f"script:{decode_sh}",
+        "export:SGLANG_SM120_MMA_TARGET_CTAS",
+        "added",
+    )
     assert top["after"] == "512"
     assert top["provenance"]["line"] == line
     assert top["provenance"]["text"] == CULPRIT
-    live = next(s for s in suspects
-                if s["subject"] == "service:decode" and s["key"] == "env:SGLANG_SM120_MMA_TARGET_CTAS")
+    live = next(
+        s
+        for s in suspects
+        if s["subject"] == "service:decode" and s["key"] == "env:SGLANG_SM120_MMA_TARGET_CTAS"
+    )
     assert live["after"] == "512" and live["provenance"]["pid"] == decode_pid
     # only decode's environment gained the variable
-    assert not any(s["key"] == "env:SGLANG_SM120_MMA_TARGET_CTAS" and s["subject"] != "service:decode"
-                   for s in suspects)
+    assert not any(
+        s["key"] == "env:SGLANG_SM120_MMA_TARGET_CTAS" and s["subject"] != "service:decode"
+        for s in suspects
+    )
 
     unchanged = data["data"]["unchanged"]
     kernel = f"file:{sandbox.kernel}"
@@ -65,8 +75,13 @@ def test_since_points_at_the_export_line_and_clears_the_kernel(sandbox, tmp_path
     assert DEMO_TOKEN not in json.dumps(data)
     stored = b"".join(p.read_bytes() for p in sandbox.db_path.parent.glob("drift.db*"))
     assert DEMO_TOKEN.encode() not in stored
-    token = next(s for s in run_drift(["show", "HF_TOKEN", "--format", "json", *cfg],
-                                      tmp_path).stdout.splitlines() if "HF_TOKEN" in s)
+    token = next(
+        s
+        for s in run_drift(
+            ["show", "HF_TOKEN", "--format", "json", *cfg], tmp_path
+        ).stdout.splitlines()
+        if "HF_TOKEN" in s
+    )
     assert DEMO_TOKEN not in token
 
 
@@ -76,11 +91,16 @@ def test_history_tells_every_value_with_its_source(sandbox, tmp_path: Path) -> N
     sandbox.add_culprit()
     sandbox.restart_all()
     run_drift(["record", *cfg], tmp_path)
-    data = json.loads(run_drift(["history", "SGLANG_SM120_MMA_TARGET_CTAS", "--format", "json", *cfg],
-                                tmp_path).stdout)["data"]
+    data = json.loads(
+        run_drift(
+            ["history", "SGLANG_SM120_MMA_TARGET_CTAS", "--format", "json", *cfg], tmp_path
+        ).stdout
+    )["data"]
     subjects = {(f["subject"], f["key"]) for f in data["facts"]}
-    assert subjects == {(f"script:{sandbox.script('decode')}", "export:SGLANG_SM120_MMA_TARGET_CTAS"),
-                        ("service:decode", "env:SGLANG_SM120_MMA_TARGET_CTAS")}
+    assert subjects == {
+        (f"script:{sandbox.script('decode')}", "export:SGLANG_SM120_MMA_TARGET_CTAS"),
+        ("service:decode", "env:SGLANG_SM120_MMA_TARGET_CTAS"),
+    }
     for fact in data["facts"]:
         (only,) = fact["versions"]
         assert only["from_snapshot"] == 2 and only["until"] is None

@@ -13,7 +13,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    args: list[str], cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"{args}\n{result.stdout}\n{result.stderr}"
     return result
@@ -23,7 +25,9 @@ def test_editable_install_finds_resources_from_another_directory(tmp_path: Path)
     drift = Path(sys.executable).with_name("drift")
     env = {**os.environ, "DRIFT_CONFIG": "", "XDG_STATE_HOME": str(tmp_path / "state")}
     env.pop("DRIFT_DB", None)
-    (tmp_path / "drift.toml").write_text('host = "editable"\n[[commands]]\nname = "c"\nrun = "echo hi"\n')
+    (tmp_path / "drift.toml").write_text(
+        'host = "editable"\n[[commands]]\nname = "c"\nrun = "echo hi"\n'
+    )
     run([str(drift), "db", "upgrade"], tmp_path, env)
     out = run([str(drift), "record"], tmp_path, env).stdout
     assert out.startswith("snapshot #1: 2 facts")
@@ -35,8 +39,21 @@ def test_editable_install_finds_resources_from_another_directory(tmp_path: Path)
 @pytest.mark.slow
 def test_wheel_in_a_fresh_venv_migrates_records_and_reports(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(dist), str(ROOT)], ROOT)
+    run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(dist),
+            str(ROOT),
+        ],
+        ROOT,
+    )
     wheel = next(dist.glob("drift-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert "drift/migrations/env.py" in names
@@ -45,12 +62,26 @@ def test_wheel_in_a_fresh_venv_migrates_records_and_reports(tmp_path: Path) -> N
 
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", str(venv)], tmp_path)
-    run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-         str(wheel)], tmp_path)
+    run(
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            str(wheel),
+        ],
+        tmp_path,
+    )
     work = tmp_path / "elsewhere"
     work.mkdir()
     (work / "drift.toml").write_text('host = "wheel"\n[[commands]]\nname = "c"\nrun = "echo hi"\n')
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path / "st")}
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "XDG_STATE_HOME": str(tmp_path / "st"),
+    }
     drift = str(venv / "bin" / "drift")
     db = str(work / "w.db")
     assert "created schema 0001" in run([drift, "init", "--db", db], work, env).stdout

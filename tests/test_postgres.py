@@ -21,24 +21,33 @@ def test_two_hosts_record_into_one_postgres_history(pg_url: str, tmp_path: Path)
     config = {}
     for host in ("gpu-node-7", "gpu-node-8"):
         path = tmp_path / f"{host}.toml"
-        path.write_text(f'host = "{host}"\n[[commands]]\nname = "driver"\nrun = "echo 575.57"\n'
-                        f'[[commands]]\nname = "token"\nrun = "echo Authorization: Bearer '
-                        f'abcdefghijklmnopqrstuvwxyz123456"\n')
+        path.write_text(
+            f'host = "{host}"\n[[commands]]\nname = "driver"\nrun = "echo 575.57"\n'
+            f'[[commands]]\nname = "token"\nrun = "echo Authorization: Bearer '
+            f'abcdefghijklmnopqrstuvwxyz123456"\n'
+        )
         config[host] = ["--config", str(path), "--db", pg_url]
     assert "created schema 0001" in run_drift(["init", *config["gpu-node-7"]], tmp_path).stdout
     # snapshot numbers are shared by the fleet: node 7 gets #1, node 8 #2
     assert run_drift(["record", *config["gpu-node-7"]], tmp_path).stdout.startswith("snapshot #1:")
     assert run_drift(["record", *config["gpu-node-8"]], tmp_path).stdout.startswith("snapshot #2:")
     (tmp_path / "gpu-node-8.toml").write_text(
-        (tmp_path / "gpu-node-8.toml").read_text().replace("575.57", "580.01"))
+        (tmp_path / "gpu-node-8.toml").read_text().replace("575.57", "580.01")
+    )
     out = run_drift(["record", *config["gpu-node-8"]], tmp_path).stdout
     assert out.startswith("snapshot #3: 4 facts, 1 changed")
-    since = json.loads(run_drift(["since", "--stable", "#2", "--format", "json",
-                                  *config["gpu-node-8"]], tmp_path).stdout)["data"]
+    since = json.loads(
+        run_drift(
+            ["since", "--stable", "#2", "--format", "json", *config["gpu-node-8"]], tmp_path
+        ).stdout
+    )["data"]
     assert [(s["subject"], s["key"]) for s in since["suspects"]] == [("command:driver", "stdout")]
     assert since["host"] == "gpu-node-8"
     # node 7 saw nothing change; its history is its own
-    seven = json.loads(run_drift(["since", "--stable", "#1", "--format", "json",
-                                  *config["gpu-node-7"]], tmp_path).stdout)["data"]
+    seven = json.loads(
+        run_drift(
+            ["since", "--stable", "#1", "--format", "json", *config["gpu-node-7"]], tmp_path
+        ).stdout
+    )["data"]
     assert seven["suspects"] == []
     assert "abcdefghijklmnopqrstuvwxyz123456" not in json.dumps(seven) + json.dumps(since)

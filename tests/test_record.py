@@ -30,7 +30,9 @@ def test_record_prints_one_line_and_quiet_prints_nothing(tmp_path: Path) -> None
     assert out.count("\n") == 1
     assert out.startswith("snapshot #1: 2 facts, 2 changed, 0 errors, ")
     assert run_drift(["record", "--quiet", *cfg], tmp_path).stdout == ""
-    assert run_drift(["record", *cfg], tmp_path).stdout.startswith("snapshot #3: 2 facts, 0 changed")
+    assert run_drift(["record", *cfg], tmp_path).stdout.startswith(
+        "snapshot #3: 2 facts, 0 changed"
+    )
 
 
 def test_default_database_lives_in_the_xdg_state_dir(tmp_path: Path) -> None:
@@ -42,11 +44,21 @@ def test_default_database_lives_in_the_xdg_state_dir(tmp_path: Path) -> None:
 
 def test_overlapping_record_exits_at_once_and_writes_nothing(tmp_path: Path) -> None:
     db = tmp_path / "d.db"
-    cfg = ["--config", str(config(tmp_path, '[[commands]]\nname = "slow"\nrun = "sleep 3"\n')),
-           "--db", str(db)]
+    cfg = [
+        "--config",
+        str(config(tmp_path, '[[commands]]\nname = "slow"\nrun = "sleep 3"\n')),
+        "--db",
+        str(db),
+    ]
     run_drift(["init", *cfg], tmp_path)
-    first = subprocess.Popen([DRIFT, "record", *cfg], env=drift_env(tmp_path), cwd=tmp_path,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [DRIFT, "record", *cfg],
+        env=drift_env(tmp_path),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(1.0)  # the first record is inside its slow command now
     started = time.monotonic()
     second = run_drift(["record", *cfg], tmp_path, check=False)
@@ -66,16 +78,25 @@ def test_record_killed_at_any_point_leaves_complete_snapshots(tmp_path: Path) ->
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"f{i}.py").write_bytes(random.randbytes(2000))
     db = tmp_path / "d.db"
-    cfg = ["--config", str(config(tmp_path, f'[[files]]\nname = "t"\npaths = ["{tree}/**"]\n')),
-           "--db", str(db)]
+    cfg = [
+        "--config",
+        str(config(tmp_path, f'[[files]]\nname = "t"\npaths = ["{tree}/**"]\n')),
+        "--db",
+        str(db),
+    ]
     run_drift(["init", *cfg], tmp_path)
     rng = random.Random(7)
     for round_ in range(6):
         # change some files so every record has real writing to do
         for i in rng.sample(range(1500), 200):
             (tree / f"d{i % 30}" / f"f{i}.py").write_bytes(random.randbytes(2000))
-        proc = subprocess.Popen([DRIFT, "record", *cfg], env=drift_env(tmp_path), cwd=tmp_path,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [DRIFT, "record", *cfg],
+            env=drift_env(tmp_path),
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(rng.uniform(0.05, 1.2))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -84,7 +105,8 @@ def test_record_killed_at_any_point_leaves_complete_snapshots(tmp_path: Path) ->
             for snap, n_facts in conn.execute("SELECT id, n_facts FROM snapshots"):
                 open_at = conn.execute(
                     "SELECT count(*) FROM versions WHERE first_snapshot_id <= ? "
-                    "AND (until_snapshot_id IS NULL OR until_snapshot_id > ?)", (snap, snap)
+                    "AND (until_snapshot_id IS NULL OR until_snapshot_id > ?)",
+                    (snap, snap),
                 ).fetchone()[0]
                 assert open_at == n_facts, f"snapshot {snap} is incomplete"
     after = run_drift(["record", *cfg], tmp_path).stdout
@@ -108,7 +130,36 @@ def test_record_refuses_a_database_from_a_newer_drift(tmp_path: Path) -> None:
 def test_a_file_that_is_not_a_database_is_one_line(tmp_path: Path) -> None:
     db = tmp_path / "d.db"
     db.write_text("this is not sqlite, it is a text file that happens to be here\n" * 20)
-    result = run_drift(["record", "--config", str(config(tmp_path)), "--db", str(db)], tmp_path,
-                       check=False)
+    result = run_drift(
+        ["record", "--config", str(config(tmp_path)), "--db", str(db)], tmp_path, check=False
+    )
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.startswith("drift: ") and result.stderr.count("\n") == 1
+
+
+def test_drift_never_hashes_its_own_files_and_forgets_deleted_ones(tmp_path: Path) -> None:
+    # The files glob covers the folder holding the database, its WAL, lock and key.
+    (tmp_path / "app.conf").write_text("workers = 4\n")
+    (tmp_path / "old.conf").write_text("gone soon\n")
+    db = tmp_path / "drift.db"
+    path = tmp_path / "drift.toml"
+    path.write_text(
+        f'host = "rec"\nsecret_key_file = "{tmp_path}/secret.key"\n'
+        '[[files]]\nname = "all"\npaths = ["**"]\n'
+    )
+    cfg = ["--config", str(path), "--db", str(db)]
+    run_drift(["record", *cfg], tmp_path)
+    run_drift(["record", *cfg], tmp_path)
+    (tmp_path / "old.conf").unlink()
+    run_drift(["record", *cfg], tmp_path)
+    with sqlite3.connect(db) as conn:
+        subjects = {r[0] for r in conn.execute("SELECT DISTINCT subject FROM facts")}
+        cached = {r[0] for r in conn.execute("SELECT path FROM file_cache")}
+    files = {s for s in subjects if s.startswith("file:")}
+    assert files == {
+        f"file:{tmp_path}/app.conf",
+        f"file:{tmp_path}/drift.toml",
+        f"file:{tmp_path}/old.conf",
+    }
+    assert cached == {f"{tmp_path}/app.conf", f"{tmp_path}/drift.toml"}
+    assert "removed" in run_drift(["since", "--stable", "#2", *cfg], tmp_path).stdout

@@ -42,8 +42,9 @@ def changed(data: dict) -> dict[tuple[str, str], dict]:
     return {(s["subject"], s["key"]): s for s in data["suspects"]}
 
 
-def test_unit_service_restart_env_and_pending_reload(systemd_container: SystemdContainer,
-                                                     tmp_path: Path) -> None:
+def test_unit_service_restart_env_and_pending_reload(
+    systemd_container: SystemdContainer, tmp_path: Path
+) -> None:
     box = systemd_container
     box.write_file("/opt/serve/decode.sh", SCRIPT)
     box.write_unit("decode.service", UNIT)
@@ -54,13 +55,15 @@ def test_unit_service_restart_env_and_pending_reload(systemd_container: SystemdC
     config = tmp_path / "drift.toml"
     config.write_text(
         f'host = "ctr"\nsystemctl = {json.dumps(box.systemctl)}\nproc_root = "{box.proc_root}"\n'
-        f'[[services]]\nname = "decode"\nunit = "decode.service"\nscript = "{script_on_host}"\n')
+        f'[[services]]\nname = "decode"\nunit = "decode.service"\nscript = "{script_on_host}"\n'
+    )
     cfg = ["--config", str(config), "--db", str(tmp_path / "drift.db")]
 
     first = run_drift(["record", *cfg], tmp_path).stdout
     assert ", 0 errors," in first
-    state = json.loads(run_drift(["show", "service:decode", "--format", "json", *cfg],
-                                 tmp_path).stdout)["data"]["subjects"][0]["facts"]
+    state = json.loads(
+        run_drift(["show", "service:decode", "--format", "json", *cfg], tmp_path).stdout
+    )["data"]["subjects"][0]["facts"]
     facts = {f["key"]: f for f in state}
     main_pid = int(box.run_systemctl("show", "-p", "MainPID", "--value", "decode.service").stdout)
     assert facts["pid"]["value"] == str(main_pid)
@@ -74,8 +77,10 @@ def test_unit_service_restart_env_and_pending_reload(systemd_container: SystemdC
     assert facts["env:DROPIN"]["value"] == "yes"
 
     # The incident's change, on systemd: one export added, the unit restarted.
-    box.write_file("/opt/serve/decode.sh",
-                   SCRIPT.replace("exec ", "export SGLANG_SM120_MMA_TARGET_CTAS=512\nexec "))
+    box.write_file(
+        "/opt/serve/decode.sh",
+        SCRIPT.replace("exec ", "export SGLANG_SM120_MMA_TARGET_CTAS=512\nexec "),
+    )
     box.restart("decode.service")
     run_drift(["record", *cfg], tmp_path)
     new_pid = int(box.run_systemctl("show", "-p", "MainPID", "--value", "decode.service").stdout)
@@ -89,8 +94,9 @@ def test_unit_service_restart_env_and_pending_reload(systemd_container: SystemdC
 
     # A drop-in edited but not reloaded: systemd says so; after daemon-reload the
     # unit's Environment= has the new value while the live process does not.
-    box.write_unit("decode.service.d/override.conf",
-                   "[Service]\nEnvironment=DROPIN=yes NEW_KNOB=1\n")
+    box.write_unit(
+        "decode.service.d/override.conf", "[Service]\nEnvironment=DROPIN=yes NEW_KNOB=1\n"
+    )
     run_drift(["record", *cfg], tmp_path)
     diff = changed(since(tmp_path, cfg, "#2"))
     assert diff[("service:decode", "unit:need_daemon_reload")]["after"] == "yes"

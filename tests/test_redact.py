@@ -31,44 +31,109 @@ def redactor() -> Redactor:
     return Redactor(KEY)
 
 
-@pytest.mark.parametrize("name", [
-    "HF_TOKEN", "hf_token", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "PASSWORD", "DB_PASS",
-    "PASSPHRASE", "MYSQL_PASSWD", "GOOGLE_APPLICATION_CREDENTIALS", "AUTHORIZATION",
-    "SESSION_COOKIE", "WEBHOOK_SIGNATURE", "PRIVATE_KEY_PATH", "SENTRY_DSN", "API_TOKENS",
-    "apiKey", "--api-key", "--token", "--password", "--hf-token", "--db-dsn", "-token",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "HF_TOKEN",
+        "hf_token",
+        "OPENAI_API_KEY",
+        "AWS_SECRET_ACCESS_KEY",
+        "PASSWORD",
+        "DB_PASS",
+        "PASSPHRASE",
+        "MYSQL_PASSWD",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "AUTHORIZATION",
+        "SESSION_COOKIE",
+        "WEBHOOK_SIGNATURE",
+        "PRIVATE_KEY_PATH",
+        "SENTRY_DSN",
+        "API_TOKENS",
+        "apiKey",
+        "--api-key",
+        "--token",
+        "--password",
+        "--hf-token",
+        "--db-dsn",
+        "-token",
+    ],
+)
 def test_secret_names(redactor: Redactor, name: str) -> None:
     assert redactor.is_secret_name(name)
 
 
-@pytest.mark.parametrize("name", [
-    "PATH", "HOME", "PWD", "OLDPWD", "CUDA_VISIBLE_DEVICES", "SGLANG_SM120_MMA_TARGET_CTAS",
-    "--cuda-graph-max-bs", "--tp-size", "--disaggregation-mode", "--model-path",
-    # documented choices: not secrets although they contain a secret word
-    "KEYBOARD", "XKB_KEYMAP", "GIT_AUTHOR_NAME", "TOKENIZERS_PARALLELISM", "--tokenizer-path",
-    "--max-total-tokens", "--max-prefill-tokens", "SSH_AUTH_SOCK", "PROXY_BYPASS",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "PATH",
+        "HOME",
+        "PWD",
+        "OLDPWD",
+        "CUDA_VISIBLE_DEVICES",
+        "SGLANG_SM120_MMA_TARGET_CTAS",
+        "--cuda-graph-max-bs",
+        "--tp-size",
+        "--disaggregation-mode",
+        "--model-path",
+        # documented choices: not secrets although they contain a secret word
+        "KEYBOARD",
+        "XKB_KEYMAP",
+        "GIT_AUTHOR_NAME",
+        "TOKENIZERS_PARALLELISM",
+        "--tokenizer-path",
+        "--max-total-tokens",
+        "--max-prefill-tokens",
+        "SSH_AUTH_SOCK",
+        "PROXY_BYPASS",
+    ],
+)
 def test_names_that_stay_visible(redactor: Redactor, name: str) -> None:
     assert not redactor.is_secret_name(name)
 
 
-@pytest.mark.parametrize("value", [
-    HF, OPENAI, "sk-ant-api03-" + "a1B2c3D4e5F6g7H8i9J0", "sk-" + "x" * 20,
-    "AKIAIOSFODNN7EXAMPLE", "ASIAIOSFODNN7EXAMPLE", "ghp_" + "a1" * 18, "gho_" + "b2" * 18,
-    "github_pat_11ABCDEFG0123456789_abcdefghij", "xoxb-123456789012-abcdefghij", JWT,
-    "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk=\n-----END OPENSSH PRIVATE KEY-----\n",
-    "Bearer abc123def456", "Basic dXNlcjpwYXNzd29yZA==", f"  {HF}\n",
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        HF,
+        OPENAI,
+        "sk-ant-api03-" + "a1B2c3D4e5F6g7H8i9J0",
+        "sk-" + "x" * 20,
+        "AKIAIOSFODNN7EXAMPLE",
+        "ASIAIOSFODNN7EXAMPLE",
+        "ghp_" + "a1" * 18,
+        "gho_" + "b2" * 18,
+        "github_pat_11ABCDEFG0123456789_abcdefghij",
+        "xoxb-123456789012-abcdefghij",
+        JWT,
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk=\n"
+        "-----END OPENSSH PRIVATE KEY-----\n",
+        "Bearer abc123def456",
+        "Basic dXNlcjpwYXNzd29yZA==",
+        f"  {HF}\n",
+    ],
+)
 def test_values_in_token_formats(redactor: Redactor, value: str) -> None:
     assert redactor.looks_like_secret_value(value)
 
 
-@pytest.mark.parametrize("value", [
-    "", "512", "/usr/local/bin:/usr/bin", "hf_short", "sk-short", "task-queue-name-for-a-long-run",
-    "AKIAshort", "Basic configuration", "bearer", "0123456789abcdef0123456789abcdef01234567",
-    "postgres://app@db/app", "prefix " + HF,  # inside text: masked, but not a whole secret
-    "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----",
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "",
+        "512",
+        "/usr/local/bin:/usr/bin",
+        "hf_short",
+        "sk-short",
+        "task-queue-name-for-a-long-run",
+        "AKIAshort",
+        "Basic configuration",
+        "bearer",
+        "0123456789abcdef0123456789abcdef01234567",
+        "postgres://app@db/app",
+        "prefix " + HF,  # inside text: masked, but not a whole secret
+        "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----",
+    ],
+)
 def test_values_that_are_not_whole_tokens(redactor: Redactor, value: str) -> None:
     assert not redactor.looks_like_secret_value(value)
 
@@ -84,25 +149,57 @@ def serve_script_facts() -> list[Fact]:
         "python3 -m sglang.launch_server --model-path /models/dsv4 --tp-size 8 \\\n"
         f"  --api-key {OPENAI} --disaggregation-mode decode --cuda-graph-max-bs 64\n"
     )
-    argv = ["python3", "-m", "sglang.launch_server", "--model-path", "/models/dsv4",
-            "--tp-size", "8", "--api-key", OPENAI, "--disaggregation-mode", "decode",
-            "--cuda-graph-max-bs", "64", "--password=abc"]
+    argv = [
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "/models/dsv4",
+        "--tp-size",
+        "8",
+        "--api-key",
+        OPENAI,
+        "--disaggregation-mode",
+        "decode",
+        "--cuda-graph-max-bs",
+        "64",
+        "--password=abc",
+    ]
     environ = {"source": "/proc/4242/environ"}
     sha = "9f" * 32
     return [
         Fact("script:/opt/serve/decode.sh", "content", script, {"file": "/opt/serve/decode.sh"}),
-        Fact("script:/opt/serve/decode.sh", "export:HF_TOKEN", HF,
-             {"file": "/opt/serve/decode.sh", "line": 2, "text": f"export HF_TOKEN={HF}"}),
-        Fact("script:/opt/serve/decode.sh", "export:SGLANG_SM120_MMA_TARGET_CTAS", "512",
-             {"file": "/opt/serve/decode.sh", "line": 3,
-              "text": "export SGLANG_SM120_MMA_TARGET_CTAS=512"}),
-        Fact("script:/opt/serve/decode.sh", "export:DB_PASS", "hunter",
-             {"file": "/opt/serve/decode.sh", "line": 5, "text": "export DB_PASS=hunter"}),
+        Fact(
+            "script:/opt/serve/decode.sh",
+            "export:HF_TOKEN",
+            HF,
+            {"file": "/opt/serve/decode.sh", "line": 2, "text": f"export HF_TOKEN={HF}"},
+        ),
+        Fact(
+            "script:/opt/serve/decode.sh",
+            "export:SGLANG_SM120_MMA_TARGET_CTAS",
+            "512",
+            {
+                "file": "/opt/serve/decode.sh",
+                "line": 3,
+                "text": "export SGLANG_SM120_MMA_TARGET_CTAS=512",
+            },
+        ),
+        Fact(
+            "script:/opt/serve/decode.sh",
+            "export:DB_PASS",
+            "hunter",
+            {"file": "/opt/serve/decode.sh", "line": 5, "text": "export DB_PASS=hunter"},
+        ),
         Fact("service:decode", "env:HF_TOKEN", HF, environ),
         Fact("service:decode", "env:SGLANG_SM120_MMA_TARGET_CTAS", "512", environ),
         Fact("service:decode", "env:PATH", "/usr/local/bin:/usr/bin", environ),
-        Fact("service:decode", "env:DATABASE_URL",
-             f"postgres://sglang:{DB_PASSWORD}@db.internal:5432/runs", environ),
+        Fact(
+            "service:decode",
+            "env:DATABASE_URL",
+            f"postgres://sglang:{DB_PASSWORD}@db.internal:5432/runs",
+            environ,
+        ),
         Fact("service:decode", "argv", json.dumps(argv)),
         Fact("service:decode", "flag:--api-key", OPENAI),
         Fact("service:decode", "flag:--password", "abc"),
@@ -110,11 +207,19 @@ def serve_script_facts() -> list[Fact]:
         Fact("service:decode", "flag:--cuda-graph-max-bs", "64"),
         Fact("service:decode", "flag:--disaggregation-mode", "decode"),
         Fact("service:decode", "exe", "/usr/bin/python3.11"),
-        Fact("service:decode", "unit:environment:WANDB_API_KEY", "wandb-0123456789",
-             {"command": "systemctl show sglang-decode.service -p Environment"}),
+        Fact(
+            "service:decode",
+            "unit:environment:WANDB_API_KEY",
+            "wandb-0123456789",
+            {"command": "systemctl show sglang-decode.service -p Environment"},
+        ),
         Fact("service:decode", "unit:environment:CUDA_VISIBLE_DEVICES", "0,1,2,3"),
-        Fact("command:whoami-api", "stdout", f'{{"user": "decode", "session": "{JWT}"}}\n',
-             {"command": "curl -s http://127.0.0.1:30000/whoami"}),
+        Fact(
+            "command:whoami-api",
+            "stdout",
+            f'{{"user": "decode", "session": "{JWT}"}}\n',
+            {"command": "curl -s http://127.0.0.1:30000/whoami"},
+        ),
         Fact("file:/opt/sglang/attn.py", "sha256", sha, {"path": "/opt/sglang/attn.py"}),
         Fact("file:/opt/sglang/attn.py", "size", "48213"),
     ]
@@ -123,7 +228,7 @@ def serve_script_facts() -> list[Fact]:
 def test_no_secret_survives_redaction(redactor: Redactor) -> None:
     out = redactor.redact_facts(serve_script_facts())
     text = repr(out)
-    for secret in (HF, OPENAI, JWT, DB_PASSWORD, "hunter", "abc\"", "=abc", "wandb-0123456789"):
+    for secret in (HF, OPENAI, JWT, DB_PASSWORD, "hunter", 'abc"', "=abc", "wandb-0123456789"):
         assert secret not in text, secret
     by_key = {(f.subject, f.key): f for f in out}
     content = by_key["script:/opt/serve/decode.sh", "content"].value
@@ -154,16 +259,23 @@ def test_secret_facts_become_digests_and_the_rest_is_untouched(redactor: Redacto
         assert (after.subject, after.key) == (before.subject, before.key)
         if after.secret:
             assert DIGEST.fullmatch(after.value)
-        elif before.key in {"export:SGLANG_SM120_MMA_TARGET_CTAS", "env:PATH", "exe",
-                            "sha256", "size", "unit:environment:CUDA_VISIBLE_DEVICES"
-                            } or before.key.startswith("flag:"):
+        elif before.key in {
+            "export:SGLANG_SM120_MMA_TARGET_CTAS",
+            "env:PATH",
+            "exe",
+            "sha256",
+            "size",
+            "unit:environment:CUDA_VISIBLE_DEVICES",
+        } or before.key.startswith("flag:"):
             assert after == before and after.provenance == before.provenance
     by_key = {(f.subject, f.key): f for f in out}
     assert by_key["service:decode", "env:SGLANG_SM120_MMA_TARGET_CTAS"].value == "512"
     url = by_key["service:decode", "env:DATABASE_URL"]
     assert not url.secret and url.value.startswith("postgres://sglang:[redacted:")
-    assert "export SGLANG_SM120_MMA_TARGET_CTAS=512\n" in by_key[
-        "script:/opt/serve/decode.sh", "content"].value
+    assert (
+        "export SGLANG_SM120_MMA_TARGET_CTAS=512\n"
+        in by_key["script:/opt/serve/decode.sh", "content"].value
+    )
     export = by_key["script:/opt/serve/decode.sh", "export:HF_TOKEN"]
     assert export.provenance["line"] == 2
     assert MARKER.fullmatch(export.provenance["text"].removeprefix("export HF_TOKEN="))
@@ -172,9 +284,11 @@ def test_secret_facts_become_digests_and_the_rest_is_untouched(redactor: Redacto
 def test_same_secret_reads_the_same_everywhere_and_keys_differ(redactor: Redactor) -> None:
     out = redactor.redact_facts(serve_script_facts())
     by_key = {(f.subject, f.key): f for f in out}
-    assert (by_key["service:decode", "env:HF_TOKEN"].value
-            == by_key["script:/opt/serve/decode.sh", "export:HF_TOKEN"].value
-            == redactor.digest(HF))
+    assert (
+        by_key["service:decode", "env:HF_TOKEN"].value
+        == by_key["script:/opt/serve/decode.sh", "export:HF_TOKEN"].value
+        == redactor.digest(HF)
+    )
     marker = redactor.marker(OPENAI)
     assert marker in by_key["service:decode", "argv"].value
     assert marker in by_key["script:/opt/serve/decode.sh", "content"].value
@@ -182,8 +296,10 @@ def test_same_secret_reads_the_same_everywhere_and_keys_differ(redactor: Redacto
 
     other = Redactor(b"o" * 32).redact_facts(serve_script_facts())
     other_by_key = {(f.subject, f.key): f for f in other}
-    assert (other_by_key["service:decode", "env:HF_TOKEN"].value
-            != by_key["service:decode", "env:HF_TOKEN"].value)
+    assert (
+        other_by_key["service:decode", "env:HF_TOKEN"].value
+        != by_key["service:decode", "env:HF_TOKEN"].value
+    )
 
 
 def test_a_changed_secret_shows_as_changed_without_showing_it(redactor: Redactor) -> None:
@@ -198,7 +314,8 @@ def test_redaction_is_idempotent(redactor: Redactor) -> None:
     once = redactor.redact_facts(serve_script_facts())
     twice = Redactor(KEY).redact_facts(once)
     assert [(f.value, f.provenance, f.secret) for f in twice] == [
-        (f.value, f.provenance, f.secret) for f in once]
+        (f.value, f.provenance, f.secret) for f in once
+    ]
 
 
 def test_a_secret_learned_from_one_fact_is_masked_in_any_text(redactor: Redactor) -> None:
@@ -210,11 +327,12 @@ def test_a_secret_learned_from_one_fact_is_masked_in_any_text(redactor: Redactor
     assert redactor.mask_text("port 1") == "port 1"
 
 
-def test_file_hashes_are_never_masked_even_if_a_secret_matches_inside(
-        redactor: Redactor) -> None:
+def test_file_hashes_are_never_masked_even_if_a_secret_matches_inside(redactor: Redactor) -> None:
     sha = "0" * 20 + "123456" + "f" * 38
-    facts = [Fact("service:db", "env:DB_PASSWORD", "123456"),
-             Fact("file:/opt/model/config.json", "sha256", sha)]
+    facts = [
+        Fact("service:db", "env:DB_PASSWORD", "123456"),
+        Fact("file:/opt/model/config.json", "sha256", sha),
+    ]
     out = redactor.redact_facts(facts)
     assert out[0].secret and out[1] is facts[1]
 
@@ -227,20 +345,24 @@ def test_shell_references_and_bare_flags_stay_readable(redactor: Redactor) -> No
 
 
 def test_config_redact_and_allow_lists() -> None:
-    spec = SecretsSpec(redact=["INTERNAL_*_URL", "--db-url", "DB_PWD"],
-                       allow=["SESSION_NAME", "--ssl-keyfile", "api_key_id"])
+    spec = SecretsSpec(
+        redact=["INTERNAL_*_URL", "--db-url", "DB_PWD"],
+        allow=["SESSION_NAME", "--ssl-keyfile", "api_key_id"],
+    )
     redactor = Redactor(KEY, spec)
     assert redactor.is_secret_name("internal_billing_url")
     assert redactor.is_secret_name("--db-url") and redactor.is_secret_name("DB_PWD")
     assert not redactor.is_secret_name("SESSION_NAME")
     assert not redactor.is_secret_name("--ssl-keyfile")
     assert not redactor.is_secret_name("API_KEY_ID")
-    out = redactor.redact_facts([
-        Fact("service:x", "env:INTERNAL_BILLING_URL", "https://billing.internal/v1"),
-        Fact("service:x", "env:SESSION_NAME", "decode-7"),
-        Fact("service:x", "env:API_KEY_ID", HF),  # allowed name, but a token: still hidden
-        Fact("service:x", "argv", "serve --db-url mysql-host-7 --ssl-keyfile /etc/k.pem"),
-    ])
+    out = redactor.redact_facts(
+        [
+            Fact("service:x", "env:INTERNAL_BILLING_URL", "https://billing.internal/v1"),
+            Fact("service:x", "env:SESSION_NAME", "decode-7"),
+            Fact("service:x", "env:API_KEY_ID", HF),  # allowed name, but a token: still hidden
+            Fact("service:x", "argv", "serve --db-url mysql-host-7 --ssl-keyfile /etc/k.pem"),
+        ]
+    )
     assert [f.secret for f in out] == [True, False, True, False]
     assert out[1].value == "decode-7"
     assert out[3].value.startswith("serve --db-url [redacted:")
@@ -249,15 +371,21 @@ def test_config_redact_and_allow_lists() -> None:
     assert Redactor(KEY).is_secret_name("--ssl-keyfile")  # the allow list made the difference
 
 
-SECRET_ALPHABET = st.characters(codec="utf-8", exclude_characters="[]:",
-                                exclude_categories=("Cs", "Cc"))
+SECRET_ALPHABET = st.characters(
+    codec="utf-8", exclude_characters="[]:", exclude_categories=("Cs", "Cc")
+)
 
 
 @settings(max_examples=150, deadline=None)
-@given(secret=st.text(SECRET_ALPHABET, min_size=8, max_size=40),
-       before=st.text(max_size=60), after=st.text(max_size=60), repeat=st.booleans())
-def test_a_known_secret_never_survives_mask_text(secret: str, before: str, after: str,
-                                                 repeat: bool) -> None:
+@given(
+    secret=st.text(SECRET_ALPHABET, min_size=8, max_size=40),
+    before=st.text(max_size=60),
+    after=st.text(max_size=60),
+    repeat=st.booleans(),
+)
+def test_a_known_secret_never_survives_mask_text(
+    secret: str, before: str, after: str, repeat: bool
+) -> None:
     assume("redacted" not in secret)
     redactor = Redactor(KEY)
     redactor.redact_facts([Fact("service:x", "env:SERVICE_TOKEN", secret)])
@@ -280,8 +408,9 @@ def test_key_file_is_created_private_and_reused(tmp_path: Path) -> None:
 def test_concurrent_first_use_agrees_on_one_key(tmp_path: Path) -> None:
     path = tmp_path / "secret.key"
     keys: list[bytes] = []
-    threads = [threading.Thread(target=lambda: keys.append(load_or_create_key(path)))
-               for _ in range(8)]
+    threads = [
+        threading.Thread(target=lambda: keys.append(load_or_create_key(path))) for _ in range(8)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -1,4 +1,4 @@
-"""The change-only store: versions only for changes, state read back exactly, cheap unchanged records."""
+"""The change-only store: versions only for changes, state read back exactly, cheap records."""
 
 from __future__ import annotations
 
@@ -17,8 +17,12 @@ from drift.store.writer import HistoryWriter, now_us
 HOST = "test-host"
 
 
-def write(db_path: Path, facts: list[Fact], errors: list[CollectionError] | None = None,
-          at: int | None = None) -> int:
+def write(
+    db_path: Path,
+    facts: list[Fact],
+    errors: list[CollectionError] | None = None,
+    at: int | None = None,
+) -> int:
     db = resolve_db_url(str(db_path))
     writer = HistoryWriter.open(db)
     try:
@@ -35,24 +39,31 @@ def count(db_path: Path, table: str) -> int:
 def state(db_path: Path, snapshot: int) -> dict[tuple[str, str], str]:
     history = History.open(resolve_db_url(str(db_path)), HOST)
     try:
-        return {ident: (history.text(v) if not v.secret else "secret")
-                for ident, v in history.state_at(snapshot).items()}
+        return {
+            ident: (history.text(v) if not v.secret else "secret")
+            for ident, v in history.state_at(snapshot).items()
+        }
     finally:
         history.close()
 
 
 facts_strategy = st.dictionaries(
-    st.tuples(st.sampled_from(["service:decode", "script:/s.sh", "file:/k.py"]),
-              st.text("abcdefgh:_", min_size=1, max_size=6)),
+    st.tuples(
+        st.sampled_from(["service:decode", "script:/s.sh", "file:/k.py"]),
+        st.text("abcdefgh:_", min_size=1, max_size=6),
+    ),
     st.one_of(st.text(max_size=20), st.text(min_size=600, max_size=700)),
     max_size=12,
 ).map(lambda d: [Fact(s, k, v) for (s, k), v in d.items()])
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(first=facts_strategy, second=facts_strategy)
 def test_state_read_back_equals_what_was_recorded_and_same_state_adds_no_versions(
-        tmp_path_factory, first: list[Fact], second: list[Fact]) -> None:
+    tmp_path_factory, first: list[Fact], second: list[Fact]
+) -> None:
     db = tmp_path_factory.mktemp("db") / "drift.db"
     s1 = write(db, first)
     s2 = write(db, second)
@@ -66,13 +77,19 @@ def test_state_read_back_equals_what_was_recorded_and_same_state_adds_no_version
 
 def test_failed_collection_keeps_the_last_value_instead_of_removing(tmp_path: Path) -> None:
     db = tmp_path / "drift.db"
-    env = [Fact("service:decode", "env:A", "1"), Fact("service:decode", "env:B", "2"),
-           Fact("service:decode", "pid", "10")]
+    env = [
+        Fact("service:decode", "env:A", "1"),
+        Fact("service:decode", "env:B", "2"),
+        Fact("service:decode", "pid", "10"),
+    ]
     write(db, env)
     err = CollectionError("service:decode", "env:", "permission denied reading environment")
     s2 = write(db, [Fact("service:decode", "pid", "10")], [err])
-    assert state(db, s2) == {("service:decode", "env:A"): "1", ("service:decode", "env:B"): "2",
-                             ("service:decode", "pid"): "10"}
+    assert state(db, s2) == {
+        ("service:decode", "env:A"): "1",
+        ("service:decode", "env:B"): "2",
+        ("service:decode", "pid"): "10",
+    }
     # without the error, the same input is a real removal
     s3 = write(db, [Fact("service:decode", "pid", "10")])
     assert state(db, s3) == {("service:decode", "pid"): "10"}
@@ -93,8 +110,11 @@ def test_long_values_are_stored_once_as_compressed_blobs(tmp_path: Path) -> None
 
 def test_unchanged_record_adds_one_snapshot_row_and_under_200_bytes(tmp_path: Path) -> None:
     db = tmp_path / "drift.db"
-    facts = [Fact(f"file:/opt/k/{i}.py", key, f"{key}-{i}") for i in range(500)
-             for key in ("sha256", "size", "mode")]
+    facts = [
+        Fact(f"file:/opt/k/{i}.py", key, f"{key}-{i}")
+        for i in range(500)
+        for key in ("sha256", "size", "mode")
+    ]
     write(db, facts)
     for _ in range(20):  # warm up: fill the pages the first records touch
         write(db, facts)

@@ -48,10 +48,11 @@ def test_an_older_schema_is_refused_by_record_and_upgraded_with_a_backup(tmp_pat
     scripts = tmp_path / "migrations"
     shutil.copytree(resource_dir("migrations"), scripts)
     (scripts / "versions" / "0002_note.py").write_text(
-        'import sqlalchemy as sa\nfrom alembic import op\n'
+        "import sqlalchemy as sa\nfrom alembic import op\n"
         'revision = "0002"\ndown_revision = "0001"\nbranch_labels = None\ndepends_on = None\n'
         'def upgrade():\n    op.add_column("marks", sa.Column("author", sa.Text()))\n'
-        'def downgrade():\n    op.drop_column("marks", "author")\n')
+        'def downgrade():\n    op.drop_column("marks", "author")\n'
+    )
     db = resolve_db_url(str(tmp_path / "old.db"))
     upgrade_database(db)  # at 0001, as the older drift left it
     conn = connect_dbapi(db)

@@ -45,13 +45,18 @@ def changes_between(before: State, after: State) -> list[Change]:
     return changes
 
 
-def unchanged_between(before: State, after: State, failing: set[tuple[str, str]]) -> list[StoredVersion]:
+def unchanged_between(
+    before: State, after: State, failing: set[tuple[str, str]]
+) -> list[StoredVersion]:
     """Facts with the same value in both states, minus those whose collection failed at the end.
 
     A value kept only because it could not be read is not verified unchanged.
     """
-    return [after[i] for i in sorted(before.keys() & after.keys())
-            if i not in failing and before[i].identity == after[i].identity]
+    return [
+        after[i]
+        for i in sorted(before.keys() & after.keys())
+        if i not in failing and before[i].identity == after[i].identity
+    ]
 
 
 @dataclass(frozen=True)
@@ -83,8 +88,10 @@ def blind_spots(baseline: SnapshotInfo, window: list[SnapshotInfo]) -> list[Blin
             spots.setdefault(ident, []).append(snap.taken_us)
             if snap.id == current_id:
                 current_errors.add(ident)
-    out = [BlindSpot("error", s, k, m, min(times), max(times), len(times), (s, k, m) in current_errors)
-           for (s, k, m), times in spots.items()]
+    out = [
+        BlindSpot("error", s, k, m, min(times), max(times), len(times), (s, k, m) in current_errors)
+        for (s, k, m), times in spots.items()
+    ]
 
     series = [baseline, *window]
     intervals = [b.taken_us - a.taken_us for a, b in zip(series, series[1:], strict=False)]
@@ -92,10 +99,18 @@ def blind_spots(baseline: SnapshotInfo, window: list[SnapshotInfo]) -> list[Blin
         usual = statistics.median(intervals)
         for (a, b), gap in zip(zip(series, series[1:], strict=False), intervals, strict=True):
             if usual > 0 and gap > 3 * usual:
-                out.append(BlindSpot(
-                    "gap", "recording", None,
-                    f"no record for {_duration(gap)} (usual interval {_duration(int(usual))})",
-                    a.taken_us, b.taken_us, 1, False))
+                out.append(
+                    BlindSpot(
+                        "gap",
+                        "recording",
+                        None,
+                        f"no record for {_duration(gap)} (usual interval {_duration(int(usual))})",
+                        a.taken_us,
+                        b.taken_us,
+                        1,
+                        False,
+                    )
+                )
     out.sort(key=lambda s: (not s.current, s.kind, s.first_us, s.subject))
     return out
 

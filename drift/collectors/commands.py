@@ -87,9 +87,15 @@ def run_bounded(
 
     run = stream_bounded(argv_or_shell, timeout, on_stdout=keep, cwd=cwd, env=env)
     return CompletedRun(
-        args=run.args, exit_code=run.exit_code, stdout=bytes(kept), stderr=run.stderr,
-        duration=run.duration, truncated=overflow, timed_out=run.timed_out,
-        stopped=run.stopped, error=run.error,
+        args=run.args,
+        exit_code=run.exit_code,
+        stdout=bytes(kept),
+        stderr=run.stderr,
+        duration=run.duration,
+        truncated=overflow,
+        timed_out=run.timed_out,
+        stopped=run.stopped,
+        error=run.error,
     )
 
 
@@ -114,14 +120,25 @@ def stream_bounded(
     deadline = started + timeout
     try:
         proc = subprocess.Popen(
-            args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            cwd=cwd, env=None if env is None else dict(env), start_new_session=True,
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=None if env is None else dict(env),
+            start_new_session=True,
         )
     except OSError as exc:
         what = exc.strerror or str(exc)
         where = f" (in {cwd})" if cwd and not os.path.isdir(cwd) else ""
-        return CompletedRun(args, None, b"", b"", time.monotonic() - started,
-                            error=f"cannot start {args[0]}: {what}{where}")
+        return CompletedRun(
+            args,
+            None,
+            b"",
+            b"",
+            time.monotonic() - started,
+            error=f"cannot start {args[0]}: {what}{where}",
+        )
 
     assert proc.stdout is not None and proc.stderr is not None
     err_tail = bytearray()
@@ -167,8 +184,13 @@ def stream_bounded(
         proc.stdout.close()
         proc.stderr.close()
     return CompletedRun(
-        args, None if (timed_out or stopped) else exit_code, b"", bytes(err_tail),
-        time.monotonic() - started, timed_out=timed_out, stopped=stopped,
+        args,
+        None if (timed_out or stopped) else exit_code,
+        b"",
+        bytes(err_tail),
+        time.monotonic() - started,
+        timed_out=timed_out,
+        stopped=stopped,
     )
 
 
@@ -203,8 +225,9 @@ def collect_command(spec: CommandSpec, ctx: CollectContext) -> Iterator[Fact | C
         return
     if run.timed_out or run.exit_code is None:
         last = run.stderr_last_line
-        yield CollectionError(subject, None,
-                              f"timed out after {spec.timeout:g}s" + (f": {last}" if last else ""))
+        yield CollectionError(
+            subject, None, f"timed out after {spec.timeout:g}s" + (f": {last}" if last else "")
+        )
         return
     text = run.stdout.decode("utf-8", errors="replace")
     if run.truncated:

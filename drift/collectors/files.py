@@ -113,7 +113,10 @@ def collect_files(spec: FileSpec, ctx: CollectContext) -> Iterator[Fact | Collec
 
 
 def _hash_file(
-    path: str, listed: os.stat_result, subject: str, provenance: dict[str, str],
+    path: str,
+    listed: os.stat_result,
+    subject: str,
+    provenance: dict[str, str],
     ctx: CollectContext,
 ) -> Iterator[Fact | CollectionError]:
     try:
@@ -204,8 +207,7 @@ def _digest(fd: int, size: int) -> tuple[str, int]:
 
 def _same(a: os.stat_result, b: os.stat_result) -> bool:
     return (
-        a.st_size == b.st_size and a.st_mtime_ns == b.st_mtime_ns
-        and a.st_ctime_ns == b.st_ctime_ns
+        a.st_size == b.st_size and a.st_mtime_ns == b.st_mtime_ns and a.st_ctime_ns == b.st_ctime_ns
     )
 
 
@@ -307,8 +309,11 @@ def _expand(patterns: Sequence[str], exclude: frozenset[str]) -> _Expansion:
     for pattern in patterns:
         glob = _Glob(pattern)
         before = len(errors)
-        found = _walk_literal(glob, excluded, matches, errors) if glob.literal else \
-            _walk(glob, excluded, matches, errors)
+        found = (
+            _walk_literal(glob, excluded, matches, errors)
+            if glob.literal
+            else _walk(glob, excluded, matches, errors)
+        )
         if not found and len(errors) == before:
             empty.append(pattern)
     return _Expansion(matches, errors, empty)
@@ -325,7 +330,9 @@ def _exclusion_set(exclude: frozenset[str]) -> frozenset[str]:
 
 
 def _walk_literal(
-    glob: _Glob, excluded: frozenset[str], matches: dict[str, tuple[str, os.stat_result]],
+    glob: _Glob,
+    excluded: frozenset[str],
+    matches: dict[str, tuple[str, os.stat_result]],
     errors: list[CollectionError],
 ) -> bool:
     path = glob.base
@@ -346,7 +353,9 @@ def _walk_literal(
 
 
 def _walk(
-    glob: _Glob, excluded: frozenset[str], matches: dict[str, tuple[str, os.stat_result]],
+    glob: _Glob,
+    excluded: frozenset[str],
+    matches: dict[str, tuple[str, os.stat_result]],
     errors: list[CollectionError],
 ) -> bool:
     """Walk from the fixed directory, never through a symlink; True if anything matched."""
@@ -368,9 +377,9 @@ def _walk(
         except (FileNotFoundError, NotADirectoryError):
             continue  # gone, or never a directory: nothing below it
         except OSError as exc:
-            errors.append(CollectionError(
-                f"file:{prefix}", None, f"cannot list directory: {exc.strerror}"
-            ))
+            errors.append(
+                CollectionError(f"file:{prefix}", None, f"cannot list directory: {exc.strerror}")
+            )
             continue
         always, checks = glob.plan(states)
         if len(checks) == 1:
@@ -400,7 +409,7 @@ def _walk(
                 continue
             if end not in next_states:
                 continue
-            if path in excluded or (aliased and real_base + path[len(base):] in excluded):
+            if path in excluded or (aliased and real_base + path[len(base) :] in excluded):
                 continue
             try:
                 st = entry.stat(follow_symlinks=False)

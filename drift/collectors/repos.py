@@ -118,7 +118,8 @@ def _read_repo(spec: RepoSpec) -> list[Fact]:
         git = _Git(
             cwd=os.fspath(work_tree) if work_tree else git_dir,
             trusted=[os.path.realpath(p) for p in (work_tree, git_dir) if p],
-            deadline=deadline, timeout=spec.timeout,
+            deadline=deadline,
+            timeout=spec.timeout,
         )
         try:
             head = _head_sha(repo, git)
@@ -152,8 +153,10 @@ def _open_repo(path: str) -> Repo:
     misleading = [name for name in _GITPYTHON_ENV if os.environ.get(name)]
     if misleading:
         # GitPython reads these from os.environ and would look at another repository.
-        raise _GitFailed(f"{', '.join(misleading)} set in drift's environment would point "
-                         "GitPython elsewhere; unset it")
+        raise _GitFailed(
+            f"{', '.join(misleading)} set in drift's environment would point "
+            "GitPython elsewhere; unset it"
+        )
     if shutil.which("git") is None:
         # Checked first: GitPython refuses to import without a git executable.
         raise _GitFailed("git: command not found on PATH (install git to record repositories)")
@@ -218,8 +221,19 @@ def _diff_digest(git: _Git, head: str) -> str:
     # stale, even under --no-optional-locks (git < 2.50), and reads diff.* UI settings
     # that would change the digest. `diff-index -p` prints the same patch, and
     # nothing for a file that was only touched.
-    git.stream(["diff-index", "-p", "--binary", "--no-ext-diff", "--no-textconv",
-                "--ignore-submodules=dirty", base, "--"], feed)
+    git.stream(
+        [
+            "diff-index",
+            "-p",
+            "--binary",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--ignore-submodules=dirty",
+            base,
+            "--",
+        ],
+        feed,
+    )
     return f"sha256:{digest.hexdigest()}" if size else ""
 
 
@@ -248,20 +262,24 @@ class _Git:
 
     def neutralise_filters(self) -> None:
         """Blank every filter driver the repository's own configuration defines."""
-        out = self.run(["config", "--includes", "-z", "--get-regexp", r"^filter\."],
-                       ok_codes=(0, 1))  # 1: no filter configured
+        out = self.run(
+            ["config", "--includes", "-z", "--get-regexp", r"^filter\."], ok_codes=(0, 1)
+        )  # 1: no filter configured
         names: set[str] = set()
         for entry in out.split(b"\0"):
             key = entry.split(b"\n", 1)[0].decode("utf-8", errors="surrogateescape")
             if key.startswith("filter.") and key.count(".") >= 2:
-                names.add(key[len("filter."):key.rindex(".")])
+                names.add(key[len("filter.") : key.rindex(".")])
         for name in sorted(names):
             if "=" in name:
                 # `-c` splits at the first "=", so this driver cannot be overridden; refuse.
-                raise _GitFailed(f"filter driver {name!r} has '=' in its name; drift cannot "
-                                 "disable it safely, so it does not run git here")
-            self.overrides += [(f"filter.{name}.{var}", "")
-                               for var in ("clean", "smudge", "process")]
+                raise _GitFailed(
+                    f"filter driver {name!r} has '=' in its name; drift cannot "
+                    "disable it safely, so it does not run git here"
+                )
+            self.overrides += [
+                (f"filter.{name}.{var}", "") for var in ("clean", "smudge", "process")
+            ]
             self.overrides.append((f"filter.{name}.required", "false"))
 
     def _argv(self, args: list[str]) -> list[str]:
@@ -270,15 +288,17 @@ class _Git:
             argv += ["-c", f"{key}={value}"]
         return argv + args
 
-    def stream(self, args: list[str], sink: Callable[[bytes], bool],
-               ok_codes: tuple[int, ...] = (0,)) -> None:
+    def stream(
+        self, args: list[str], sink: Callable[[bytes], bool], ok_codes: tuple[int, ...] = (0,)
+    ) -> None:
         """Run git, feeding stdout to `sink`; raise _GitFailed on failure or timeout."""
         remaining = self.deadline - time.monotonic()
         what = f"git {args[0]}"
         if remaining <= 0:
             raise _GitFailed(f"{what} timed out after {self.timeout:g}s")
-        run = stream_bounded(self._argv(args), remaining, on_stdout=sink,
-                             cwd=self.cwd, env=self.env)
+        run = stream_bounded(
+            self._argv(args), remaining, on_stdout=sink, cwd=self.cwd, env=self.env
+        )
         if run.error is not None:
             raise _GitFailed(run.error)
         if run.timed_out:
@@ -291,7 +311,8 @@ class _Git:
                 raise _GitFailed(
                     f"git refuses {self.cwd}: owned by another user (dubious ownership) and "
                     "not the repository drift trusts; point [[repos]] path at the top of the "
-                    "checkout itself")
+                    "checkout itself"
+                )
             raise _GitFailed(f"{what} failed (exit {run.exit_code}): {last or 'no message'}")
 
     def run(self, args: list[str], ok_codes: tuple[int, ...] = (0,)) -> bytes:
@@ -307,8 +328,11 @@ class _Git:
 
 
 def _git_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("GIT_") and k not in ("HOME", "XDG_CONFIG_HOME")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("GIT_") and k not in ("HOME", "XDG_CONFIG_HOME")
+    }
     env.update(
         GIT_CONFIG_NOSYSTEM="1",
         GIT_CONFIG_GLOBAL="/dev/null",

@@ -110,8 +110,7 @@ def collect_script(
     # quoting); make each value printable afterwards.
     parsed = parse_script(data.decode("utf-8", "surrogateescape"))
     for name, export in parsed.exports.items():
-        provenance: dict[str, Any] = {
-            **where, "line": export.line, "text": printable(export.text)}
+        provenance: dict[str, Any] = {**where, "line": export.line, "text": printable(export.text)}
         if export.inherited:
             provenance["inherited"] = True
         if export.export_line is not None:
@@ -196,8 +195,19 @@ _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CLOSERS = {"(": ")", "{": "}"}
 _ANSI_ESCAPES = {
-    "n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f", "v": "\v",
-    "e": "\x1b", "E": "\x1b", "\\": "\\", "'": "'", '"': '"', "?": "?",
+    "n": "\n",
+    "t": "\t",
+    "r": "\r",
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "v": "\v",
+    "e": "\x1b",
+    "E": "\x1b",
+    "\\": "\\",
+    "'": "'",
+    '"': '"',
+    "?": "?",
 }
 
 
@@ -506,18 +516,65 @@ def _split(tokens: list[_Token]) -> tuple[list[list[_Word]], list[tuple[str, boo
 # --- what the shell would do --------------------------------------------------
 
 # Words that open or continue a compound command; the command follows them.
-_LEADING_KEYWORDS = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "{",
-                               "time"})
+_LEADING_KEYWORDS = frozenset(
+    {"if", "then", "else", "elif", "do", "while", "until", "!", "{", "time"}
+)
 # Statements that start with these run no command of their own.
 _NOT_COMMANDS = frozenset({"fi", "done", "esac", "}", "for", "case", "select", "function", "in"})
 # Commands that prepare the ground; the service is something else.
-_HOUSEKEEPING = frozenset({
-    ".", ":", "[", "[[", "alias", "break", "cat", "cd", "chmod", "chown", "continue", "cp", "date",
-    "declare", "echo", "exit", "export", "false", "hash", "kill", "let", "ln", "local", "logger",
-    "mkdir", "mv", "popd", "printf", "pushd", "read", "readonly", "return", "rm", "set", "shift",
-    "shopt", "sleep", "source", "tee", "test", "touch", "trap", "true", "typeset", "ulimit",
-    "umask", "unalias", "unset", "wait",
-})
+_HOUSEKEEPING = frozenset(
+    {
+        ".",
+        ":",
+        "[",
+        "[[",
+        "alias",
+        "break",
+        "cat",
+        "cd",
+        "chmod",
+        "chown",
+        "continue",
+        "cp",
+        "date",
+        "declare",
+        "echo",
+        "exit",
+        "export",
+        "false",
+        "hash",
+        "kill",
+        "let",
+        "ln",
+        "local",
+        "logger",
+        "mkdir",
+        "mv",
+        "popd",
+        "printf",
+        "pushd",
+        "read",
+        "readonly",
+        "return",
+        "rm",
+        "set",
+        "shift",
+        "shopt",
+        "sleep",
+        "source",
+        "tee",
+        "test",
+        "touch",
+        "trap",
+        "true",
+        "typeset",
+        "ulimit",
+        "umask",
+        "unalias",
+        "unset",
+        "wait",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -564,8 +621,13 @@ class _Reader:
             if var is None:
                 out[name] = Export(name, "", line, text, inherited=True)
             else:
-                out[name] = Export(name, var.value, var.line, var.text,
-                                   export_line=line if line != var.line else None)
+                out[name] = Export(
+                    name,
+                    var.value,
+                    var.line,
+                    var.text,
+                    export_line=line if line != var.line else None,
+                )
         return out
 
     def statement(self, words: list[_Word], line: int, text: str) -> None:
@@ -630,7 +692,7 @@ class _Reader:
             match = _ASSIGNMENT.match(arg)
             if match is not None:
                 name = match.group(1)
-                value = arg[match.end():]
+                value = arg[match.end() :]
                 self.assign(*self._resolve(name, bool(match.group(2)), value), line, text)
             elif _NAME.fullmatch(arg):
                 name = arg
@@ -666,8 +728,9 @@ class _Reader:
                     self.allexport = on
                 k += 1
 
-    def exec(self, prefix: list[tuple[str, str]], args: Sequence[str], line: int,
-             text: str) -> None:
+    def exec(
+        self, prefix: list[tuple[str, str]], args: Sequence[str], line: int, text: str
+    ) -> None:
         k = 0
         clear = False
         while k < len(args) and args[k].startswith("-") and len(args[k]) > 1:
@@ -699,7 +762,7 @@ def _assignment(word: _Word) -> tuple[str, bool, str] | None:
     match = _ASSIGNMENT.match(word.text)
     if match is None or match.end() > word.plain:
         return None
-    return match.group(1), bool(match.group(2)), word.text[match.end():]
+    return match.group(1), bool(match.group(2)), word.text[match.end() :]
 
 
 def _strip_env(
@@ -731,6 +794,6 @@ def _strip_env(
             if match is None or match.group(2):
                 break
             name = match.group(1)
-            env[name] = Export(name, arg[match.end():], line, text)
+            env[name] = Export(name, arg[match.end() :], line, text)
         k += 1
     return argv[k:], env

@@ -195,11 +195,17 @@ def _from_pidfile(path: str, subject: str) -> _Located:
     except FileNotFoundError:
         return _Located(found_by)
     except PermissionError:
-        return _Located(found_by, error=CollectionError(
-            subject, None, f"permission denied reading pidfile {path}"))
+        return _Located(
+            found_by,
+            error=CollectionError(subject, None, f"permission denied reading pidfile {path}"),
+        )
     except OSError as exc:
-        return _Located(found_by, error=CollectionError(
-            subject, None, f"cannot read pidfile {path}: {exc.strerror or exc}"))
+        return _Located(
+            found_by,
+            error=CollectionError(
+                subject, None, f"cannot read pidfile {path}: {exc.strerror or exc}"
+            ),
+        )
     # An empty or garbled pidfile is what a crashed or half-started daemon
     # leaves behind: the service is not running, not unknown.
     words = data.split()
@@ -343,8 +349,11 @@ def _process_facts(
     else:
         from_environ = {"pid": pid, "source": f"{where}/environ"}
         for name in sorted(environ):
-            out.append(Fact(subject, f"env:{printable(name)}", printable(environ[name]),
-                            dict(from_environ)))
+            out.append(
+                Fact(
+                    subject, f"env:{printable(name)}", printable(environ[name]), dict(from_environ)
+                )
+            )
 
     # A process that died while we read it shows an empty cmdline and
     # environment as a zombie, and its pid may even be reused: such a reading

@@ -30,7 +30,9 @@ BUSY_TIMEOUT_MS = 10_000
 
 def default_db_path() -> Path:
     """The SQLite file used when neither --db nor $DRIFT_DB is given (XDG state dir)."""
-    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
     return Path(state) / "drift" / "drift.db"
 
 
@@ -62,7 +64,7 @@ def resolve_db_url(explicit: str | None = None) -> DbUrl:
     """--db, else $DRIFT_DB, else the default SQLite file. Plain paths mean SQLite files."""
     raw = explicit or os.environ.get("DRIFT_DB") or str(default_db_path())
     if raw.startswith("sqlite:///"):
-        path = Path(raw[len("sqlite:///"):])
+        path = Path(raw[len("sqlite:///") :])
         if raw == "sqlite:///:memory:" or not str(path):
             raise StoreError("an in-memory database keeps no history: give a file path")
         path = path.resolve()
@@ -72,8 +74,10 @@ def resolve_db_url(explicit: str | None = None) -> DbUrl:
         return DbUrl(f"postgresql+psycopg://{rest}", None)
     if "://" in raw:
         scheme = raw.split("://", 1)[0]
-        raise StoreError(f"unsupported database URL scheme {scheme!r}: use a file path, "
-                         "sqlite:///PATH or postgresql://...")
+        raise StoreError(
+            f"unsupported database URL scheme {scheme!r}: use a file path, "
+            "sqlite:///PATH or postgresql://..."
+        )
     path = Path(raw).expanduser().resolve()
     return DbUrl(f"sqlite:///{path}", path)
 
@@ -115,7 +119,9 @@ def connect_dbapi(db: DbUrl, *, create: bool = False) -> DbapiConnection:
         path = db.sqlite_path
         if not path.exists():
             if not create:
-                raise StoreError(f"{path}: no drift database here yet (run `drift record` or `drift init`)")
+                raise StoreError(
+                    f"{path}: no drift database here yet (run `drift record` or `drift init`)"
+                )
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
             raw = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
@@ -132,11 +138,11 @@ def connect_dbapi(db: DbUrl, *, create: bool = False) -> DbapiConnection:
         raise StoreError("PostgreSQL needs psycopg: pip install 'drift[postgres]'") from None
     conninfo = db.url.replace("postgresql+psycopg://", "postgresql://", 1)
     try:
-        raw = psycopg.connect(conninfo, autocommit=True, connect_timeout=10)
+        pg = psycopg.connect(conninfo, autocommit=True, connect_timeout=10)
     except psycopg.Error as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise StoreError(f"cannot connect to {db.display()}: {first}") from None
-    return DbapiConnection(raw, "postgresql")
+    return DbapiConnection(pg, "postgresql")
 
 
 def current_revision_dbapi(conn: DbapiConnection) -> str | None:
@@ -152,8 +158,9 @@ def current_revision_dbapi(conn: DbapiConnection) -> str | None:
         if conn.dialect == "postgresql":
             conn.raw.rollback() if not conn.raw.autocommit else None
         if _has_tables(conn):
-            raise StoreError("this database has tables but no drift schema version: "
-                             "it is not a drift database") from None
+            raise StoreError(
+                "this database has tables but no drift schema version: it is not a drift database"
+            ) from None
         return None
     if not rows:
         return None
@@ -164,23 +171,30 @@ def _has_tables(conn: DbapiConnection) -> bool:
     if conn.dialect == "sqlite":
         sql = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'snapshots'"
     else:
-        sql = ("SELECT count(*) FROM information_schema.tables "
-               "WHERE table_schema = current_schema() AND table_name = 'snapshots'")
+        sql = (
+            "SELECT count(*) FROM information_schema.tables "
+            "WHERE table_schema = current_schema() AND table_name = 'snapshots'"
+        )
     return bool(conn.execute(sql).fetchone()[0])
 
 
-def check_revision(revision: str | None, *, head: str = HEAD_REVISION,
-                   known: tuple[str, ...] = KNOWN_REVISIONS) -> None:
+def check_revision(
+    revision: str | None, *, head: str = HEAD_REVISION, known: tuple[str, ...] = KNOWN_REVISIONS
+) -> None:
     """Refuse a database newer than this drift, and name `drift db upgrade` for an older one."""
     if revision == head:
         return
     if revision is None:
         raise SchemaTooOld("this database has no drift schema yet: run `drift db upgrade`")
     if revision not in known:
-        raise SchemaTooNew(f"this database was written by a newer drift (schema {revision}, this "
-                           f"drift knows up to {head}): upgrade drift to read it")
-    raise SchemaTooOld(f"this database has schema {revision}, this drift needs {head}: "
-                       "run `drift db upgrade` (SQLite files are backed up first)")
+        raise SchemaTooNew(
+            f"this database was written by a newer drift (schema {revision}, this "
+            f"drift knows up to {head}): upgrade drift to read it"
+        )
+    raise SchemaTooOld(
+        f"this database has schema {revision}, this drift needs {head}: "
+        "run `drift db upgrade` (SQLite files are backed up first)"
+    )
 
 
 # ---------------------------------------------------------------- SQLAlchemy (queries, migrations)
@@ -262,8 +276,9 @@ class UpgradeResult:
     backup: Path | None
 
 
-def upgrade_database(db: DbUrl, *, script_location: Path | None = None,
-                     known: tuple[str, ...] = KNOWN_REVISIONS) -> UpgradeResult:
+def upgrade_database(
+    db: DbUrl, *, script_location: Path | None = None, known: tuple[str, ...] = KNOWN_REVISIONS
+) -> UpgradeResult:
     """Migrate the database to head: refuse a newer one, back up an SQLite file first."""
     from alembic import command
 
@@ -274,8 +289,10 @@ def upgrade_database(db: DbUrl, *, script_location: Path | None = None,
     try:
         before = database_revision(engine)
         if before is not None and before not in known and before != head:
-            raise SchemaTooNew(f"this database was written by a newer drift (schema {before}, this "
-                               f"drift knows up to {head}): upgrade drift to read it")
+            raise SchemaTooNew(
+                f"this database was written by a newer drift (schema {before}, this "
+                f"drift knows up to {head}): upgrade drift to read it"
+            )
         if before == head:
             return UpgradeResult(before, head, None)
         backup = None

@@ -72,8 +72,15 @@ class StoredVersion:
 
 
 def _snapshot(row: Any) -> SnapshotInfo:
-    return SnapshotInfo(row.id, row.taken_us, row.duration_ms, row.n_facts, row.n_changed,
-                        row.n_errors, json.loads(row.errors) if row.errors else [])
+    return SnapshotInfo(
+        row.id,
+        row.taken_us,
+        row.duration_ms,
+        row.n_facts,
+        row.n_changed,
+        row.n_errors,
+        json.loads(row.errors) if row.errors else [],
+    )
 
 
 class History:
@@ -97,8 +104,9 @@ class History:
         if host_id is None:
             engine.dispose()
             known = f" (recorded hosts: {', '.join(hosts)}; pick one with --host)" if hosts else ""
-            raise NoHistoryError(f"no history for host {host!r} in {db.display()}{known}: "
-                                 "run `drift record` first")
+            raise NoHistoryError(
+                f"no history for host {host!r} in {db.display()}{known}: run `drift record` first"
+            )
         return cls(engine, host, host_id)
 
     def close(self) -> None:
@@ -127,33 +135,47 @@ class History:
         """The snapshot a WHEN names: `#N`, or the last one taken at or before the moment."""
         with self.engine.connect() as conn:
             if when.snapshot is not None:
-                row = conn.execute(self._snapshot_query().where(Snapshot.id == when.snapshot)).first()
+                row = conn.execute(
+                    self._snapshot_query().where(Snapshot.id == when.snapshot)
+                ).first()
                 if row is None:
                     raise TimeSpecError(f"no snapshot #{when.snapshot} for host {self.host!r}")
                 return _snapshot(row)
             assert when.at is not None
             row = conn.execute(
-                self._snapshot_query().where(Snapshot.taken_us <= to_us(when.at))
-                .order_by(Snapshot.taken_us.desc(), Snapshot.id.desc()).limit(1)
+                self._snapshot_query()
+                .where(Snapshot.taken_us <= to_us(when.at))
+                .order_by(Snapshot.taken_us.desc(), Snapshot.id.desc())
+                .limit(1)
             ).first()
         if row is None:
             first = self.first()
             raise TimeSpecError(
                 f"{when.text or describe_when(when)!s} is before the first record "
-                f"({describe_when(When(at=first.taken_at))}, snapshot #{first.id})")
+                f"({describe_when(When(at=first.taken_at))}, snapshot #{first.id})"
+            )
         return _snapshot(row)
 
     def snapshots_between(self, after_id: int, upto_id: int) -> list[SnapshotInfo]:
         """Snapshots with after_id < id <= upto_id, oldest first."""
         with self.engine.connect() as conn:
-            rows = conn.execute(self._snapshot_query().where(
-                Snapshot.id > after_id, Snapshot.id <= upto_id).order_by(Snapshot.id)).all()
+            rows = conn.execute(
+                self._snapshot_query()
+                .where(Snapshot.id > after_id, Snapshot.id <= upto_id)
+                .order_by(Snapshot.id)
+            ).all()
         return [_snapshot(r) for r in rows]
 
     def count_snapshots(self) -> int:
         with self.engine.connect() as conn:
-            return int(conn.execute(select(func.count()).select_from(Snapshot)
-                                    .where(Snapshot.host_id == self.host_id)).scalar() or 0)
+            return int(
+                conn.execute(
+                    select(func.count())
+                    .select_from(Snapshot)
+                    .where(Snapshot.host_id == self.host_id)
+                ).scalar()
+                or 0
+            )
 
     # ---------------------------------------------------------------- state
 
@@ -161,9 +183,18 @@ class History:
         first = aliased(Snapshot)
         until = aliased(Snapshot)
         return (
-            select(FactRow.subject, FactRow.key, Version.value, Version.blob_sha256,
-                   Version.secret, Version.first_snapshot_id, first.taken_us,
-                   Version.until_snapshot_id, until.taken_us, Version.provenance)
+            select(
+                FactRow.subject,
+                FactRow.key,
+                Version.value,
+                Version.blob_sha256,
+                Version.secret,
+                Version.first_snapshot_id,
+                first.taken_us,
+                Version.until_snapshot_id,
+                until.taken_us,
+                Version.provenance,
+            )
             .join(Version, Version.fact_id == FactRow.id)
             .join(first, first.id == Version.first_snapshot_id)
             .outerjoin(until, until.id == Version.until_snapshot_id)
@@ -177,9 +208,11 @@ class History:
         covering index ix_versions_fact_first; it is in the state unless closed by S.
         """
         v2 = aliased(Version)
-        newest = (select(func.max(v2.first_snapshot_id))
-                  .where(v2.fact_id == FactRow.id, v2.first_snapshot_id <= snapshot_id)
-                  .scalar_subquery())
+        newest = (
+            select(func.max(v2.first_snapshot_id))
+            .where(v2.fact_id == FactRow.id, v2.first_snapshot_id <= snapshot_id)
+            .scalar_subquery()
+        )
         return self._versions_query().where(
             Version.first_snapshot_id == newest,
             or_(Version.until_snapshot_id.is_(None), Version.until_snapshot_id > snapshot_id),
@@ -199,14 +232,21 @@ class History:
         """
         glob = pattern if any(c in pattern for c in "*?[") else f"*{pattern}*"
         with self.engine.connect() as conn:
-            idents = conn.execute(select(FactRow.id, FactRow.subject, FactRow.key)
-                                  .where(FactRow.host_id == self.host_id)).all()
-            ids = [i for i, s, k in idents
-                   if fnmatchcase(s, glob) or fnmatchcase(k, glob) or fnmatchcase(f"{s} {k}", glob)]
+            idents = conn.execute(
+                select(FactRow.id, FactRow.subject, FactRow.key).where(
+                    FactRow.host_id == self.host_id
+                )
+            ).all()
+            ids = [
+                i
+                for i, s, k in idents
+                if fnmatchcase(s, glob) or fnmatchcase(k, glob) or fnmatchcase(f"{s} {k}", glob)
+            ]
             out: list[StoredVersion] = []
             for start in range(0, len(ids), 500):
-                rows = conn.execute(self._versions_query().where(
-                    FactRow.id.in_(ids[start:start + 500]))).all()
+                rows = conn.execute(
+                    self._versions_query().where(FactRow.id.in_(ids[start : start + 500]))
+                ).all()
                 out.extend(_version(r) for r in rows)
         out.sort(key=lambda v: (v.subject, v.key, v.first_snapshot_id))
         return out
@@ -214,8 +254,10 @@ class History:
     def versions_started_between(self, after_id: int, upto_id: int) -> list[StoredVersion]:
         """Versions that began in (after_id, upto_id]: every value seen inside a window."""
         with self.engine.connect() as conn:
-            rows = conn.execute(self._versions_query().where(
-                and_(Version.first_snapshot_id > after_id, Version.first_snapshot_id <= upto_id))
+            rows = conn.execute(
+                self._versions_query().where(
+                    and_(Version.first_snapshot_id > after_id, Version.first_snapshot_id <= upto_id)
+                )
             ).all()
         return [_version(r) for r in rows]
 
@@ -233,7 +275,14 @@ class History:
 
 def _version(r: Any) -> StoredVersion:
     return StoredVersion(
-        subject=r[0], key=r[1], value=r[2], blob_sha256=r[3], secret=bool(r[4]),
-        first_snapshot_id=r[5], first_taken_us=r[6], until_snapshot_id=r[7], until_taken_us=r[8],
+        subject=r[0],
+        key=r[1],
+        value=r[2],
+        blob_sha256=r[3],
+        secret=bool(r[4]),
+        first_snapshot_id=r[5],
+        first_taken_us=r[6],
+        until_snapshot_id=r[7],
+        until_taken_us=r[8],
         provenance=json.loads(r[9]) if r[9] else {},
     )

@@ -103,18 +103,22 @@ class HistoryWriter:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
-                    raise RecordLocked(f"another drift record is running on {self.db.sqlite_path}; "
-                                       "this one wrote nothing") from None
+                    raise RecordLocked(
+                        f"another drift record is running on {self.db.sqlite_path}; "
+                        "this one wrote nothing"
+                    ) from None
                 yield
             finally:
                 os.close(fd)  # closing releases the flock
             return
-        key = int.from_bytes(hashlib.sha256(f"drift-record:{host}".encode()).digest()[:8], "big",
-                             signed=True)
+        key = int.from_bytes(
+            hashlib.sha256(f"drift-record:{host}".encode()).digest()[:8], "big", signed=True
+        )
         got = self.conn.execute("SELECT pg_try_advisory_lock(?)", (key,)).fetchone()[0]
         if not got:
-            raise RecordLocked(f"another drift record is running for host {host}; "
-                               "this one wrote nothing")
+            raise RecordLocked(
+                f"another drift record is running for host {host}; this one wrote nothing"
+            )
         try:
             yield
         finally:
@@ -132,7 +136,8 @@ class HistoryWriter:
         if host_id is None:
             return {}
         rows = self.conn.execute(
-            "SELECT path, size, mtime_ns, ctime_ns, inode, sha256 FROM file_cache WHERE host_id = ?",
+            "SELECT path, size, mtime_ns, ctime_ns, inode, sha256 FROM file_cache "
+            "WHERE host_id = ?",
             (host_id,),
         ).fetchall()
         return {r[0]: CachedStat(r[1], r[2], r[3], r[4], r[5]) for r in rows}
@@ -213,54 +218,81 @@ class HistoryWriter:
                     if old_value == value and old_digest == digest and old_secret == fact.secret:
                         continue
                     closing.append(vid)
-                new_rows.append((fact, None if current is None else current[0], value, digest, data))
+                new_rows.append(
+                    (fact, None if current is None else current[0], value, digest, data)
+                )
 
+            gone_files: set[str] = set()
             for ident, (_fid, vid, *_rest) in open_versions.items():
                 if ident in seen:
                     continue
                 if any(err.covers(*ident) for err in errors):
                     continue
                 closing.append(vid)
+                if ident[0].startswith("file:"):
+                    gone_files.add(ident[0][len("file:") :])
 
             changed = len(new_rows) + len(closing) - sum(1 for r in new_rows if r[1] is not None)
             duration_ms = int((time.monotonic() - started) * 1000)
-            errors_json = (json.dumps([{"subject": e.subject, "key": e.key, "message": e.message}
-                                       for e in errors], ensure_ascii=False) if errors else None)
+            errors_json = (
+                json.dumps(
+                    [{"subject": e.subject, "key": e.key, "message": e.message} for e in errors],
+                    ensure_ascii=False,
+                )
+                if errors
+                else None
+            )
             snapshot_id = self._insert_id(
                 "INSERT INTO snapshots (host_id, taken_us, duration_ms, n_facts, n_changed, "
                 "n_errors, errors) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (host_id, taken_us, duration_ms, len(seen), changed, len(errors), errors_json),
             )
-            self.conn.executemany("UPDATE versions SET until_snapshot_id = ? WHERE id = ?",
-                                  [(snapshot_id, vid) for vid in closing])
+            self.conn.executemany(
+                "UPDATE versions SET until_snapshot_id = ? WHERE id = ?",
+                [(snapshot_id, vid) for vid in closing],
+            )
             self._insert_versions(host_id, snapshot_id, new_rows)
-            self._write_cache(host_id, cache_updates)
-        return SnapshotResult(snapshot_id, taken_us, len(seen), changed, errors,
-                              time.monotonic() - started)
+            self._write_cache(host_id, cache_updates, gone_files)
+        return SnapshotResult(
+            snapshot_id, taken_us, len(seen), changed, errors, time.monotonic() - started
+        )
 
-    def _insert_versions(self, host_id: int, snapshot_id: int,
-                         rows: list[tuple[Fact, int | None, str | None, str | None, bytes | None]]
-                         ) -> None:
+    def _insert_versions(
+        self,
+        host_id: int,
+        snapshot_id: int,
+        rows: list[tuple[Fact, int | None, str | None, str | None, bytes | None]],
+    ) -> None:
         blobs = {digest: data for _f, _fid, _v, digest, data in rows if digest is not None}
         if blobs:
-            existing = set()
+            existing: set[str] = set()
             digests = list(blobs)
             for i in range(0, len(digests), 500):
-                chunk = digests[i:i + 500]
+                chunk = digests[i : i + 500]
                 marks = ",".join("?" * len(chunk))
-                existing.update(r[0] for r in self.conn.execute(
-                    f"SELECT sha256 FROM blobs WHERE sha256 IN ({marks})", chunk))
+                existing.update(
+                    r[0]
+                    for r in self.conn.execute(
+                        f"SELECT sha256 FROM blobs WHERE sha256 IN ({marks})", chunk
+                    )
+                )
             self.conn.executemany(
                 "INSERT INTO blobs (sha256, size, content) VALUES (?, ?, ?)",
-                [(d, len(data), zlib.compress(data, 6)) for d, data in blobs.items()
-                 if d not in existing and data is not None],
+                [
+                    (d, len(data), zlib.compress(data, 6))
+                    for d, data in blobs.items()
+                    if d not in existing and data is not None
+                ],
             )
         version_rows = []
         for fact, fact_id, value, digest, _data in rows:
             if fact_id is None:
                 fact_id = self._fact_id(host_id, fact.subject, fact.key)
-            provenance = json.dumps(fact.provenance, ensure_ascii=False, sort_keys=True,
-                                    default=str) if fact.provenance else None
+            provenance = (
+                json.dumps(fact.provenance, ensure_ascii=False, sort_keys=True, default=str)
+                if fact.provenance
+                else None
+            )
             version_rows.append((fact_id, value, digest, fact.secret, snapshot_id, provenance))
         self.conn.executemany(
             "INSERT INTO versions (fact_id, value, blob_sha256, secret, first_snapshot_id, "
@@ -275,10 +307,16 @@ class HistoryWriter:
         ).fetchone()
         if row is not None:  # a fact that was removed and came back
             return int(row[0])
-        return self._insert_id("INSERT INTO facts (host_id, subject, key) VALUES (?, ?, ?)",
-                               (host_id, subject, key))
+        return self._insert_id(
+            "INSERT INTO facts (host_id, subject, key) VALUES (?, ?, ?)", (host_id, subject, key)
+        )
 
-    def _write_cache(self, host_id: int, updates: dict[str, CachedStat]) -> None:
+    def _write_cache(self, host_id: int, updates: dict[str, CachedStat], gone: set[str]) -> None:
+        """Remember files hashed this time; forget files that no longer exist."""
+        self.conn.executemany(
+            "DELETE FROM file_cache WHERE host_id = ? AND path = ?",
+            [(host_id, path) for path in gone if path not in updates],
+        )
         if not updates:
             return
         self.conn.executemany(

@@ -65,17 +65,25 @@ def upgrade() -> None:
         sa.Column("first_snapshot_id", sa.Integer(), nullable=False),
         sa.Column("until_snapshot_id", sa.Integer(), nullable=True),
         sa.Column("provenance", sa.Text(), nullable=True),
-        sa.ForeignKeyConstraint(["blob_sha256"], ["blobs.sha256"],
-                                name=op.f("fk_versions_blob_sha256_blobs")),
+        sa.ForeignKeyConstraint(
+            ["blob_sha256"], ["blobs.sha256"], name=op.f("fk_versions_blob_sha256_blobs")
+        ),
         sa.ForeignKeyConstraint(["fact_id"], ["facts.id"], name=op.f("fk_versions_fact_id_facts")),
-        sa.ForeignKeyConstraint(["first_snapshot_id"], ["snapshots.id"],
-                                name=op.f("fk_versions_first_snapshot_id_snapshots")),
-        sa.ForeignKeyConstraint(["until_snapshot_id"], ["snapshots.id"],
-                                name=op.f("fk_versions_until_snapshot_id_snapshots")),
+        sa.ForeignKeyConstraint(
+            ["first_snapshot_id"],
+            ["snapshots.id"],
+            name=op.f("fk_versions_first_snapshot_id_snapshots"),
+        ),
+        sa.ForeignKeyConstraint(
+            ["until_snapshot_id"],
+            ["snapshots.id"],
+            name=op.f("fk_versions_until_snapshot_id_snapshots"),
+        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_versions")),
     )
-    op.create_index("ix_versions_fact_first", "versions",
-                    ["fact_id", "first_snapshot_id", "until_snapshot_id"])
+    op.create_index(
+        "ix_versions_fact_first", "versions", ["fact_id", "first_snapshot_id", "until_snapshot_id"]
+    )
     op.create_index("ix_versions_until", "versions", ["until_snapshot_id"])
     op.create_index("ix_versions_first", "versions", ["first_snapshot_id"])
     op.create_table(
@@ -98,7 +106,9 @@ def upgrade() -> None:
         sa.Column("ctime_ns", sa.BigInteger(), nullable=False),
         sa.Column("inode", sa.BigInteger(), nullable=False),
         sa.Column("sha256", sa.String(length=64), nullable=False),
-        sa.ForeignKeyConstraint(["host_id"], ["hosts.id"], name=op.f("fk_file_cache_host_id_hosts")),
+        sa.ForeignKeyConstraint(
+            ["host_id"], ["hosts.id"], name=op.f("fk_file_cache_host_id_hosts")
+        ),
         sa.PrimaryKeyConstraint("host_id", "path", name=op.f("pk_file_cache")),
     )
 
