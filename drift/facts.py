@@ -10,13 +10,15 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Fact:
     """One flat observation: `subject` (``service:decode``), `key` (``env:PATH``), `value`.
 
     `provenance` says where the value came from (file and line, pid, command);
     it must be JSON-serialisable. `secret` is set by redaction: the value is
-    then a keyed digest, never the secret itself.
+    then a keyed digest, never the secret itself. Treat a Fact as immutable;
+    it is not frozen only because a frozen dataclass is four times slower to
+    build, and a record builds one per file, flag and variable every minute.
     """
 
     subject: str

@@ -146,3 +146,17 @@ def test_state_at_uses_the_covering_index(tmp_path: Path) -> None:
     details = [row[-1] for row in plan]
     assert any("USING COVERING INDEX ix_versions_fact_first" in d for d in details), details
     assert not any(d.startswith("SCAN versions") for d in details), details
+
+
+def test_same_facts_in_another_order_are_still_unchanged(tmp_path: Path) -> None:
+    db = tmp_path / "drift.db"
+    facts = [Fact("service:decode", f"env:V{i}", str(i)) for i in range(50)]
+    write(db, facts)
+    versions = count(db, "versions")
+    s2 = write(db, list(reversed(facts)))  # digest differs: the full comparison runs
+    assert count(db, "versions") == versions
+    assert state(db, s2) == {(f.subject, f.key): f.value for f in facts}
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT n_changed FROM snapshots WHERE id = ?", (s2,)).fetchone() == (
+            0,
+        )

@@ -78,10 +78,15 @@ def collect_files(spec: FileSpec, ctx: CollectContext) -> Iterator[Fact | Collec
     """Facts for every file the spec's globs match, reusing cached hashes of unchanged files."""
     found = _expand(spec.paths, ctx.exclude)
     cache = ctx.file_cache
+    # One provenance dict per pattern, shared by its files: the store
+    # serialises each distinct dict once.
+    provenances: dict[str, dict[str, str]] = {}
     for path in sorted(found.matches):
         pattern, st = found.matches[path]
         subject = "file:" + path
-        provenance = {"glob": pattern, "set": spec.name}
+        provenance = provenances.get(pattern)
+        if provenance is None:
+            provenance = provenances[pattern] = {"glob": pattern, "set": spec.name}
         if stat.S_ISREG(st.st_mode):
             cached = cache.get(path)
             if (

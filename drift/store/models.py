@@ -55,6 +55,9 @@ class Snapshot(Base):
     n_errors: Mapped[int] = mapped_column(Integer)
     # JSON list of {"subject", "key", "message"}; NULL when the record was complete.
     errors: Mapped[str | None] = mapped_column(Text)
+    # 16-byte digest of every fact collected: equal to the last snapshot's means
+    # nothing changed, so the record writes this row and nothing else.
+    state_digest: Mapped[bytes | None] = mapped_column(LargeBinary(16))
 
 
 class Fact(Base):

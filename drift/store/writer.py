@@ -13,6 +13,7 @@ import json
 import os
 import time
 import zlib
+from array import array
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -48,6 +49,20 @@ class SnapshotResult:
 def now_us() -> int:
     """The current time in integer microseconds since the epoch."""
     return time.time_ns() // 1000
+
+
+def state_digest(facts: Iterable[Fact]) -> bytes:
+    """A 16-byte digest of a sequence of facts.
+
+    Equal digests mean the same facts in the same order; collectors emit a
+    stable order, and a different order only costs the full comparison. The
+    fields are NUL-joined and their lengths hashed too, so no two different
+    sequences encode alike (a value may itself contain NUL).
+    """
+    parts = [x for f in facts for x in (f.subject, f.key, f.value, "1" if f.secret else "")]
+    h = hashlib.blake2b("\0".join(parts).encode("utf-8", "surrogateescape"), digest_size=16)
+    h.update(array("Q", map(len, parts)).tobytes())
+    return h.digest()
 
 
 def _stored(fact: Fact) -> tuple[str | None, str | None, bytes | None]:
@@ -189,10 +204,46 @@ class HistoryWriter:
 
         A fact covered by a collection error is neither compared nor closed: it
         keeps its last version, so a read failure never looks like a removal.
+        When the digest of everything collected equals the last snapshot's,
+        nothing changed and only the snapshot row is written.
         """
         started = time.monotonic() if started is None else started
+        unique: dict[tuple[str, str], Fact] = {}
+        for fact in facts:
+            # two globs matching one file: the first wins
+            unique.setdefault((fact.subject, fact.key), fact)
+        digest = state_digest(unique.values())
+        errors_json = (
+            json.dumps(
+                [{"subject": e.subject, "key": e.key, "message": e.message} for e in errors],
+                ensure_ascii=False,
+            )
+            if errors
+            else None
+        )
         with self._transaction():
             host_id = self._ensure_host(host)
+            # The last snapshot's digest equals its stored state only if it had no
+            # collection errors (covered facts kept values it did not collect).
+            last = self.conn.execute(
+                "SELECT state_digest, n_errors FROM snapshots WHERE host_id = ? "
+                "ORDER BY id DESC LIMIT 1",
+                (host_id,),
+            ).fetchone()
+            if (
+                last is not None
+                and last[1] == 0
+                and last[0] is not None
+                and bytes(last[0]) == digest
+            ):
+                snapshot_id = self._insert_snapshot(
+                    host_id, taken_us, started, len(unique), 0, errors, errors_json, digest
+                )
+                self._write_cache(host_id, cache_updates, set())
+                return SnapshotResult(
+                    snapshot_id, taken_us, len(unique), 0, errors, time.monotonic() - started
+                )
+
             open_versions: dict[tuple[str, str], tuple[int, int, str | None, str | None, bool]] = {
                 (r[0], r[1]): (r[2], r[3], r[4], r[5], bool(r[6]))
                 for r in self.conn.execute(
@@ -202,50 +253,35 @@ class HistoryWriter:
                     (host_id,),
                 )
             }
-
-            seen: set[tuple[str, str]] = set()
             new_rows: list[tuple[Fact, int | None, str | None, str | None, bytes | None]] = []
             closing: list[int] = []
-            for fact in facts:
-                ident = (fact.subject, fact.key)
-                if ident in seen:
-                    continue  # two globs matched one file: first wins
-                seen.add(ident)
-                value, digest, data = _stored(fact)
+            for ident, fact in unique.items():
+                value, blob_digest, data = _stored(fact)
                 current = open_versions.get(ident)
                 if current is not None:
                     _fid, vid, old_value, old_digest, old_secret = current
-                    if old_value == value and old_digest == digest and old_secret == fact.secret:
+                    if (
+                        old_value == value
+                        and old_digest == blob_digest
+                        and old_secret == fact.secret
+                    ):
                         continue
                     closing.append(vid)
                 new_rows.append(
-                    (fact, None if current is None else current[0], value, digest, data)
+                    (fact, None if current is None else current[0], value, blob_digest, data)
                 )
 
             gone_files: set[str] = set()
             for ident, (_fid, vid, *_rest) in open_versions.items():
-                if ident in seen:
-                    continue
-                if any(err.covers(*ident) for err in errors):
+                if ident in unique or any(err.covers(*ident) for err in errors):
                     continue
                 closing.append(vid)
                 if ident[0].startswith("file:"):
                     gone_files.add(ident[0][len("file:") :])
 
             changed = len(new_rows) + len(closing) - sum(1 for r in new_rows if r[1] is not None)
-            duration_ms = int((time.monotonic() - started) * 1000)
-            errors_json = (
-                json.dumps(
-                    [{"subject": e.subject, "key": e.key, "message": e.message} for e in errors],
-                    ensure_ascii=False,
-                )
-                if errors
-                else None
-            )
-            snapshot_id = self._insert_id(
-                "INSERT INTO snapshots (host_id, taken_us, duration_ms, n_facts, n_changed, "
-                "n_errors, errors) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (host_id, taken_us, duration_ms, len(seen), changed, len(errors), errors_json),
+            snapshot_id = self._insert_snapshot(
+                host_id, taken_us, started, len(unique), changed, errors, errors_json, digest
             )
             self.conn.executemany(
                 "UPDATE versions SET until_snapshot_id = ? WHERE id = ?",
@@ -254,7 +290,25 @@ class HistoryWriter:
             self._insert_versions(host_id, snapshot_id, new_rows)
             self._write_cache(host_id, cache_updates, gone_files)
         return SnapshotResult(
-            snapshot_id, taken_us, len(seen), changed, errors, time.monotonic() - started
+            snapshot_id, taken_us, len(unique), changed, errors, time.monotonic() - started
+        )
+
+    def _insert_snapshot(
+        self,
+        host_id: int,
+        taken_us: int,
+        started: float,
+        n_facts: int,
+        n_changed: int,
+        errors: list[CollectionError],
+        errors_json: str | None,
+        digest: bytes,
+    ) -> int:
+        duration_ms = int((time.monotonic() - started) * 1000)
+        return self._insert_id(
+            "INSERT INTO snapshots (host_id, taken_us, duration_ms, n_facts, n_changed, "
+            "n_errors, errors, state_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (host_id, taken_us, duration_ms, n_facts, n_changed, len(errors), errors_json, digest),
         )
 
     def _insert_versions(
@@ -284,21 +338,55 @@ class HistoryWriter:
                     if d not in existing and data is not None
                 ],
             )
+        fact_ids = self._fact_ids(host_id, [r[0] for r in rows if r[1] is None])
+        # Collectors share one provenance dict across many facts (one per glob):
+        # serialise each once.
+        serialised: dict[int, str | None] = {}
         version_rows = []
         for fact, fact_id, value, digest, _data in rows:
             if fact_id is None:
-                fact_id = self._fact_id(host_id, fact.subject, fact.key)
-            provenance = (
-                json.dumps(fact.provenance, ensure_ascii=False, sort_keys=True, default=str)
-                if fact.provenance
-                else None
-            )
-            version_rows.append((fact_id, value, digest, fact.secret, snapshot_id, provenance))
+                fact_id = fact_ids[(fact.subject, fact.key)]
+            key = id(fact.provenance)
+            if key not in serialised:
+                serialised[key] = (
+                    json.dumps(fact.provenance, ensure_ascii=False, sort_keys=True, default=str)
+                    if fact.provenance
+                    else None
+                )
+            version_rows.append((fact_id, value, digest, fact.secret, snapshot_id, serialised[key]))
         self.conn.executemany(
             "INSERT INTO versions (fact_id, value, blob_sha256, secret, first_snapshot_id, "
             "provenance) VALUES (?, ?, ?, ?, ?, ?)",
             version_rows,
         )
+
+    def _fact_ids(self, host_id: int, facts: list[Fact]) -> dict[tuple[str, str], int]:
+        """Ids for facts without an open version, inserting those never seen before."""
+        if len(facts) < 200:
+            return {(f.subject, f.key): self._fact_id(host_id, f.subject, f.key) for f in facts}
+        # Many new facts (a first record): read the host's known ids once, then
+        # insert the rest in bulk.
+        select = "SELECT id, subject, key FROM facts WHERE host_id = ?"
+        ids = {(r[1], r[2]): int(r[0]) for r in self.conn.execute(select, (host_id,))}
+        missing = list(
+            dict.fromkeys((f.subject, f.key) for f in facts if (f.subject, f.key) not in ids)
+        )
+        if self.conn.dialect == "sqlite":
+            # Inside BEGIN IMMEDIATE no one else can insert, so number the new
+            # rows here instead of reading 36k ids back.
+            start = int(self.conn.execute("SELECT coalesce(max(id), 0) FROM facts").fetchone()[0])
+            rows = [(start + i, host_id, s, k) for i, (s, k) in enumerate(missing, 1)]
+            self.conn.executemany(
+                "INSERT INTO facts (id, host_id, subject, key) VALUES (?, ?, ?, ?)", rows
+            )
+            ids.update({(s, k): i for i, _h, s, k in rows})
+            return ids
+        self.conn.executemany(
+            "INSERT INTO facts (host_id, subject, key) VALUES (?, ?, ?) "
+            "ON CONFLICT (host_id, subject, key) DO NOTHING",
+            [(host_id, s, k) for s, k in missing],
+        )
+        return {(r[1], r[2]): int(r[0]) for r in self.conn.execute(select, (host_id,))}
 
     def _fact_id(self, host_id: int, subject: str, key: str) -> int:
         row = self.conn.execute(

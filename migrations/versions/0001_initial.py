@@ -41,6 +41,7 @@ def upgrade() -> None:
         sa.Column("n_changed", sa.Integer(), nullable=False),
         sa.Column("n_errors", sa.Integer(), nullable=False),
         sa.Column("errors", sa.Text(), nullable=True),
+        sa.Column("state_digest", sa.LargeBinary(length=16), nullable=True),
         sa.ForeignKeyConstraint(["host_id"], ["hosts.id"], name=op.f("fk_snapshots_host_id_hosts")),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_snapshots")),
     )
