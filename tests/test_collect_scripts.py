@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import os
-import pwd
 import shlex
 import textwrap
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from privileges import as_nobody
 
 from drift.collectors.scripts import MAX_SCRIPT_BYTES, collect_script, parse_script
 from drift.facts import CollectContext, CollectionError, Fact
@@ -328,29 +326,6 @@ def test_excluded_path_is_not_read(tmp_path: Path) -> None:
     assert len(errors) == 1 and "secret" not in errors[0].message.replace(str(secret), "")
 
 
-def _as_nobody(work: Callable[[], object]) -> Any:
-    """Run `work` in a forked child with uid/gid nobody; return what it returns (JSON)."""
-    nobody = pwd.getpwnam("nobody")
-    read_end, write_end = os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover - runs in the child
-        try:
-            os.close(read_end)
-            os.setgroups([])
-            os.setgid(nobody.pw_gid)
-            os.setuid(nobody.pw_uid)
-            payload = json.dumps(work()).encode()
-            with os.fdopen(write_end, "wb") as out:
-                out.write(payload)
-        finally:
-            os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as inp:
-        data = inp.read()
-    os.waitpid(child, 0)
-    return json.loads(data)
-
-
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to another user")
 def test_unreadable_script_is_a_blind_spot(tmp_path: Path) -> None:
     folder = tmp_path / "shared"
@@ -370,7 +345,7 @@ def test_unreadable_script_is_a_blind_spot(tmp_path: Path) -> None:
             for i in collect_script("decode", str(script), CollectContext())
         ]
 
-    assert _as_nobody(work) == [["CollectionError", None, f"permission denied reading {script}"]]
+    assert as_nobody(work) == [["CollectionError", None, f"permission denied reading {script}"]]
 
 
 SHELL_PIECES = st.sampled_from(

@@ -18,6 +18,7 @@ from typing import Any
 
 import psutil
 import pytest
+from privileges import as_nobody
 
 from drift.collectors.scripts import collect_script
 from drift.collectors.services import collect_service, parse_flags
@@ -418,29 +419,6 @@ def test_processes_exiting_while_read_never_crash(tmp_path: Path, spawn: Spawn) 
     assert kinds["running"] > 0, kinds
 
 
-def _as_nobody(work: Callable[[], object]) -> Any:
-    """Run `work` in a forked child with uid/gid nobody; return what it returns (JSON)."""
-    nobody = pwd.getpwnam("nobody")
-    read_end, write_end = os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover - runs in the child
-        try:
-            os.close(read_end)
-            os.setgroups([])
-            os.setgid(nobody.pw_gid)
-            os.setuid(nobody.pw_uid)
-            payload = json.dumps(work()).encode()
-            with os.fdopen(write_end, "wb") as out:
-                out.write(payload)
-        finally:
-            os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as inp:
-        data = inp.read()
-    os.waitpid(child, 0)
-    return json.loads(data)
-
-
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to another user")
 def test_unreadable_environment_is_a_blind_spot(serve: Serve) -> None:
     # By regex: the pidfile sits in a tmp_path that only root may enter.
@@ -457,7 +435,7 @@ def test_unreadable_environment_is_a_blind_spot(serve: Serve) -> None:
             for item in collect_service(spec, CollectContext())
         ]
 
-    items = _as_nobody(work)
+    items = as_nobody(work)
     facts = {key: value for kind, key, value, _ in items if kind == "Fact"}
     errors = {key: message for kind, key, _, message in items if kind == "CollectionError"}
     assert errors["env:"] == f"permission denied reading environment of pid {serve.pid}"
