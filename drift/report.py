@@ -119,7 +119,8 @@ class _Values:
         if version.blob_sha256 is not None:
             text = self.history.text(version)
             lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
-            return f"sha256:{version.blob_sha256[:12]} ({lines} lines, {len(text)} chars)"
+            noun = "line" if lines == 1 else "lines"
+            return f"sha256:{version.blob_sha256[:12]} ({lines} {noun}, {len(text)} chars)"
         return version.value or ""
 
     def diff(self, change: Change) -> list[str]:

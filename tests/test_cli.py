@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -129,3 +130,26 @@ def test_record_imports_nothing_heavy_it_does_not_need(tmp_path: Path) -> None:
 def test_help_imports_only_click(tmp_path: Path) -> None:
     modules = imported_modules(["--help"], tmp_path)
     assert not modules & {"alembic", "sqlalchemy", "jinja2", "deepdiff", "git", "psutil", "sqlite3"}
+
+
+def test_readme_mentions_every_command_and_option() -> None:
+    import click
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    missing = []
+
+    def visit(command: click.Command, path: list[str]) -> None:
+        if path and f"drift {' '.join(path)}" not in readme:
+            missing.append(f"drift {' '.join(path)}")
+        for param in command.params:
+            for opt in getattr(param, "opts", []):
+                if opt.startswith("-") and not re.search(
+                    rf"(?<![\w-]){re.escape(opt)}(?![\w-])", readme
+                ):
+                    missing.append(f"{' '.join(path) or 'drift'} {opt}")
+        if isinstance(command, click.Group):
+            for name, sub in command.commands.items():
+                visit(sub, [*path, name])
+
+    visit(cli, [])
+    assert missing == []
