@@ -17,6 +17,7 @@ from typing import Any
 from drift.errors import ConfigError
 
 SEARCH_PATHS = ("./drift.toml", "/etc/drift/drift.toml")
+CONTENT_FORMATS = ("json", "yaml", "toml", "text")
 
 
 @dataclass(frozen=True)
@@ -32,10 +33,16 @@ class ServiceSpec:
 
 @dataclass(frozen=True)
 class FileSpec:
-    """A named set of files given by globs (``**`` crosses directories)."""
+    """A named set of files given by globs (``**`` crosses directories).
+
+    With `content`, each file's text is kept too (up to 1 MiB) and changes are
+    diffed as `format`: json, yaml or toml by key, text line by line.
+    """
 
     name: str
     paths: tuple[str, ...]
+    content: bool = False
+    format: str = "text"
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,15 @@ class CommandSpec:
 
 
 @dataclass(frozen=True)
+class HealthSpec:
+    """A check run at every record; exit 0 within the timeout means healthy."""
+
+    name: str
+    run: str
+    timeout: float = 20.0
+
+
+@dataclass(frozen=True)
 class SecretsSpec:
     """Extra env/flag names to always redact, and names never to redact."""
 
@@ -73,6 +89,7 @@ class Config:
     files: tuple[FileSpec, ...] = ()
     repos: tuple[RepoSpec, ...] = ()
     commands: tuple[CommandSpec, ...] = ()
+    health: tuple[HealthSpec, ...] = ()
     secrets: SecretsSpec = field(default_factory=SecretsSpec)
     secret_key_file: str | None = None
     systemctl: tuple[str, ...] = ("systemctl",)
@@ -166,6 +183,12 @@ class _Reader:
             self.fail(key, "must not be empty")
         return tuple(value)
 
+    def boolean(self, key: str, default: bool = False) -> bool:
+        value = self.table.get(key, default)
+        if not isinstance(value, bool):
+            self.fail(key, f"expected true or false, got {_type_name(value)}")
+        return value
+
     def number(self, key: str, default: float) -> float:
         value = self.table.get(key, default)
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -211,6 +234,7 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
             "files",
             "repos",
             "commands",
+            "health",
             "secrets",
             "secret_key_file",
             "systemctl",
@@ -249,9 +273,16 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
     files = []
     file_readers = top.tables("files")
     for r in file_readers:
-        r.check_keys({"name", "paths"})
+        r.check_keys({"name", "paths", "content", "format"})
         paths = tuple(str(base / os.path.expanduser(p)) for p in r.strings("paths", required=True))
-        files.append(FileSpec(name=_name(r), paths=paths))
+        content = r.boolean("content")
+        fmt = r.string("format")
+        if fmt is not None:
+            if fmt not in CONTENT_FORMATS:
+                r.fail("format", f"unknown format {fmt!r} (known: {', '.join(CONTENT_FORMATS)})")
+            if not content:
+                r.fail("format", "format needs content = true")
+        files.append(FileSpec(name=_name(r), paths=paths, content=content, format=fmt or "text"))
     _unique_names(file_readers, [f.name for f in files])
 
     repos = []
@@ -276,6 +307,19 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
         )
     _unique_names(command_readers, [c.name for c in commands])
 
+    health = []
+    health_readers = top.tables("health")
+    for r in health_readers:
+        r.check_keys({"name", "run", "timeout"})
+        health.append(
+            HealthSpec(
+                name=_name(r),
+                run=r.string("run", required=True) or "",
+                timeout=r.number("timeout", 20.0),
+            )
+        )
+    _unique_names(health_readers, [h.name for h in health])
+
     secrets = SecretsSpec()
     if "secrets" in data:
         r = _Reader(path, "secrets", data["secrets"], base)
@@ -299,6 +343,7 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
         files=tuple(files),
         repos=tuple(repos),
         commands=tuple(commands),
+        health=tuple(health),
         secrets=secrets,
         secret_key_file=top.path_string("secret_key_file"),
         systemctl=systemctl,

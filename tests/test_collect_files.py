@@ -509,3 +509,133 @@ def test_file_appended_to_while_hashed_gives_a_true_hash_or_an_error(tmp_path: P
     facts, errors = run(FileSpec("log", (str(path),)))
     assert facts[subject]["sha256"] == sha(stream[: written[0]])
     assert facts[subject]["size"] == str(written[0])
+
+
+# ---------------------------------------------------------------------------
+# Kept content (`content = true`)
+
+
+def test_content_is_kept_only_for_content_sets_with_format_in_provenance(tmp_path: Path) -> None:
+    conf = tmp_path / "serve.json"
+    conf.write_text('{"port": 8000}\n')
+    raw = tmp_path / "raw.conf"
+    raw.write_bytes(b"name=caf\xc3\xa9\nbad=\xff\xfe\n")
+    spec = FileSpec("cfg", (str(conf), str(raw)), content=True, format="json")
+    items = list(collect_files(spec, CollectContext()))
+    contents = {i.subject: i for i in items if isinstance(i, Fact) and i.key == "content"}
+    assert contents[f"file:{conf}"].value == '{"port": 8000}\n'
+    assert contents[f"file:{conf}"].provenance == {
+        "glob": str(conf),
+        "set": "cfg",
+        "format": "json",
+    }
+    # Invalid UTF-8 stays visible as escapes instead of failing the file.
+    assert contents[f"file:{raw}"].value == "name=café\nbad=\\xff\\xfe\n"
+    facts, errors = run(FileSpec("plain", (str(conf),)))
+    assert errors == []
+    assert set(facts[f"file:{conf}"]) == {"sha256", "size", "mode"}
+
+
+def test_content_comes_with_a_cache_hit_and_is_the_text_that_was_hashed(tmp_path: Path) -> None:
+    path = tmp_path / "app.toml"
+    path.write_text("[server]\nport = 8000\n")
+    spec = FileSpec("cfg", (str(path),), content=True, format="toml")
+    settle()
+    first = CollectContext()
+    facts, errors = run(spec, first)
+    assert errors == [] and str(path) in first.cache_updates
+    subject = f"file:{path}"
+    assert facts[subject]["content"] == "[server]\nport = 8000\n"
+    # A stat-matching cache entry with a wrong digest: a file whose content is
+    # kept is read again, so its digest and text come from that one read.
+    wrong = first.cache_updates[str(path)]._replace(sha256="f" * 64)
+    again, errors = run(spec, CollectContext(file_cache={str(path): wrong}))
+    assert errors == []
+    assert again == facts
+    assert again[subject]["sha256"] == sha(b"[server]\nport = 8000\n")
+
+
+def test_content_over_1_mib_is_a_blind_spot_for_content_only(tmp_path: Path) -> None:
+    big, edge = tmp_path / "big.json", tmp_path / "edge.txt"
+    big.write_bytes(b" " * files.CONTENT_MAX + b"{}")
+    edge.write_bytes(b"e" * files.CONTENT_MAX)
+    spec = FileSpec("cfg", (str(big), str(edge)), content=True, format="json")
+    settle()
+    ctx = CollectContext()
+    facts, errors = run(spec, ctx)
+    size = files.CONTENT_MAX + 2
+    too_large = CollectionError(
+        f"file:{big}", "content", f"too large to keep content ({size} bytes)"
+    )
+    assert errors == [too_large]
+    assert facts[f"file:{big}"] == {
+        "sha256": sha(b" " * files.CONTENT_MAX + b"{}"),
+        "size": str(size),
+        "mode": "0644",
+    }
+    assert too_large.covers(f"file:{big}", "content")
+    assert not too_large.covers(f"file:{big}", "sha256")
+    assert facts[f"file:{edge}"]["content"] == "e" * files.CONTENT_MAX  # exactly 1 MiB is kept
+    # From the cache the big file is not re-read, and still says why it has no content.
+    cached = CollectContext(file_cache=dict(ctx.cache_updates))
+    assert run(spec, cached) == (facts, [too_large])
+    assert list(cached.cache_updates) == [str(edge)]
+
+
+def test_content_of_a_file_rewritten_while_read_always_matches_its_digest(tmp_path: Path) -> None:
+    path = tmp_path / "flap.json"
+    versions = [json.dumps({"port": 8000 + i, "pad": "x" * 5000 * i}).encode() for i in range(3)]
+    path.write_bytes(versions[0])
+    stop = threading.Event()
+
+    def rewrite() -> None:
+        i = 0
+        while not stop.is_set():
+            i += 1
+            path.write_bytes(versions[i % 3])  # truncate and write in place: torn states exist
+
+    writer = threading.Thread(target=rewrite)
+    writer.start()
+    try:
+        outcomes = [run(FileSpec("c", (str(path),), content=True)) for _ in range(40)]
+    finally:
+        stop.set()
+        writer.join()
+    for facts, errors in outcomes:
+        for values in facts.values():
+            if "content" in values:
+                assert values["sha256"] == sha(values["content"].encode())
+                # Caught between truncate and write, an empty file is a true state too.
+                assert any(v.startswith(values["content"].encode()) for v in versions)
+            else:
+                assert "sha256" not in values
+        assert all(e.key is None or e.key == "content" for e in errors)
+
+
+_CONTENT_CHILD = _CHILD.replace(
+    'FileSpec("p", (pattern,))', 'FileSpec("p", (pattern,), content=True)'
+)
+
+
+def test_unreadable_content_file_keeps_its_last_content(tmp_path: Path) -> None:
+    path = tmp_path / "secret.yaml"
+    path.write_text("a: 1\n")
+    os.chmod(path, 0)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _CONTENT_CHILD, str(REPO), str(path)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+            preexec_fn=_drop_dac_capabilities if os.geteuid() == 0 else None,
+        )
+    except subprocess.SubprocessError as exc:
+        if "prctl" in str(exc):
+            pytest.skip("cannot drop CAP_DAC_OVERRIDE here, so chmod 000 cannot fail for root")
+        raise
+    errors = [row[2:] for row in json.loads(done.stdout) if row[1] == "CollectionError"]
+    assert errors == [
+        [f"file:{path}", "sha256", "cannot read: Permission denied"],
+        [f"file:{path}", "content", "cannot read: Permission denied"],
+    ]

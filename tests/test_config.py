@@ -133,3 +133,47 @@ def test_config_found_through_env_then_cwd(tmp_path: Path, monkeypatch: pytest.M
     assert load_config().host == "from-cwd"
     monkeypatch.setenv("DRIFT_CONFIG", str(other / "drift.toml"))
     assert load_config().host == "from-env"
+
+
+def test_files_with_content_and_format(tmp_path: Path) -> None:
+    text = (
+        '[[files]]\nname = "serve"\npaths = ["serve.yaml"]\ncontent = true\nformat = "yaml"\n'
+        '[[files]]\nname = "hosts"\npaths = ["/etc/hosts"]\ncontent = true\n'
+        '[[files]]\nname = "kernels"\npaths = ["k/**"]\n'
+    )
+    serve, hosts, kernels = load_config(write(tmp_path, text)).files
+    assert (serve.content, serve.format) == (True, "yaml")
+    assert (hosts.content, hosts.format) == (True, "text")
+    assert (kernels.content, kernels.format) == (False, "text")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '[[files]]\nname = "k"\npaths = ["a"]\ncontent = true\nformat = "ini"',
+            "files[0].format: unknown format 'ini' (known: json, yaml, toml, text)",
+        ),
+        (
+            '[[files]]\nname = "k"\npaths = ["a"]\nformat = "json"',
+            "files[0].format: format needs content = true",
+        ),
+        (
+            '[[files]]\nname = "k"\npaths = ["a"]\ncontent = false\nformat = "json"',
+            "files[0].format: format needs content = true",
+        ),
+        (
+            '[[files]]\nname = "k"\npaths = ["a"]\ncontent = "yes"',
+            "files[0].content: expected true or false, got a string",
+        ),
+        (
+            '[[files]]\nname = "k"\npaths = ["a"]\ncontent = true\nformat = 1',
+            "files[0].format: expected a string, got an integer",
+        ),
+    ],
+)
+def test_bad_content_settings_name_the_key(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value) == f"{path}: {message}"

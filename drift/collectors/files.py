@@ -2,7 +2,11 @@
 
 Facts are ``file:<absolute path>`` with keys ``sha256``, ``size``, ``mode``;
 a symlink has only ``symlink`` (its target, never followed); a FIFO, socket or
-device has ``type`` and ``mode`` and is never opened.
+device has ``type`` and ``mode`` and is never opened. A set declared with
+``content = true`` also gets ``content``: the text (invalid UTF-8 as
+backslash escapes) of the very read that was hashed, with the set's
+``format`` in its provenance, for files up to CONTENT_MAX bytes; a larger
+file is a CollectionError for ``content`` alone.
 
 Globs: ``**`` matches zero or more directories (``dir/**`` every file below
 dir); ``*``, ``?`` and ``[...]`` stay within one name and match a leading dot
@@ -41,6 +45,10 @@ RACY_WINDOW_NS = 50_000_000
 # without its mtime/ctime moving (timestamps tick coarsely, 1-10 ms), the
 # "racy git" problem. Such a file is read twice and must hash the same both
 # times, and it is not put in the stat cache, so the next run reads it again.
+
+CONTENT_MAX = 1 << 20
+# Kept content is a config file, diffed key by key; past 1 MiB it is data,
+# and every version of it would sit in the database.
 
 _MAX_READS = 3
 _GLOB_CHARS = frozenset("*?[")
@@ -81,6 +89,7 @@ def collect_files(spec: FileSpec, ctx: CollectContext) -> Iterator[Fact | Collec
     # One provenance dict per pattern, shared by its files: the store
     # serialises each distinct dict once.
     provenances: dict[str, dict[str, str]] = {}
+    content_provenances: dict[str, dict[str, str]] = {}
     for path in sorted(found.matches):
         pattern, st = found.matches[path]
         subject = "file:" + path
@@ -88,6 +97,11 @@ def collect_files(spec: FileSpec, ctx: CollectContext) -> Iterator[Fact | Collec
         if provenance is None:
             provenance = provenances[pattern] = {"glob": pattern, "set": spec.name}
         if stat.S_ISREG(st.st_mode):
+            keep: dict[str, str] | None = None
+            if spec.content:
+                keep = content_provenances.get(pattern)
+                if keep is None:
+                    keep = content_provenances[pattern] = {**provenance, "format": spec.format}
             cached = cache.get(path)
             if (
                 cached is not None
@@ -95,12 +109,17 @@ def collect_files(spec: FileSpec, ctx: CollectContext) -> Iterator[Fact | Collec
                 and cached.mtime_ns == st.st_mtime_ns
                 and cached.ctime_ns == st.st_ctime_ns
                 and cached.inode == st.st_ino
+                # The cache holds a digest, not the text: a file whose content
+                # is kept is read again (such files are few and small).
+                and (keep is None or st.st_size > CONTENT_MAX)
             ):
                 yield Fact(subject, "sha256", cached.sha256, provenance)
                 yield Fact(subject, "size", str(st.st_size), provenance)
                 yield Fact(subject, "mode", _mode(st), provenance)
+                if keep is not None:
+                    yield _too_large(subject, st.st_size)
                 continue
-            yield from _hash_file(path, st, subject, provenance, ctx)
+            yield from _hash_file(path, st, subject, provenance, ctx, keep)
         elif stat.S_ISLNK(st.st_mode):
             yield from _symlink(path, subject, provenance)
         else:
@@ -123,7 +142,9 @@ def _hash_file(
     subject: str,
     provenance: dict[str, str],
     ctx: CollectContext,
+    keep: dict[str, str] | None = None,
 ) -> Iterator[Fact | CollectionError]:
+    """Hash one file; with `keep` (the content fact's provenance) also yield its text."""
     try:
         fd = os.open(path, _OPEN_FLAGS)
     except FileNotFoundError:
@@ -137,6 +158,8 @@ def _hash_file(
         yield Fact(subject, "size", str(listed.st_size), provenance)
         yield Fact(subject, "mode", _mode(listed), provenance)
         yield CollectionError(subject, "sha256", f"cannot read: {exc.strerror}")
+        if keep is not None:
+            yield CollectionError(subject, "content", f"cannot read: {exc.strerror}")
         return
     try:
         opened = os.fstat(fd)
@@ -146,7 +169,7 @@ def _hash_file(
             yield Fact(subject, "type", _special_type(opened.st_mode), provenance)
             yield Fact(subject, "mode", _mode(opened), provenance)
             return
-        result = _read_stable(fd, opened)
+        result = _read_stable(fd, opened, keep is not None)
     except OSError as exc:
         yield CollectionError(subject, None, f"cannot read: {exc.strerror}")
         return
@@ -155,7 +178,7 @@ def _hash_file(
     if result is None:
         yield CollectionError(subject, None, "changed while being read")
         return
-    digest, st, cacheable = result
+    digest, st, cacheable, data = result
     if cacheable:
         ctx.cache_updates[path] = CachedStat(
             st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, digest
@@ -163,14 +186,26 @@ def _hash_file(
     yield Fact(subject, "sha256", digest, provenance)
     yield Fact(subject, "size", str(st.st_size), provenance)
     yield Fact(subject, "mode", _mode(st), provenance)
+    if keep is not None:
+        if data is None:
+            yield _too_large(subject, st.st_size)
+        else:
+            yield Fact(subject, "content", data.decode("utf-8", "backslashreplace"), keep)
 
 
-def _read_stable(fd: int, opened: os.stat_result) -> tuple[str, os.stat_result, bool] | None:
+def _too_large(subject: str, size: int) -> CollectionError:
+    return CollectionError(subject, "content", f"too large to keep content ({size} bytes)")
+
+
+def _read_stable(
+    fd: int, opened: os.stat_result, keep: bool = False
+) -> tuple[str, os.stat_result, bool, bytes | None] | None:
     """Hash a regular file so that the digest is of one state the file really had.
 
     A read counts when fstat before and after agree and we read exactly the
     size; a recently changed ("racy") file must also hash the same twice.
-    Returns (digest, fstat after, cacheable) or None when it kept changing.
+    Returns (digest, fstat after, cacheable, bytes read if `keep` and at most
+    CONTENT_MAX) or None when it kept changing.
     """
     previous: tuple[str, os.stat_result] | None = None
     changes = 0
@@ -180,7 +215,9 @@ def _read_stable(fd: int, opened: os.stat_result) -> tuple[str, os.stat_result, 
             before = os.fstat(fd)
         else:
             before = opened  # taken just after open; a second fstat here costs 3 us a file
-        digest, nread = _digest(fd, before.st_size)
+        # The bytes come from the same read as the digest, so text and hash agree.
+        parts: list[bytes] | None = [] if keep and before.st_size <= CONTENT_MAX else None
+        digest, nread = _digest(fd, before.st_size, parts)
         after = os.fstat(fd)
         if nread != after.st_size or not _same(before, after):
             changes += 1
@@ -188,15 +225,16 @@ def _read_stable(fd: int, opened: os.stat_result) -> tuple[str, os.stat_result, 
                 return None
             previous = None
             continue
+        data = None if parts is None else b"".join(parts)
         if time.time_ns() - after.st_ctime_ns >= RACY_WINDOW_NS:
-            return digest, after, True
+            return digest, after, True, data
         if previous is not None and previous[0] == digest and _same(previous[1], after):
-            return digest, after, False
+            return digest, after, False, data
         previous = (digest, after)
     return None
 
 
-def _digest(fd: int, size: int) -> tuple[str, int]:
+def _digest(fd: int, size: int, parts: list[bytes] | None = None) -> tuple[str, int]:
     # Read no more than the size fstat gave: a file appended to faster than we
     # hash would otherwise keep us reading forever; growth shows in the fstat after.
     sha = hashlib.sha256()
@@ -206,6 +244,8 @@ def _digest(fd: int, size: int) -> tuple[str, int]:
         if not chunk:
             break
         sha.update(chunk)
+        if parts is not None:
+            parts.append(chunk)
         remaining -= len(chunk)
     return sha.hexdigest(), size - remaining
 
