@@ -129,6 +129,13 @@ class DriftGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("drift: interrupted", err=True)
             sys.exit(130)
+        except Exception as exc:
+            # A database that is damaged or changed under us: one line, not a traceback.
+            if not type(exc).__module__.startswith(("sqlalchemy", "sqlite3", "psycopg")):
+                raise
+            detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+            click.echo(f"drift: database error: {detail}", err=True)
+            sys.exit(1)
 
 
 def parse_when_arg(text: str) -> When:
@@ -235,12 +242,15 @@ def record(obj: DriftContext, quiet: bool) -> None:
 @cli.command()
 @common_options
 @click.option(
-    "--stable", metavar="WHEN", required=True, help="Baseline: when it last worked. " + WHEN_HELP
+    "--stable",
+    metavar="WHEN",
+    help="Baseline: when it last worked (default: the end of the last stable window, "
+    "from `drift mark`). " + WHEN_HELP,
 )
 @click.option("--until", metavar="WHEN", help="Compare up to this time (default: latest record).")
 @format_option
 @pass_drift
-def since(obj: DriftContext, stable: str, until: str | None, fmt: str) -> None:
+def since(obj: DriftContext, stable: str | None, until: str | None, fmt: str) -> None:
     """What changed since the baseline, with where each change came from.
 
     \b
@@ -250,7 +260,8 @@ def since(obj: DriftContext, stable: str, until: str | None, fmt: str) -> None:
     """
     from drift.report import render_json, render_template, since_context
 
-    baseline, upto = parse_when_arg(stable), (parse_when_arg(until) if until else None)
+    baseline = parse_when_arg(stable) if stable else None
+    upto = parse_when_arg(until) if until else None
     history = obj.history()
     try:
         context = since_context(history, baseline, upto)
@@ -311,6 +322,40 @@ def history(obj: DriftContext, pattern: str, fmt: str) -> None:
         emit(render_json("history", context))
     else:
         emit(render_template("history.txt.j2", context, obj.config().templates_dir))
+
+
+@cli.command()
+@common_options
+@click.argument("kind", type=click.Choice(["stable", "unstable", "note"]))
+@click.option("--at", "at", metavar="WHEN", help="When it was so (default: now). " + WHEN_HELP)
+@click.option("--note", metavar="TEXT", help="Why: what you saw, what you checked.")
+@pass_drift
+def mark(obj: DriftContext, kind: str, at: str | None, note: str | None) -> None:
+    """Mark a moment: stable (it works), unstable (it broke), or a note.
+
+    \b
+    A stable mark opens a stable window that the next unstable mark closes;
+    `drift since` with no --stable compares against the end of the last one.
+    Example: drift mark stable --note "decode answers, p99 ok"
+    """
+    from drift.store.query import from_us, to_us
+    from drift.store.writer import add_mark, now_us
+    from drift.timespec import When, describe_when
+
+    moment = now_us()
+    if at:
+        when = parse_when_arg(at)
+        if when.at is not None:
+            moment = to_us(when.at)
+        else:  # #N: the moment that snapshot was taken
+            history = obj.history()
+            try:
+                moment = history.snapshot_for(when).taken_us
+            finally:
+                history.close()
+    mark_id = add_mark(obj.db_url(), obj.host_name(), kind, moment, note)
+    when_text = describe_when(When(at=from_us(moment)))
+    click.echo(f"mark #{mark_id}: {kind} at {when_text} for host {obj.host_name()}")
 
 
 @cli.command()

@@ -35,5 +35,9 @@ class RecordLocked(DriftError):
     exit_code = 3
 
 
+class NoBaselineError(DriftError):
+    """`drift since` has no --stable and no stable window to take a baseline from."""
+
+
 class NoHistoryError(DriftError):
     """The database has no snapshot (yet) for this host."""

@@ -83,6 +83,11 @@ def collect_all(config: Config, ctx: CollectContext) -> Iterator[Item]:
 
         for cmd in config.commands:
             yield from _guarded(f"command:{cmd.name}", partial(collect_command, cmd, ctx))
+    if config.health:
+        from drift.collectors.commands import collect_health
+
+        for check in config.health:
+            yield from _guarded(f"health:{check.name}", partial(collect_health, check, ctx))
 
 
 def record(config: Config, db: DbUrl) -> SnapshotResult:

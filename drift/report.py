@@ -182,9 +182,15 @@ def _blind_ctx(spot: BlindSpot) -> dict[str, Any]:
     }
 
 
-def since_context(history: History, stable: When, until: When | None) -> dict[str, Any]:
-    """Everything `drift since` shows: changes from the baseline to --until (default latest)."""
-    baseline = history.snapshot_for(stable)
+def since_context(history: History, stable: When | None, until: When | None) -> dict[str, Any]:
+    """Everything `drift since` shows: changes from the baseline to --until (default latest).
+
+    Without `stable`, the baseline is the end of the most recent stable window.
+    """
+    from drift.analysis.windows import choose_baseline
+
+    chosen = choose_baseline(history, stable)
+    baseline = history.snapshot_for(chosen.when)
     current = history.snapshot_for(until) if until is not None else history.latest()
     if current.id < baseline.id:
         from drift.errors import TimeSpecError
@@ -218,9 +224,7 @@ def since_context(history: History, stable: When, until: When | None) -> dict[st
 
     return {
         "host": history.host,
-        "baseline": _snapshot_ctx(
-            baseline, stable, f"given with --stable {stable.text}" if stable.text else "given"
-        ),
+        "baseline": _snapshot_ctx(baseline, stable, chosen.why),
         "current": _snapshot_ctx(
             current,
             until,

@@ -13,7 +13,17 @@ from conftest import drift_env, run_drift
 
 from drift.cli import cli
 
-COMMANDS = ["init", "record", "since", "show", "history", "demo", "db upgrade", "db current"]
+COMMANDS = [
+    "init",
+    "record",
+    "since",
+    "mark",
+    "show",
+    "history",
+    "demo",
+    "db upgrade",
+    "db current",
+]
 
 
 @pytest.mark.parametrize("command", COMMANDS)

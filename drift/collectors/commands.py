@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from drift.config import CommandSpec
+from drift.config import CommandSpec, HealthSpec
 from drift.facts import CollectContext, CollectionError, Fact
 
 MAX_OUTPUT = 1024 * 1024
@@ -235,3 +235,25 @@ def collect_command(spec: CommandSpec, ctx: CollectContext) -> Iterator[Fact | C
     provenance = {"run": spec.run}
     yield Fact(subject, "stdout", text, provenance)
     yield Fact(subject, "exit", exit_text(run.exit_code), provenance)
+
+
+def collect_health(spec: HealthSpec, ctx: CollectContext) -> Iterator[Fact | CollectionError]:
+    """`health:NAME ok`: "true" when the check exits 0 within its timeout, else "false".
+
+    A check that times out or cannot start is unhealthy, not a blind spot:
+    a decode server that does not answer in 20 s is exactly what it detects.
+    """
+    run = run_bounded(spec.run, spec.timeout)
+    ok = run.exit_code == 0 and not run.timed_out and run.error is None
+    if run.timed_out:
+        outcome = f"timed out after {spec.timeout:g}s"
+    elif run.error is not None:
+        outcome = run.error
+    else:
+        outcome = f"exit {exit_text(run.exit_code)}" if run.exit_code is not None else "stopped"
+    yield Fact(
+        f"health:{spec.name}",
+        "ok",
+        "true" if ok else "false",
+        {"run": spec.run, "outcome": outcome},
+    )

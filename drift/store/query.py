@@ -18,7 +18,7 @@ from sqlalchemy.orm import aliased
 
 from drift.errors import NoHistoryError, TimeSpecError
 from drift.store.db import DbUrl, open_engine
-from drift.store.models import Blob, Host, Snapshot, Version
+from drift.store.models import Blob, Host, Mark, Snapshot, Version
 from drift.store.models import Fact as FactRow
 from drift.store.writer import require_schema
 from drift.timespec import When, describe_when
@@ -48,6 +48,16 @@ class SnapshotInfo:
     @property
     def taken_at(self) -> datetime:
         return from_us(self.taken_us)
+
+
+@dataclass(frozen=True)
+class MarkInfo:
+    """A stable, unstable or note mark someone recorded."""
+
+    id: int
+    at_us: int
+    kind: str
+    note: str | None
 
 
 @dataclass(frozen=True)
@@ -156,6 +166,14 @@ class History:
             )
         return _snapshot(row)
 
+    def recent_snapshots(self, limit: int) -> list[SnapshotInfo]:
+        """The last `limit` snapshots, oldest first."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                self._snapshot_query().order_by(Snapshot.id.desc()).limit(limit)
+            ).all()
+        return [_snapshot(r) for r in reversed(rows)]
+
     def snapshots_between(self, after_id: int, upto_id: int) -> list[SnapshotInfo]:
         """Snapshots with after_id < id <= upto_id, oldest first."""
         with self.engine.connect() as conn:
@@ -260,6 +278,38 @@ class History:
                 )
             ).all()
         return [_version(r) for r in rows]
+
+    def version_counts(self, upto_id: int) -> dict[tuple[str, str], int]:
+        """How many values each fact had in snapshots up to `upto_id`: its churn."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(FactRow.subject, FactRow.key, func.count(Version.id))
+                .join(Version, Version.fact_id == FactRow.id)
+                .where(FactRow.host_id == self.host_id, Version.first_snapshot_id <= upto_id)
+                .group_by(FactRow.id, FactRow.subject, FactRow.key)
+            ).all()
+        return {(r[0], r[1]): int(r[2]) for r in rows}
+
+    def count_snapshots_upto(self, upto_id: int) -> int:
+        with self.engine.connect() as conn:
+            return int(
+                conn.execute(
+                    select(func.count())
+                    .select_from(Snapshot)
+                    .where(Snapshot.host_id == self.host_id, Snapshot.id <= upto_id)
+                ).scalar()
+                or 0
+            )
+
+    def marks(self) -> list[MarkInfo]:
+        """Every mark of this host, oldest first."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(Mark.id, Mark.at_us, Mark.kind, Mark.note)
+                .where(Mark.host_id == self.host_id)
+                .order_by(Mark.at_us, Mark.id)
+            ).all()
+        return [MarkInfo(r[0], r[1], r[2], r[3]) for r in rows]
 
     def text(self, version: StoredVersion) -> str:
         """The full value of a version, reading its blob if it has one."""

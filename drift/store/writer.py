@@ -416,6 +416,25 @@ class HistoryWriter:
         )
 
 
+MARK_KINDS = ("stable", "unstable", "note")
+
+
+def add_mark(db: DbUrl, host: str, kind: str, at_us: int, note: str | None) -> int:
+    """Record a stable/unstable/note mark for a host; returns its id."""
+    if kind not in MARK_KINDS:
+        raise ValueError(f"unknown mark kind {kind!r}")
+    writer = HistoryWriter.open(db)
+    try:
+        with writer._transaction():
+            host_id = writer._ensure_host(host)
+            return writer._insert_id(
+                "INSERT INTO marks (host_id, at_us, kind, note) VALUES (?, ?, ?, ?)",
+                (host_id, at_us, kind, note),
+            )
+    finally:
+        writer.close()
+
+
 def require_schema(db: DbUrl) -> None:
     """Raise unless the database exists at this drift's schema (for read commands)."""
     conn = connect_dbapi(db)
@@ -425,4 +444,4 @@ def require_schema(db: DbUrl) -> None:
         conn.close()
 
 
-__all__ = ["HistoryWriter", "SnapshotResult", "StoreError", "now_us", "require_schema"]
+__all__ = ["HistoryWriter", "SnapshotResult", "StoreError", "add_mark", "now_us", "require_schema"]

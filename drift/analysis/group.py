@@ -1,0 +1,780 @@
+"""Group changes linked by provenance into stories, and restarts into events.
+
+A story is one suspect: a root cause (the line someone edited) and the
+evidence that follows from it (the same value in the live process, the
+script's diff). A restart is not a suspect: it is context attached to the
+stories it explains, and an event on the timeline; several services
+restarted within ten minutes of each other are one co-restart.
+
+Each story has a status:
+
+- ``live``: the new value is in a running process (checked against the
+  process's own environment or command line; for script text and unit
+  settings without a live counterpart, the process was started since).
+- ``pending``: changed at its source (serve script, systemd unit) but not in
+  the running process yet: "not applied yet: takes effect on next restart".
+- ``unsourced``: changed in a running process while no changed source in the
+  window explains it; the label says where it could have come from.
+- ``on-disk``: a file or repository changed; drift cannot tell whether a
+  running process has loaded it.
+- ``changed``: anything else (command output, health, a service that
+  stopped, volatile ids).
+
+Everything here is pure: changes and the current state in, stories out.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from drift.analysis.diff import Change, State
+from drift.store.query import StoredVersion, from_us, to_us
+from drift.timespec import local_zone
+
+Status = Literal["live", "pending", "unsourced", "on-disk", "changed"]
+STATUSES: tuple[Status, ...] = ("live", "pending", "unsourced", "on-disk", "changed")
+
+NOT_APPLIED = "not applied yet: takes effect on next restart"
+SOURCE_UNKNOWN = "source unknown"
+CO_RESTART_US = 10 * 60 * 1_000_000
+"""Restarts whose start times lie within this of the first one are one co-restart."""
+
+# What the service manager sets afresh at every start: they change with each
+# restart, so they belong to the restart, never to a suspect of their own.
+PER_START_ENV = frozenset(
+    {
+        "INVOCATION_ID",
+        "JOURNAL_STREAM",
+        "SYSTEMD_EXEC_PID",
+        "MANAGERPID",
+        "LISTEN_PID",
+        "TRIGGER_TIMER_REALTIME_USEC",
+        "TRIGGER_TIMER_MONOTONIC_USEC",
+    }
+)
+_RESTART_KEYS = ("pid", "started_at", "ppid")
+_COMMAND_LINE_KEYS = ("exe", "argv", "cwd", "user")
+
+# Order of kinds when scores tie, and for listing: config that shapes a
+# process first, volatile ids last.
+CATEGORY_ORDER = (
+    "script export",
+    "unit environment",
+    "live env",
+    "script exec",
+    "live flag",
+    "unit",
+    "script content",
+    "file",
+    "repo",
+    "repo working tree",
+    "live command line",
+    "service state",
+    "command",
+    "health",
+    "process id",
+)
+
+
+def category(subject: str, key: str) -> str:
+    """A human name for the kind of fact (a finer version of report.category)."""
+    kind = subject.split(":", 1)[0]
+    if kind == "script":
+        if key.startswith("export:"):
+            return "script export"
+        if key == "content":
+            return "script content"
+        return "script exec"
+    if kind == "service":
+        if key.startswith("env:"):
+            return "live env"
+        if key.startswith("flag:"):
+            return "live flag"
+        if key.startswith("unit:environment:"):
+            return "unit environment"
+        if key in ("unit:active_state", "unit:load_state", "running"):
+            return "service state"
+        if key.startswith("unit:"):
+            return "unit"
+        if key in _COMMAND_LINE_KEYS:
+            return "live command line"
+        return "process id"
+    if kind == "repo":
+        return "repo working tree" if key in ("diff", "dirty", "untracked") else "repo"
+    return {"file": "file", "command": "command", "health": "health"}.get(kind, kind)
+
+
+def category_rank(name: str) -> int:
+    """Position of a category in CATEGORY_ORDER; unknown kinds come last."""
+    return CATEGORY_ORDER.index(name) if name in CATEGORY_ORDER else len(CATEGORY_ORDER)
+
+
+@dataclass(frozen=True)
+class Restart:
+    """A service's process replaced (or started) between the baseline and now.
+
+    `at_us` is the new process's start time when its ``started_at`` parses,
+    else when the new pid was first recorded. `changes` are the facts the
+    restart accounts for: pid, started_at, ppid and per-start variables.
+    """
+
+    service: str
+    before_pid: str | None
+    after_pid: str | None
+    at_us: int
+    changes: tuple[Change, ...]
+
+
+@dataclass(frozen=True)
+class RestartEvent:
+    """One restart, or several services restarted together (a co-restart)."""
+
+    restarts: tuple[Restart, ...]
+    at_us: int
+
+    @property
+    def services(self) -> tuple[str, ...]:
+        return tuple(r.service for r in self.restarts)
+
+
+@dataclass(frozen=True)
+class Story:
+    """One suspect: the root change, the changes that follow from it, and what it means."""
+
+    root: Change
+    evidence: tuple[Change, ...]
+    status: Status
+    label: str
+    title: str
+    services: tuple[str, ...]
+    restarts: tuple[Restart, ...]
+
+    @property
+    def category(self) -> str:
+        return category(self.root.subject, self.root.key)
+
+    @property
+    def changes(self) -> tuple[Change, ...]:
+        """Root first, then the evidence."""
+        return (self.root, *self.evidence)
+
+    @property
+    def effective_us(self) -> int:
+        """When the change could first have mattered: for a live one, the restart that took it."""
+        moment = self.root.changed_us
+        if self.status in ("live", "unsourced") and self.restarts:
+            moment = max(moment, max(r.at_us for r in self.restarts))
+        return moment
+
+
+def group_changes(
+    changes: Sequence[Change], after: State
+) -> tuple[list[Story], list[RestartEvent]]:
+    """Stories (one per suspect) and restart events from the changes up to the state `after`.
+
+    Every change lands in exactly one story (as root or evidence) or in one
+    restart. The result does not depend on the order of `changes`.
+    """
+    return _Grouper(changes, after).run()
+
+
+def service_name(subject: str) -> str | None:
+    """NAME of a ``service:NAME`` subject."""
+    kind, _, name = subject.partition(":")
+    return name if kind == "service" and name else None
+
+
+def parse_time_us(text: str | None) -> int | None:
+    """An ISO 8601 time with a zone (``started_at``) as microseconds, else None."""
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    return to_us(moment)
+
+
+def clock(us: int) -> str:
+    """A time of day as people read it on this box."""
+    return from_us(us).astimezone(local_zone()).strftime("%H:%M:%S")
+
+
+class _Grouper:
+    """One grouping run: claims changes for stories in order of how much they explain."""
+
+    def __init__(self, changes: Sequence[Change], after: State) -> None:
+        self.changes = sorted(changes, key=lambda c: (c.subject, c.key, c.kind))
+        self.after = after
+        self.by_ident: dict[tuple[str, str], Change] = {}
+        for change in self.changes:
+            self.by_ident.setdefault((change.subject, change.key), change)
+        # Changes are compared by identity: two equal changes are still two.
+        self.claimed: set[int] = set()
+        self.stories: list[Story] = []
+        self.restarts: dict[str, Restart] = {}
+        self.script_service = self._script_services()
+
+    # ------------------------------------------------------------ bookkeeping
+
+    def free(self, subject: str, key: str) -> Change | None:
+        change = self.by_ident.get((subject, key))
+        if change is None or id(change) in self.claimed:
+            return None
+        return change
+
+    def unclaimed(self, subject: str | None = None, prefix: str = "") -> list[Change]:
+        return [
+            c
+            for c in self.changes
+            if id(c) not in self.claimed
+            and (subject is None or c.subject == subject)
+            and c.key.startswith(prefix)
+        ]
+
+    def take(self, *changes: Change | None) -> tuple[Change, ...]:
+        out = []
+        for change in changes:
+            if change is not None and id(change) not in self.claimed:
+                self.claimed.add(id(change))
+                out.append(change)
+        return tuple(out)
+
+    def add(
+        self,
+        root: Change,
+        evidence: Iterable[Change | None],
+        status: Status,
+        label: str,
+        title: str,
+        services: Iterable[str] = (),
+    ) -> Story:
+        self.take(root)
+        story = Story(
+            root,
+            self.take(*evidence),
+            status,
+            label,
+            title,
+            tuple(sorted(set(services))),
+            (),
+        )
+        self.stories.append(story)
+        return story
+
+    def _script_services(self) -> dict[str, str]:
+        """script subject -> the service it serves, from the provenance of any of its facts."""
+        out: dict[str, str] = {}
+        versions: list[StoredVersion] = [
+            v for c in self.changes for v in (c.after, c.before) if v is not None
+        ]
+        versions += [v for (s, _k), v in sorted(self.after.items()) if s.startswith("script:")]
+        for v in versions:
+            service = v.provenance.get("service")
+            if v.subject.startswith("script:") and isinstance(service, str) and service:
+                out.setdefault(v.subject, service)
+        return out
+
+    # ------------------------------------------------------------ the run
+
+    def run(self) -> tuple[list[Story], list[RestartEvent]]:
+        self.find_restarts()
+        for subject in sorted({c.subject for c in self.changes if c.subject.startswith("script:")}):
+            self.script_stories(subject)
+        services = sorted({c.subject for c in self.changes if c.subject.startswith("service:")})
+        for subject in services:
+            self.unit_stories(subject)
+        for subject in services:
+            self.state_story(subject)
+        for subject in services:
+            self.live_stories(subject)
+        self.subject_stories()
+        for change in self.unclaimed():
+            self.add(change, (), "changed", _describe(change), _generic_title(change))
+        stories = [self.attach_restarts(s) for s in self.stories]
+        stories.sort(
+            key=lambda s: (category_rank(s.category), s.root.subject, s.root.key, s.root.kind)
+        )
+        return stories, co_restarts(self.restarts.values())
+
+    # ------------------------------------------------------------ restarts
+
+    def find_restarts(self) -> None:
+        """A new process for a service: pid or started_at modified, or added (a start)."""
+        for subject in sorted(
+            {c.subject for c in self.changes if c.subject.startswith("service:")}
+        ):
+            pid = self.free(subject, "pid")
+            started = self.free(subject, "started_at")
+            moved = [c for c in (pid, started) if c is not None and c.kind != "removed"]
+            if not moved:
+                continue
+            absorbed = [self.free(subject, k) for k in _RESTART_KEYS]
+            absorbed += [self.free(subject, f"env:{name}") for name in sorted(PER_START_ENV)]
+            taken = self.take(*(c for c in absorbed if c is not None and c.kind != "removed"))
+            at_us = None
+            if started is not None and started.after is not None:
+                at_us = parse_time_us(started.after.value)
+            if at_us is None:
+                at_us = min(c.changed_us for c in moved)
+            name = service_name(subject) or subject
+            self.restarts[name] = Restart(
+                name,
+                pid.before.value if pid is not None and pid.before is not None else None,
+                _value(self.after.get((subject, "pid"))),
+                at_us,
+                taken,
+            )
+
+    def attach_restarts(self, story: Story) -> Story:
+        """Restarts explain stories that are in a running process, not pending ones."""
+        if story.status not in ("live", "unsourced") or story.restarts:
+            return story
+        found = tuple(self.restarts[s] for s in story.services if s in self.restarts)
+        if not found:
+            return story
+        return Story(
+            story.root,
+            story.evidence,
+            story.status,
+            story.label,
+            story.title,
+            story.services,
+            found,
+        )
+
+    # ------------------------------------------------------------ serve scripts
+
+    def script_stories(self, subject: str) -> None:
+        """Each changed export or exec flag is a story; the exec line and text join the first."""
+        service = self.script_service.get(subject)
+        live = f"service:{service}" if service else None
+        roots = self.unclaimed(subject, "export:") + self.unclaimed(subject, "flag:")
+        roots.sort(key=lambda c: (_line(c), c.key))
+        extra = [self.free(subject, "exec"), self.free(subject, "content")]
+        if not roots:
+            root = extra[0] or extra[1]
+            if root is None:
+                return
+            status, label = self.restarted_status(service, root)
+            rest = [c for c in extra if c is not root]
+            if live is not None and root.key == "exec" and status == "live":
+                rest.append(self.free(live, "argv"))
+            self.add(root, rest, status, label, _script_title(root), _listed(service))
+            return
+        for i, root in enumerate(roots):
+            name = root.key.split(":", 1)[1]
+            evidence: list[Change | None] = []
+            if root.key.startswith("export:"):
+                status, label, mirror = self.applied(service, root, f"env:{name}")
+                evidence.append(mirror)
+            else:
+                status, label, mirror = self.applied(service, root, f"flag:{name}")
+                evidence.append(mirror)
+                if mirror is not None and live is not None:
+                    evidence.append(self.free(live, "argv"))
+            if i == 0:
+                evidence += extra
+            self.add(root, evidence, status, label, _script_title(root), _listed(service))
+
+    def applied(
+        self, service: str | None, source: Change, live_key: str
+    ) -> tuple[Status, str, Change | None]:
+        """Is a source change (script or unit) in the live process? And the live change showing it.
+
+        Values decide when the live fact is readable; otherwise a start after
+        the change counts as applied.
+        """
+        if service is None:
+            return "on-disk", "no service recorded for this script", None
+        subject = f"service:{service}"
+        mirror = self.free(subject, live_key)
+        if mirror is not None and not _same(mirror.after, source.after):
+            mirror = None  # the live value moved elsewhere: not this source's doing
+        if (subject, "running") not in self.after:
+            return "on-disk", f"no process recorded for {service}", None
+        not_running = self.not_running(service)
+        if not_running is not None:
+            return "pending", f"{NOT_APPLIED} ({not_running})", None
+        prefix = live_key.split(":", 1)[0] + ":"
+        readable = (
+            (subject, "argv") in self.after
+            if prefix == "flag:"
+            else any(s == subject and k.startswith(prefix) for s, k in self.after)
+        )
+        if not readable:
+            status, label = self.restarted_status(service, source)
+            return status, label, mirror
+        if _same(self.after.get((subject, live_key)), source.after):
+            return "live", self.live_label(service, removed=source.after is None), mirror
+        return "pending", NOT_APPLIED, None
+
+    def not_running(self, service: str) -> str | None:
+        """Why a service has no process to check against, or None if it runs."""
+        running = self.after.get((f"service:{service}", "running"))
+        if running is None:
+            return f"no process recorded for {service}"
+        if running.value != "true":
+            return f"{service} is not running"
+        return None
+
+    def restarted_status(self, service: str | None, source: Change) -> tuple[Status, str]:
+        """For a source without a live counterpart: started since the change, or not."""
+        if service is None:
+            return "on-disk", "no service recorded for this script"
+        if (f"service:{service}", "running") not in self.after:
+            return "on-disk", f"no process recorded for {service}"
+        not_running = self.not_running(service)
+        if not_running is not None:
+            return "pending", f"{NOT_APPLIED} ({not_running})"
+        started = self.after.get((f"service:{service}", "started_at"))
+        if started is None:
+            started = self.after.get((f"service:{service}", "pid"))
+        # Versions are stamped with record times: a process first seen in the
+        # same record as the change may have started after the edit.
+        if started is not None and started.first_taken_us >= source.changed_us:
+            return "live", self.live_label(service, removed=False)
+        return "pending", NOT_APPLIED
+
+    def live_label(self, service: str, *, removed: bool) -> str:
+        pid = _value(self.after.get((f"service:{service}", "pid")))
+        where = f"{service} (pid {pid})" if pid else service
+        text = f"gone from {where}" if removed else f"live in {where}"
+        restart = self.restarts.get(service)
+        if restart is not None:
+            text += f" since restart {clock(restart.at_us)}"
+        return text
+
+    # ------------------------------------------------------------ systemd units
+
+    def unit_stories(self, subject: str) -> None:
+        """Environment= entries, ExecStart= and the unit's other settings of one service."""
+        service = service_name(subject) or subject
+        first: list[Story] = []
+        for root in self.unclaimed(subject, "unit:environment:"):
+            name = root.key.removeprefix("unit:environment:")
+            status, label, mirror = self.applied(service, root, f"env:{name}")
+            first.append(self.add(root, [mirror], status, label, _unit_title(root), [service]))
+        exec_start = self.free(subject, "unit:exec_start")
+        if exec_start is not None:
+            words = " ".join(_value(v) or "" for v in (exec_start.before, exec_start.after))
+            flags = [
+                c
+                for c in self.unclaimed(subject, "flag:")
+                if c.key.removeprefix("flag:") in words.split()
+            ]
+            argv = self.free(subject, "argv")
+            if self.not_running(service) is not None:
+                flags, argv = [], None  # the process facts ending belong to the stop
+            if flags or argv is not None:
+                status, label = "live", self.live_label(service, removed=False)
+            else:
+                status, label = self.restarted_status(service, exec_start)
+            first.append(
+                self.add(
+                    exec_start, [*flags, argv], status, label, _unit_title(exec_start), [service]
+                )
+            )
+        reload = self.free(subject, "unit:need_daemon_reload")
+        if reload is not None and _value(reload.after) == "yes":
+            label = f"{NOT_APPLIED}, after systemctl daemon-reload (unit file changed on disk)"
+            self.add(reload, [], "pending", label, _unit_title(reload), [service])
+            reload = None
+        others = [
+            c
+            for c in self.unclaimed(subject, "unit:")
+            if c.key not in ("unit:active_state", "unit:load_state") and c is not reload
+        ]
+        others.sort(key=lambda c: (_UNIT_ROOTS.index(c.key) if c.key in _UNIT_ROOTS else 99, c.key))
+        if first:
+            # Settings that carry the change (a new drop-in) are evidence of it.
+            story = first[0]
+            at = next(i for i, s in enumerate(self.stories) if s is story)
+            self.stories[at] = Story(
+                story.root,
+                (*story.evidence, *self.take(*others, reload)),
+                story.status,
+                story.label,
+                story.title,
+                story.services,
+                story.restarts,
+            )
+        elif others or reload is not None:
+            root, *rest = [c for c in (*others, reload) if c is not None]
+            status, label = self.restarted_status(service, root)
+            self.add(root, rest, status, label, _unit_title(root), [service])
+
+    # ------------------------------------------------------------ running or not
+
+    def state_story(self, subject: str) -> None:
+        """A service that stopped or started: its process facts ending or beginning are evidence."""
+        running = self.free(subject, "running")
+        service = service_name(subject) or subject
+        if running is None:
+            active = self.free(subject, "unit:active_state")
+            if active is not None:
+                self.add(
+                    active,
+                    [self.free(subject, "unit:load_state")],
+                    "changed",
+                    _describe(active),
+                    _generic_title(active),
+                    [service],
+                )
+            return
+        rest = [c for c in self.unclaimed(subject) if c is not running]
+        if _value(running.after) == "true":
+            pid = _value(self.after.get((subject, "pid")))
+            label = f"running (pid {pid})" if pid else "running"
+            title = f"{service} started" + ("" if running.before else " (first seen)")
+            self.add(running, rest, "live", label, title, [service])
+        else:
+            gone = "no longer recorded" if running.after is None else "not running now"
+            self.add(running, rest, "changed", gone, f"{service} stopped", [service])
+
+    # ------------------------------------------------------------ live process
+
+    def live_stories(self, subject: str) -> None:
+        """Live env and flags nothing above explains, then the command line itself."""
+        service = service_name(subject) or subject
+        not_running = self.not_running(service)
+        for root in self.unclaimed(subject, "env:"):
+            label = self.env_source(service, root)
+            status: Status = "unsourced" if not_running is None else "changed"
+            self.add(root, [], status, label, _live_title(root, service), [service])
+        for root in self.unclaimed(subject, "flag:"):
+            label = self.flag_source(service, root)
+            status = "unsourced" if not_running is None else "changed"
+            self.add(
+                root,
+                [self.free(subject, "argv")],
+                status,
+                label,
+                _live_title(root, service),
+                [service],
+            )
+        line = [c for c in (self.free(subject, k) for k in _COMMAND_LINE_KEYS) if c is not None]
+        if line:
+            root, *rest = line
+            if not_running is None:
+                status, label = "live", self.live_label(service, removed=False)
+            else:
+                status, label = "changed", not_running
+            self.add(root, rest, status, label, _live_title(root, service), [service])
+
+    def env_source(self, service: str, change: Change) -> str:
+        """Where a live variable could have come from, when no changed source explains it."""
+        name = change.key.removeprefix("env:")
+        if change.after is None:
+            return f"removed; {SOURCE_UNKNOWN}"
+        for script, owner in sorted(self.script_service.items()):
+            found = self.after.get((script, f"export:{name}"))
+            if owner == service and found is not None and _same(found, change.after):
+                line = found.provenance.get("line")
+                spot = f"{script.removeprefix('script:')}" + (f":{line}" if line else "")
+                return f"from {spot} (unchanged since the baseline)"
+        unit = self.after.get((f"service:{service}", f"unit:environment:{name}"))
+        if unit is not None and _same(unit, change.after):
+            where = unit.provenance.get("unit")
+            return "from unit Environment=" + (f" ({where})" if where else "")
+        return SOURCE_UNKNOWN
+
+    def flag_source(self, service: str, change: Change) -> str:
+        """Where a live flag could have come from: the script's exec line, the unit's ExecStart=."""
+        name = change.key.removeprefix("flag:")
+        if change.after is None:
+            return f"removed; {SOURCE_UNKNOWN}"
+        for script, owner in sorted(self.script_service.items()):
+            found = self.after.get((script, change.key))
+            if owner == service and found is not None and _same(found, change.after):
+                line = found.provenance.get("line")
+                spot = f"{script.removeprefix('script:')}" + (f":{line}" if line else "")
+                return f"from {spot} (unchanged since the baseline)"
+        exec_start = _value(self.after.get((f"service:{service}", "unit:exec_start")))
+        if exec_start and name in exec_start.split():
+            return "from unit ExecStart="
+        return SOURCE_UNKNOWN
+
+    # ------------------------------------------------------------ files, repos, commands
+
+    def subject_stories(self) -> None:
+        """One story per changed file, command and health check; two per repository."""
+        for subject in sorted({c.subject for c in self.unclaimed()}):
+            kind = subject.split(":", 1)[0]
+            if kind == "file":
+                self.one_story(subject, _FILE_ROOTS, "on-disk")
+            elif kind == "repo":
+                self.one_story(subject, _REPO_ROOTS, "on-disk")
+                self.one_story(subject, _WORKTREE_ROOTS, "on-disk")
+            elif kind == "command":
+                self.one_story(subject, ("exit", "stdout"), "changed")
+
+    def one_story(self, subject: str, keys: Sequence[str], status: Status) -> None:
+        found = [c for c in (self.free(subject, k) for k in keys) if c is not None]
+        if found:
+            root, *rest = found
+            self.add(root, rest, status, _describe(root), _generic_title(root))
+
+
+_UNIT_ROOTS = (
+    "unit:drop_ins",
+    "unit:fragment_path",
+    "unit:environment_files",
+    "unit:need_daemon_reload",
+)
+_FILE_ROOTS = ("sha256", "symlink", "type", "mode", "size")
+_REPO_ROOTS = ("head", "branch", "state", "shallow")
+_WORKTREE_ROOTS = ("diff", "dirty", "untracked")
+
+
+# ---------------------------------------------------------------- small helpers
+
+
+def co_restarts(restarts: Iterable[Restart]) -> list[RestartEvent]:
+    """Restarts in time order, those within CO_RESTART_US of an event's first joined to it."""
+    events: list[list[Restart]] = []
+    for restart in sorted(restarts, key=lambda r: (r.at_us, r.service)):
+        if events and restart.at_us - events[-1][0].at_us <= CO_RESTART_US:
+            events[-1].append(restart)
+        else:
+            events.append([restart])
+    return [RestartEvent(tuple(group), group[0].at_us) for group in events]
+
+
+def _value(version: StoredVersion | None) -> str | None:
+    return None if version is None else version.value
+
+
+def _same(a: StoredVersion | None, b: StoredVersion | None) -> bool:
+    """The same value: both absent, or equal (digests for secrets, never the secret)."""
+    if a is None or b is None:
+        return a is None and b is None
+    return (a.value, a.blob_sha256, a.secret) == (b.value, b.blob_sha256, b.secret)
+
+
+def _line(change: Change) -> int:
+    latest = change.after or change.before
+    line = latest.provenance.get("line") if latest is not None else None
+    return line if isinstance(line, int) else 1 << 30
+
+
+def _listed(service: str | None) -> list[str]:
+    return [service] if service else []
+
+
+def shown(version: StoredVersion | None, limit: int = 80) -> str:
+    """A value for a title: secrets as [redacted], long text shortened, blobs not shown."""
+    if version is None:
+        return ""
+    if version.secret:
+        return "[redacted]"
+    if version.value is None:
+        return "[text]"
+    text = version.value
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    if text == "" or any(c.isspace() for c in text):
+        return shlex.quote(text)
+    return text
+
+
+def _where(change: Change) -> str:
+    latest = change.after or change.before
+    assert latest is not None
+    file = latest.provenance.get("file") or change.subject.split(":", 1)[1]
+    line = latest.provenance.get("line")
+    return f"{file}:{line}" if line else str(file)
+
+
+def _script_title(change: Change) -> str:
+    """``export K=V added to FILE:LINE``, ``flag --x V changed in FILE:LINE (was W)`` ..."""
+    kind, _, name = change.key.partition(":")
+    where = _where(change)
+    if kind == "export":
+        what = f"export {name}"
+        new = f"{what}={shown(change.after)}"
+    elif kind == "flag":
+        what = f"flag {name}"
+        value = shown(change.after)
+        new = f"{what} {value}" if change.after is not None and change.after.value != "" else what
+    elif kind == "exec":
+        return f"exec line {'changed' if change.kind == 'modified' else change.kind} at {where}"
+    else:
+        return f"{change.subject.removeprefix('script:')} text {change.kind}"
+    if change.kind == "added":
+        return f"{new} added to {where}"
+    if change.kind == "removed":
+        return f"{what} removed from {where}"
+    return f"{new} at {where} (was {shown(change.before)})"
+
+
+def _unit_title(change: Change) -> str:
+    latest = change.after or change.before
+    assert latest is not None
+    unit = latest.provenance.get("unit") or change.subject.removeprefix("service:")
+    if change.key.startswith("unit:environment:"):
+        name = change.key.removeprefix("unit:environment:")
+        if change.kind == "removed":
+            return f"Environment={name} removed from unit {unit}"
+        new = f"Environment={name}={shown(change.after)} in unit {unit}"
+        return new if change.kind == "added" else f"{new} (was {shown(change.before)})"
+    if change.key == "unit:need_daemon_reload":
+        return f"unit {unit} changed on disk, not reloaded (NeedDaemonReload={_value(latest)})"
+    setting = change.key.removeprefix("unit:")
+    return f"unit {unit}: {setting} {change.kind}"
+
+
+def _live_title(change: Change, service: str) -> str:
+    kind, _, name = change.key.partition(":")
+    if kind == "env":
+        if change.kind == "removed":
+            return f"{name} gone from the live environment of {service}"
+        new = f"{name}={shown(change.after)} in the live environment of {service}"
+        return new if change.kind == "added" else f"{new} (was {shown(change.before)})"
+    if kind == "flag":
+        if change.kind == "removed":
+            return f"{name} gone from the live command line of {service}"
+        value = shown(change.after)
+        new = f"{name} {value}".rstrip() if change.after and change.after.value else name
+        new += f" on the live command line of {service}"
+        return new if change.kind == "added" else f"{new} (was {shown(change.before)})"
+    return f"{service} runs a different command line ({change.key} {change.kind})"
+
+
+def _generic_title(change: Change) -> str:
+    kind, _, rest = change.subject.partition(":")
+    if kind == "file":
+        if change.key == "sha256" and change.kind == "modified":
+            return f"{rest} content changed"
+        if change.kind != "modified":
+            whole = change.key in _FILE_ROOTS[:3]  # the file itself appeared or went
+            return f"{rest} {change.kind}" if whole else f"{rest}: {change.key} {change.kind}"
+        return f"{rest}: {change.key} {shown(change.after)} (was {shown(change.before)})"
+    if kind == "repo" and change.key == "head" and change.kind == "modified":
+        old, new = shown(change.before, 12), shown(change.after, 12)
+        return f"repo {rest}: HEAD moved to {new} (was {old})"
+    if kind == "command":
+        if change.key == "exit":
+            return f"command {rest}: exit {shown(change.after)} (was {shown(change.before)})"
+        return f"command {rest}: output {change.kind}"
+    if kind == "health":
+        return f"health check {rest}: ok {shown(change.before)} -> {shown(change.after)}"
+    if change.kind == "modified" and change.after is not None and change.after.value is not None:
+        return f"{change.subject} {change.key}: {shown(change.after)} (was {shown(change.before)})"
+    return f"{change.subject} {change.key} {change.kind}"
+
+
+def _describe(change: Change) -> str:
+    """A label for a story with no process to check against."""
+    kind = change.subject.split(":", 1)[0]
+    if kind in ("file", "repo"):
+        return "on disk: whether a running process loaded it is not recorded"
+    if kind == "health":
+        return "a symptom, not a cause"
+    return f"{change.kind} since the baseline"

@@ -1,0 +1,276 @@
+"""Rank stories: a score in [0, 1] per suspect, made of signals each explained in words.
+
+The score is the weighted mean of a few signals, each a value in [0, 1]:
+
+- liveness: in a running process beats only on disk (not applied yet);
+- churn: a fact that never changed before the baseline beats one that
+  changes at every record (a pid, a load average);
+- kind: an exported variable or a flag shapes a process; command output
+  and volatile ids rarely do;
+- timing (only when health is known): changed just before the first
+  unhealthy record beats hours before; after it, it cannot be the cause;
+- flapping: a value that went back and forth inside the window is less
+  likely the one-time change that broke things.
+
+Every weight and value lives in `Weights` below, and nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from drift.analysis.group import Story, category_rank, clock
+
+
+def _frozen(values: dict[str, float]) -> Mapping[str, float]:
+    return MappingProxyType(values)
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Every number ranking uses. The signal weights sum to 1."""
+
+    liveness: float = 0.30
+    churn: float = 0.25
+    kind: float = 0.25
+    timing: float = 0.15
+    flapping: float = 0.05
+
+    # liveness value per story status
+    status_values: Mapping[str, float] = field(
+        default_factory=lambda: _frozen(
+            {
+                "live": 1.0,
+                "unsourced": 0.9,
+                "changed": 0.5,
+                "on-disk": 0.4,
+                "pending": 0.2,
+            }
+        )
+    )
+    # kind value per category of the story's root (see group.category)
+    kind_values: Mapping[str, float] = field(
+        default_factory=lambda: _frozen(
+            {
+                "script export": 1.0,
+                "unit environment": 1.0,
+                "live env": 1.0,
+                "script exec": 0.95,
+                "live flag": 0.95,
+                "unit": 0.85,
+                "script content": 0.85,
+                "file": 0.8,
+                "repo": 0.8,
+                "repo working tree": 0.75,
+                "live command line": 0.7,
+                "service state": 0.5,
+                "command": 0.3,
+                "health": 0.1,
+                "process id": 0.05,
+            }
+        )
+    )
+    other_kind: float = 0.4
+    # churn value when there are too few records before the baseline to judge
+    unknown_churn: float = 0.5
+    # timing: halves for every hour before the first unhealthy record, never
+    # below the floor (before the trouble always beats after it)
+    timing_half_life_us: int = 3600 * 1_000_000
+    timing_floor: float = 0.25
+    timing_after: float = 0.0
+
+
+WEIGHTS = Weights()
+
+SIGNALS = ("liveness", "churn", "kind", "timing", "flapping")
+
+
+@dataclass(frozen=True)
+class ChurnInfo:
+    """How often facts changed before the baseline.
+
+    `versions_before`: per (subject, key), the number of values it had up to
+    the baseline (History.version_counts); `snapshots_before`: the number of
+    records up to the baseline (History.count_snapshots_upto).
+    """
+
+    versions_before: Mapping[tuple[str, str], int]
+    snapshots_before: int
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One reason in the score: its value in [0, 1], weight, share of the score, and words."""
+
+    name: str
+    value: float
+    weight: float
+    contribution: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class RankedStory:
+    """A story with its place, its score and the signals that make the score."""
+
+    rank: int
+    score: float
+    story: Story
+    signals: tuple[Signal, ...]
+
+    @property
+    def reasons(self) -> list[str]:
+        """The signals in words, strongest contribution first."""
+        ordered = sorted(self.signals, key=lambda s: (-s.contribution, SIGNALS.index(s.name)))
+        return [s.reason for s in ordered]
+
+
+def rank_stories(
+    stories: Iterable[Story],
+    churn: ChurnInfo,
+    *,
+    unhealthy_at_us: int | None = None,
+    flapped: frozenset[tuple[str, str]] = frozenset(),
+    weights: Weights = WEIGHTS,
+) -> list[RankedStory]:
+    """Score every story and order them best suspect first; ties go by kind, subject, key."""
+    scored = []
+    for story in stories:
+        signals = score_signals(
+            story, churn, unhealthy_at_us=unhealthy_at_us, flapped=flapped, weights=weights
+        )
+        score = min(1.0, max(0.0, round(sum(s.contribution for s in signals), 6)))
+        scored.append((score, story, signals))
+    scored.sort(
+        key=lambda item: (
+            -item[0],
+            category_rank(item[1].category),
+            item[1].root.subject,
+            item[1].root.key,
+            item[1].root.kind,
+        )
+    )
+    return [
+        RankedStory(i, score, story, signals) for i, (score, story, signals) in enumerate(scored, 1)
+    ]
+
+
+def score_signals(
+    story: Story,
+    churn: ChurnInfo,
+    *,
+    unhealthy_at_us: int | None = None,
+    flapped: frozenset[tuple[str, str]] = frozenset(),
+    weights: Weights = WEIGHTS,
+) -> tuple[Signal, ...]:
+    """The signals of one story; contributions are normalised over the signals that apply."""
+    raw = [
+        ("liveness", weights.liveness, *_liveness(story, weights)),
+        ("churn", weights.churn, *_churn(story, churn, weights)),
+        ("kind", weights.kind, *_kind(story, weights)),
+    ]
+    if unhealthy_at_us is not None:
+        raw.append(("timing", weights.timing, *_timing(story, unhealthy_at_us, weights)))
+    raw.append(("flapping", weights.flapping, *_flapping(story, flapped)))
+    total = sum(weight for _name, weight, _value, _reason in raw)
+    return tuple(
+        Signal(name, value, weight, weight * value / total if total else 0.0, reason)
+        for name, weight, value, reason in raw
+    )
+
+
+def _liveness(story: Story, weights: Weights) -> tuple[float, str]:
+    value = weights.status_values.get(story.status, weights.status_values["changed"])
+    reason = {
+        "live": f"in a running process: {story.label}",
+        "unsourced": f"in a running process, no changed source: {story.label}",
+        "pending": f"only on disk: {story.label}",
+        "on-disk": "changed on disk; whether a process loaded it is not recorded",
+        "changed": f"not tied to a running process ({story.label})",
+    }.get(story.status, story.label)
+    return value, reason
+
+
+def _churn(story: Story, churn: ChurnInfo, weights: Weights) -> tuple[float, str]:
+    ident = (story.root.subject, story.root.key)
+    intervals = churn.snapshots_before - 1
+    if intervals < 1:
+        return (
+            weights.unknown_churn,
+            "too few records before the baseline to tell how often it changes",
+        )
+    versions = churn.versions_before.get(ident, 0)
+    if versions == 0:
+        return 1.0, "new: not recorded before the baseline"
+    changes = versions - 1
+    if changes == 0:
+        return 1.0, f"never changed in the {churn.snapshots_before} records before the baseline"
+    rate = min(1.0, changes / intervals)
+    times = "once" if changes == 1 else f"{changes} times"
+    seen = f"{times} in the {churn.snapshots_before} records before the baseline"
+    if rate >= 1.0:
+        return 0.0, f"changes at every record: {seen}"
+    return 1.0 - rate, f"changed {seen}"
+
+
+_KIND_WORDS = {
+    "script export": "a variable the serve script exports",
+    "unit environment": "a variable the systemd unit sets",
+    "live env": "a variable of the live process",
+    "script exec": "the serve script's command line",
+    "live flag": "a flag of the live process",
+    "unit": "a systemd unit setting",
+    "script content": "the serve script's text",
+    "file": "a watched file",
+    "repo": "a git checkout's HEAD",
+    "repo working tree": "uncommitted changes in a git checkout",
+    "live command line": "the live process's command line",
+    "service state": "whether the service runs",
+    "command": "a command's output, often noise",
+    "health": "a health check: a symptom, not a cause",
+    "process id": "a process id or time, volatile",
+}
+
+
+def _kind(story: Story, weights: Weights) -> tuple[float, str]:
+    kind = story.category
+    value = weights.kind_values.get(kind, weights.other_kind)
+    return value, f"kind: {_KIND_WORDS.get(kind, kind)}"
+
+
+def _timing(story: Story, unhealthy_at_us: int, weights: Weights) -> tuple[float, str]:
+    at = story.effective_us
+    if at > unhealthy_at_us:
+        return (
+            weights.timing_after,
+            f"after the first unhealthy record ({clock(unhealthy_at_us)}): cannot have caused it",
+        )
+    before = unhealthy_at_us - at
+    value = max(weights.timing_floor, 0.5 ** (before / weights.timing_half_life_us))
+    if before == 0:
+        return value, f"first seen at the first unhealthy record ({clock(unhealthy_at_us)})"
+    return (
+        value,
+        f"{_duration(before)} before the first unhealthy record ({clock(unhealthy_at_us)})",
+    )
+
+
+def _flapping(story: Story, flapped: frozenset[tuple[str, str]]) -> tuple[float, str]:
+    idents = {(c.subject, c.key) for c in story.changes}
+    hits = sorted(idents & flapped)
+    if hits:
+        names = ", ".join(k for _s, k in hits)
+        return 0.0, f"flapping: {names} changed and changed back inside the window"
+    return 1.0, "no back and forth inside the window"
+
+
+def _duration(us: int) -> str:
+    seconds = us // 1_000_000
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 120:
+        return f"{minutes}m"
+    return f"{minutes // 60}h{minutes % 60:02d}m"

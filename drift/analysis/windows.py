@@ -1,0 +1,176 @@
+"""Stable windows: where the baseline comes from when the user does not give one.
+
+A `stable` mark says the service worked at that moment; the window it opens
+lasts until the next `unstable` mark. `drift since` without --stable uses
+the end of the most recent window: the last snapshot before the `unstable`
+mark that closed it, or, for a window still open, the stable mark itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from drift.errors import DriftError, NoBaselineError
+from drift.store.query import History, MarkInfo, SnapshotInfo, StoredVersion, from_us
+from drift.timespec import When, local_zone
+
+
+@dataclass(frozen=True)
+class StableWindow:
+    """From a stable mark to the unstable mark that ended it (None while still open)."""
+
+    start: MarkInfo
+    last_stable: MarkInfo
+    end: MarkInfo | None
+
+    @property
+    def baseline_us(self) -> int:
+        """The last moment known good: just before the window closed, else the last stable mark."""
+        return self.end.at_us - 1 if self.end is not None else self.last_stable.at_us
+
+
+def stable_windows(marks: list[MarkInfo]) -> list[StableWindow]:
+    """Windows from marks in time order; a stable mark inside an open window extends it."""
+    windows: list[StableWindow] = []
+    start: MarkInfo | None = None
+    last: MarkInfo | None = None
+    for mark in sorted(marks, key=lambda m: (m.at_us, m.id)):
+        if mark.kind == "stable":
+            start = start or mark
+            last = mark
+        elif mark.kind == "unstable" and start is not None and last is not None:
+            windows.append(StableWindow(start, last, mark))
+            start = last = None
+    if start is not None and last is not None:
+        windows.append(StableWindow(start, last, None))
+    return windows
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """Where `drift since` starts, why, and what the health checks say after it."""
+
+    when: When
+    why: str
+    source: str  # "given", "marks" or "health"
+    window: tuple[int, int] | None  # the stable window it ends, in microseconds
+    unhealthy_us: int | None  # the first failing health check after the baseline
+
+
+Health = list[tuple[SnapshotInfo, bool]]
+
+
+def health_series(snapshots: list[SnapshotInfo], checks: list[StoredVersion]) -> Health:
+    """Each snapshot that some health check covers, with True when every check passed.
+
+    `checks` are the versions of the `health:NAME ok` facts: one per pass/fail
+    transition, so this is cheap however long the history.
+    """
+    series: Health = []
+    for snap in snapshots:
+        covering = [
+            v.value
+            for v in checks
+            if v.first_snapshot_id <= snap.id
+            and (v.until_snapshot_id is None or v.until_snapshot_id > snap.id)
+        ]
+        if covering:
+            series.append((snap, all(value == "true" for value in covering)))
+    return series
+
+
+def health_windows(
+    series: Health,
+) -> list[tuple[SnapshotInfo, SnapshotInfo, SnapshotInfo | None]]:
+    """Runs of consecutive healthy snapshots: (first, last, the unhealthy one that ended it)."""
+    runs: list[tuple[SnapshotInfo, SnapshotInfo, SnapshotInfo | None]] = []
+    first: SnapshotInfo | None = None
+    last: SnapshotInfo | None = None
+    for snap, healthy in series:
+        if healthy:
+            first = first or snap
+            last = snap
+        elif first is not None and last is not None:
+            runs.append((first, last, snap))
+            first = last = None
+    if first is not None and last is not None:
+        runs.append((first, last, None))
+    return runs
+
+
+def first_failure_after(series: Health, snapshot_id: int | None) -> int | None:
+    """When the first failing health check after a snapshot was recorded, if any."""
+    if snapshot_id is None:
+        return None
+    return next((snap.taken_us for snap, ok in series if snap.id > snapshot_id and not ok), None)
+
+
+def choose_baseline(history: History, stable: When | None) -> Baseline:
+    """The baseline for `drift since`: --stable, else the end of the latest stable window.
+
+    Windows come from marks (stable until unstable) and from health checks
+    (consecutive passing records); the later end wins.
+    """
+    checks = [v for v in history.versions_of("health:*") if v.key == "ok"]
+    series = health_series(history.recent_snapshots(HEALTH_LOOKBACK) if checks else [], checks)
+    runs = health_windows(series)
+    if stable is not None:
+        why = f"given with --stable {stable.text}" if stable.text else "given"
+        start = history.snapshot_for(stable)
+        return Baseline(stable, why, "given", None, first_failure_after(series, start.id))
+
+    candidates: list[Baseline] = []
+    closed = [run for run in runs if run[2] is not None]
+    if closed:
+        first, last, failed = closed[-1]
+        assert failed is not None
+        names = ", ".join(sorted({v.subject.split(":", 1)[1] for v in checks}))
+        why = (
+            f"end of stable window {_clock(first.taken_us)}-{_clock(last.taken_us)}, "
+            f"from health check{'s' if ',' in names else ''} {names}"
+        )
+        candidates.append(
+            Baseline(
+                When(at=from_us(last.taken_us), text=f"#{last.id}"),
+                why,
+                "health",
+                (first.taken_us, last.taken_us),
+                failed.taken_us,
+            )
+        )
+    windows = stable_windows(history.marks())
+    if windows:
+        window = windows[-1]
+        began = _clock(window.start.at_us)
+        if window.end is None:
+            why = (
+                f"last stable mark, {_clock(window.last_stable.at_us)}; the window open since "
+                f"{began} has no unstable mark yet"
+            )
+            span = (window.start.at_us, window.last_stable.at_us)
+        else:
+            why = f"end of stable window {began}-{_clock(window.end.at_us)}, from marks"
+            span = (window.start.at_us, window.end.at_us)
+        at = When(at=from_us(window.baseline_us), text="")
+        start_id = _snapshot_id_at(history, at)
+        candidates.append(Baseline(at, why, "marks", span, first_failure_after(series, start_id)))
+    if not candidates:
+        raise NoBaselineError(
+            "no baseline: give --stable WHEN (e.g. --stable 12:00), record a known-good "
+            "moment with `drift mark stable`, or add [[health]] checks to drift.toml"
+        )
+    return max(candidates, key=lambda b: b.when.at or from_us(0))
+
+
+HEALTH_LOOKBACK = 7 * 24 * 60  # a week of records at one a minute
+
+
+def _snapshot_id_at(history: History, at: When) -> int | None:
+    try:
+        return history.snapshot_for(at).id
+    except DriftError:
+        return None
+
+
+def _clock(us: int) -> str:
+    return from_us(us).astimezone(local_zone()).strftime("%H:%M:%S")

@@ -1,0 +1,552 @@
+"""Grouping changes into stories: the script line, the live value and the restart are one suspect.
+
+The states are built fact by fact with the provenance the collectors give
+(script lines, /proc pids, unit files), then compared with changes_between,
+exactly as `drift since` does.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from drift.analysis.diff import Change, State, changes_between
+from drift.analysis.group import (
+    NOT_APPLIED,
+    SOURCE_UNKNOWN,
+    STATUSES,
+    Story,
+    group_changes,
+)
+from drift.store.query import StoredVersion, from_us, to_us
+
+MIN = 60_000_000
+T0 = to_us(datetime(2026, 12, 2, 10, 0, tzinfo=UTC))  # the first record
+BASE = T0 + 120 * MIN  # the baseline record, noon
+NOW = T0 + 452 * MIN  # the current record, 17:32
+DIGEST = "hmac-sha256:" + "ab" * 16
+
+
+def iso(us: int) -> str:
+    return from_us(us).isoformat(timespec="microseconds")
+
+
+def _snap(us: int) -> int:
+    return (us - T0) // MIN + 1
+
+
+@dataclass
+class States:
+    """A baseline state and a current state, built the way the store would return them."""
+
+    before: State = field(default_factory=dict)
+    after: State = field(default_factory=dict)
+
+    def _version(
+        self, subject: str, key: str, value: str | None, first: int, until: int | None, **kw: Any
+    ) -> StoredVersion:
+        return StoredVersion(
+            subject=subject,
+            key=key,
+            value=value,
+            blob_sha256=kw.pop("blob", None),
+            secret=kw.pop("secret", False),
+            first_snapshot_id=_snap(first),
+            first_taken_us=first,
+            until_snapshot_id=None if until is None else _snap(until),
+            until_taken_us=until,
+            provenance=kw,
+        )
+
+    def same(self, subject: str, key: str, value: str | None, **kw: Any) -> None:
+        """A fact that holds the same value at the baseline and now."""
+        version = self._version(subject, key, value, T0, None, **kw)
+        self.before[subject, key] = self.after[subject, key] = version
+
+    def old(self, subject: str, key: str, value: str | None, at: int = NOW, **kw: Any) -> None:
+        """A fact that ended at `at`."""
+        self.before[subject, key] = self._version(subject, key, value, T0, at, **kw)
+
+    def new(self, subject: str, key: str, value: str | None, at: int = NOW, **kw: Any) -> None:
+        """A fact first seen at `at`."""
+        self.after[subject, key] = self._version(subject, key, value, at, None, **kw)
+
+    def moved(
+        self,
+        subject: str,
+        key: str,
+        was: str | None,
+        now: str | None,
+        at: int = NOW,
+        **kw: Any,
+    ) -> None:
+        """A fact whose value changed at `at` (`blobs`: the old and new text digests)."""
+        was_provenance = kw.pop("was_provenance", {})
+        old_blob, new_blob = kw.pop("blobs", (None, None))
+        self.old(subject, key, was, at, blob=old_blob, **{**kw, **was_provenance})
+        self.new(subject, key, now, at, blob=new_blob, **kw)
+
+    def changes(self) -> list[Change]:
+        return changes_between(self.before, self.after)
+
+    # -------------------------------------------------------- as collectors write them
+
+    def process(
+        self, service: str, pid: int, started_us: int, *, env: dict[str, str] | None = None
+    ) -> None:
+        """A service running the same process at the baseline and now."""
+        where = {"pid": pid, "found_by": f"pidfile /run/{service}.pid"}
+        self.same(f"service:{service}", "running", "true", **where)
+        self.same(f"service:{service}", "pid", str(pid), **where)
+        self.same(f"service:{service}", "started_at", iso(started_us), **where)
+        for name, value in (env or {"PATH": "/usr/bin"}).items():
+            self.same(
+                f"service:{service}", f"env:{name}", value, pid=pid, source=f"/proc/{pid}/environ"
+            )
+
+    def restart(
+        self, service: str, old_pid: int, new_pid: int, at_us: int, *, seen: int = NOW
+    ) -> None:
+        """The service's process replaced at `at_us`, first recorded at `seen`."""
+        subject = f"service:{service}"
+        self.same(subject, "running", "true", pid=new_pid)
+        for key, was, now in (
+            ("pid", str(old_pid), str(new_pid)),
+            ("started_at", iso(T0 - 60 * MIN), iso(at_us)),
+        ):
+            self.moved(
+                subject,
+                key,
+                was,
+                now,
+                seen,
+                pid=new_pid,
+                found_by=f"pidfile /run/{service}.pid",
+                was_provenance={"pid": old_pid},
+            )
+
+    def env(self, service: str, name: str, pid: int) -> dict[str, Any]:
+        return {"pid": pid, "source": f"/proc/{pid}/environ"}
+
+    def script_line(self, service: str, line: int, text: str) -> dict[str, Any]:
+        return {"file": f"/opt/serve/{service}.sh", "line": line, "text": text, "service": service}
+
+    def script_text(self, service: str, *, changed_at: int | None = None) -> None:
+        subject = f"script:/opt/serve/{service}.sh"
+        where = {"file": f"/opt/serve/{service}.sh", "service": service}
+        if changed_at is None:
+            self.same(subject, "content", None, blob="1" * 64, **where)
+        else:
+            self.old(subject, "content", None, changed_at, blob="1" * 64, **where)
+            self.new(subject, "content", None, changed_at, blob="2" * 64, **where)
+
+
+CULPRIT = "export SGLANG_SM120_MMA_TARGET_CTAS=512"
+DECODE = "script:/opt/serve/decode.sh"
+TARGET = "SGLANG_SM120_MMA_TARGET_CTAS"
+
+
+def export_added(s: States, *, at: int = NOW, service: str = "decode", line: int = 8) -> None:
+    s.script_text(service, changed_at=at)
+    s.new(
+        f"script:/opt/serve/{service}.sh",
+        f"export:{TARGET}",
+        "512",
+        at,
+        **s.script_line(service, line, CULPRIT),
+    )
+
+
+def by_root(stories: list[Story]) -> dict[tuple[str, str], Story]:
+    return {(s.root.subject, s.root.key): s for s in stories}
+
+
+def idents(changes: tuple[Change, ...]) -> set[tuple[str, str]]:
+    return {(c.subject, c.key) for c in changes}
+
+
+@pytest.fixture(autouse=True)
+def utc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Labels show local times; make them predictable."""
+    monkeypatch.setenv("TZ", "UTC")
+
+
+# ---------------------------------------------------------------- linked by provenance
+
+
+def test_export_line_live_env_and_restart_are_one_story_rooted_at_the_line() -> None:
+    s = States()
+    export_added(s)
+    s.restart("decode", 100, 200, NOW - 12_000_000)
+    s.new("service:decode", f"env:{TARGET}", "512", **s.env("decode", TARGET, 200))
+
+    stories, events = group_changes(s.changes(), s.after)
+
+    (story,) = stories
+    assert (story.root.subject, story.root.key) == (DECODE, f"export:{TARGET}")
+    assert story.title == f"{CULPRIT} added to /opt/serve/decode.sh:8"
+    assert idents(story.evidence) == {("service:decode", f"env:{TARGET}"), (DECODE, "content")}
+    assert story.status == "live"
+    assert story.label == "live in decode (pid 200) since restart 17:31:48"
+    assert story.services == ("decode",)
+    assert [r.service for r in story.restarts] == ["decode"]
+    (event,) = events
+    (restart,) = event.restarts
+    assert (restart.before_pid, restart.after_pid, restart.at_us) == (
+        "100",
+        "200",
+        NOW - 12_000_000,
+    )
+    assert idents(restart.changes) == {("service:decode", "pid"), ("service:decode", "started_at")}
+
+
+def test_flag_in_exec_line_joins_live_flag_argv_exec_and_text() -> None:
+    s = States()
+    s.restart("decode", 100, 200, NOW - MIN)
+    s.script_text("decode", changed_at=NOW)
+    line = s.script_line("decode", 9, "exec python -m sglang --cuda-graph-max-bs 128")
+    s.moved(DECODE, "flag:--cuda-graph-max-bs", "96", "128", **line)
+    s.moved(DECODE, "exec", "python -m sglang --cuda-graph-max-bs 96", "python ...128", **line)
+    cmdline = {"pid": 200, "source": "/proc/200/cmdline"}
+    s.moved("service:decode", "flag:--cuda-graph-max-bs", "96", "128", **cmdline)
+    s.moved("service:decode", "argv", '["python", "96"]', '["python", "128"]', **cmdline)
+    s.same("service:decode", "env:PATH", "/usr/bin", pid=200)
+
+    stories, _ = group_changes(s.changes(), s.after)
+
+    (story,) = stories
+    assert story.root.key == "flag:--cuda-graph-max-bs" and story.root.subject == DECODE
+    assert idents(story.evidence) == {
+        ("service:decode", "flag:--cuda-graph-max-bs"),
+        ("service:decode", "argv"),
+        (DECODE, "exec"),
+        (DECODE, "content"),
+    }
+    assert story.status == "live"
+    assert story.title == "flag --cuda-graph-max-bs 128 at /opt/serve/decode.sh:9 (was 96)"
+
+
+def test_unit_environment_and_live_env_are_one_story_rooted_at_the_unit() -> None:
+    s = States()
+    unit = {"unit": "sglang-decode.service", "fragment": "/etc/systemd/system/x", "drop_ins": []}
+    s.restart("decode", 100, 200, NOW - MIN)
+    s.new("service:decode", "unit:environment:NCCL_DEBUG", "INFO", **unit)
+    s.moved("service:decode", "unit:drop_ins", "", "/etc/systemd/system/d/10.conf", **unit)
+    s.new("service:decode", "env:NCCL_DEBUG", "INFO", pid=200, source="/proc/200/environ")
+
+    stories, _ = group_changes(s.changes(), s.after)
+
+    (story,) = stories
+    assert story.root.key == "unit:environment:NCCL_DEBUG"
+    assert idents(story.evidence) == {
+        ("service:decode", "env:NCCL_DEBUG"),
+        ("service:decode", "unit:drop_ins"),
+    }
+    assert story.status == "live"
+    assert story.title == "Environment=NCCL_DEBUG=INFO in unit sglang-decode.service"
+
+
+# ---------------------------------------------------------------- pending drift
+
+
+def test_export_changed_but_service_not_restarted_is_pending() -> None:
+    s = States()
+    s.process("decode", 100, T0, env={TARGET: "256"})
+    s.script_text("decode", changed_at=NOW)
+    s.moved(DECODE, f"export:{TARGET}", "256", "512", **s.script_line("decode", 8, CULPRIT))
+
+    stories, events = group_changes(s.changes(), s.after)
+
+    (story,) = stories
+    assert story.root.key == f"export:{TARGET}"
+    assert story.status == "pending"
+    assert story.label == NOT_APPLIED == "not applied yet: takes effect on next restart"
+    assert story.restarts == () and events == []
+    assert story.title == f"export {TARGET}=512 at /opt/serve/decode.sh:8 (was 256)"
+
+
+def test_without_a_readable_environment_the_start_time_decides() -> None:
+    """No env facts (environ unreadable): applied only if the process started since the edit."""
+
+    def story_for(restarted: bool) -> Story:
+        s = States()
+        s.same("service:decode", "running", "true")
+        export_added(s, at=NOW - 10 * MIN)
+        if restarted:
+            s.restart("decode", 100, 200, NOW - MIN)
+        else:
+            s.same("service:decode", "pid", "100")
+            s.same("service:decode", "started_at", iso(T0))
+        (story,) = group_changes(s.changes(), s.after)[0]
+        return story
+
+    assert story_for(restarted=False).status == "pending"
+    assert story_for(restarted=True).status == "live"
+
+
+def test_stopped_service_keeps_script_change_pending() -> None:
+    s = States()
+    s.same("service:decode", "running", "false")
+    export_added(s)
+    (story,) = group_changes(s.changes(), s.after)[0]
+    assert story.status == "pending"
+    assert story.label == f"{NOT_APPLIED} (decode is not running)"
+
+
+def test_need_daemon_reload_and_unit_env_not_in_process_are_pending() -> None:
+    s = States()
+    unit = {"unit": "decode.service", "fragment": "/etc/systemd/system/decode.service"}
+    s.process("decode", 100, T0, env={"NCCL_DEBUG": "WARN"})
+    s.moved("service:decode", "unit:need_daemon_reload", "no", "yes", **unit)
+    s.moved("service:decode", "unit:environment:NCCL_DEBUG", "WARN", "INFO", **unit)
+
+    stories = by_root(group_changes(s.changes(), s.after)[0])
+
+    assert set(stories) == {
+        ("service:decode", "unit:need_daemon_reload"),
+        ("service:decode", "unit:environment:NCCL_DEBUG"),
+    }
+    reload = stories["service:decode", "unit:need_daemon_reload"]
+    assert reload.status == "pending" and reload.label.startswith(NOT_APPLIED)
+    assert "daemon-reload" in reload.label
+    env = stories["service:decode", "unit:environment:NCCL_DEBUG"]
+    assert env.status == "pending" and env.label == NOT_APPLIED
+
+
+# ---------------------------------------------------------------- live without a source
+
+
+def test_live_env_with_no_source_says_source_unknown() -> None:
+    s = States()
+    s.restart("decode", 100, 200, NOW - MIN)
+    s.new("service:decode", "env:LD_PRELOAD", "/tmp/x.so", pid=200)
+
+    stories, events = group_changes(s.changes(), s.after)
+
+    (story,) = stories
+    assert story.root.key == "env:LD_PRELOAD"
+    assert story.status == "unsourced" and story.label == SOURCE_UNKNOWN
+    assert story.title == "LD_PRELOAD=/tmp/x.so in the live environment of decode"
+    assert [r.service for r in story.restarts] == ["decode"]
+    assert len(events) == 1
+
+
+def test_live_env_names_the_unit_environment_it_could_come_from() -> None:
+    s = States()
+    s.restart("decode", 100, 200, NOW - MIN)
+    # The unit had it all along (a pending change from before the baseline); the restart applied it.
+    s.same("service:decode", "unit:environment:NCCL_DEBUG", "INFO", unit="decode.service")
+    s.moved("service:decode", "env:NCCL_DEBUG", "WARN", "INFO", pid=200)
+
+    (story,) = group_changes(s.changes(), s.after)[0]
+
+    assert story.status == "unsourced"
+    assert story.label == "from unit Environment= (decode.service)"
+
+
+def test_live_env_names_the_unchanged_script_line_it_could_come_from() -> None:
+    s = States()
+    s.restart("decode", 100, 200, NOW - MIN)
+    s.same(DECODE, f"export:{TARGET}", "512", **s.script_line("decode", 8, CULPRIT))
+    s.new("service:decode", f"env:{TARGET}", "512", pid=200)
+
+    (story,) = group_changes(s.changes(), s.after)[0]
+
+    assert story.status == "unsourced"
+    assert story.label == "from /opt/serve/decode.sh:8 (unchanged since the baseline)"
+
+
+# ---------------------------------------------------------------- restarts
+
+
+def test_co_restart_of_three_services_is_one_event_and_no_story() -> None:
+    s = States()
+    for i, name in enumerate(("prefill", "decode", "router")):
+        s.restart(name, 100 + i, 200 + i, NOW - 9 * MIN + i * 4 * MIN)
+        s.same(f"service:{name}", "env:PATH", "/usr/bin", pid=200 + i)
+    # A later restart, more than ten minutes after the first, is an event of its own.
+    s.restart("worker", 300, 301, NOW + 2 * MIN)
+
+    stories, events = group_changes(s.changes(), s.after)
+
+    assert stories == []
+    assert [e.services for e in events] == [("prefill", "decode", "router"), ("worker",)]
+    assert events[0].at_us == NOW - 9 * MIN
+
+
+def test_restart_absorbs_per_start_ids_and_parent_pid() -> None:
+    s = States()
+    s.restart("decode", 100, 200, NOW - MIN)
+    s.moved("service:decode", "ppid", "1", "7", pid=200)
+    s.moved("service:decode", "env:INVOCATION_ID", "aaa", "bbb", pid=200)
+
+    stories, (event,) = group_changes(s.changes(), s.after)
+
+    assert stories == []
+    assert idents(event.restarts[0].changes) == {
+        ("service:decode", k) for k in ("pid", "started_at", "ppid", "env:INVOCATION_ID")
+    }
+
+
+def test_restart_time_falls_back_to_the_record_when_started_at_is_not_a_time() -> None:
+    s = States()
+    s.moved("service:decode", "pid", "100", "200", NOW - 5 * MIN)
+    s.moved("service:decode", "started_at", "?", "garbled", NOW - 5 * MIN)
+    (event,) = group_changes(s.changes(), s.after)[1]
+    assert event.at_us == NOW - 5 * MIN
+
+
+# ---------------------------------------------------------------- other stories
+
+
+def test_stopped_service_is_one_story_with_its_process_facts_as_evidence() -> None:
+    s = States()
+    s.moved("service:decode", "running", "true", "false")
+    for key, value in (("pid", "100"), ("started_at", iso(T0)), ("env:PATH", "/usr/bin")):
+        s.old("service:decode", key, value)
+
+    stories, events = group_changes(s.changes(), s.after)
+
+    (story,) = stories
+    assert story.title == "decode stopped" and story.root.key == "running"
+    assert idents(story.evidence) == {
+        ("service:decode", "pid"),
+        ("service:decode", "started_at"),
+        ("service:decode", "env:PATH"),
+    }
+    assert events == []
+
+
+def test_secret_export_is_matched_by_digest_and_never_shown() -> None:
+    s = States()
+    s.restart("decode", 100, 200, NOW - MIN)
+    s.script_text("decode", changed_at=NOW)
+    s.moved(
+        DECODE,
+        "export:HF_TOKEN",
+        "hmac-sha256:" + "cd" * 16,
+        DIGEST,
+        secret=True,
+        **s.script_line("decode", 5, "export HF_TOKEN=[redacted:abababab]"),
+    )
+    s.moved("service:decode", "env:HF_TOKEN", "hmac-sha256:" + "cd" * 16, DIGEST, secret=True)
+
+    (story,) = group_changes(s.changes(), s.after)[0]
+
+    assert story.status == "live"
+    assert ("service:decode", "env:HF_TOKEN") in idents(story.evidence)
+    assert story.title == "export HF_TOKEN=[redacted] at /opt/serve/decode.sh:5 (was [redacted])"
+    assert "ab" * 8 not in story.title + story.label
+
+
+def test_file_content_change_is_one_on_disk_story() -> None:
+    s = States()
+    path = "/opt/sglang/attention/flashmla_backend.py"
+    s.moved(f"file:{path}", "sha256", "a" * 64, "b" * 64, glob="**/*.py", set="kernels")
+    s.moved(f"file:{path}", "size", "100", "120", glob="**/*.py", set="kernels")
+    s.same(f"file:{path}", "mode", "0644")
+
+    (story,) = group_changes(s.changes(), s.after)[0]
+
+    assert story.root.key == "sha256" and idents(story.evidence) == {(f"file:{path}", "size")}
+    assert story.status == "on-disk"
+    assert story.title == f"{path} content changed"
+
+
+def test_grouping_does_not_depend_on_the_order_of_changes() -> None:
+    s = States()
+    export_added(s)
+    s.restart("decode", 100, 200, NOW - 2 * MIN)
+    s.new("service:decode", f"env:{TARGET}", "512", pid=200)
+    s.new("service:decode", "env:EXTRA", "1", pid=200)
+    s.moved("command:loadavg", "stdout", None, None, blobs=("3" * 64, "4" * 64), run="cat x")
+    changes = s.changes()
+    shuffled = list(changes)
+    random.Random(7).shuffle(shuffled)
+    assert group_changes(shuffled, s.after) == group_changes(changes, s.after)
+
+
+# ---------------------------------------------------------------- properties
+
+SERVICE_KEYS = (
+    "running",
+    "pid",
+    "started_at",
+    "ppid",
+    "env:A",
+    "env:B",
+    "env:INVOCATION_ID",
+    "flag:--x",
+    "argv",
+    "exe",
+    "cwd",
+    "matches",
+    "unit:environment:A",
+    "unit:exec_start",
+    "unit:need_daemon_reload",
+    "unit:drop_ins",
+    "unit:active_state",
+)
+SCRIPT_KEYS = ("export:A", "export:B", "flag:--x", "exec", "content")
+IDENTS = (
+    [(f"service:{s}", k) for s in ("decode", "prefill") for k in SERVICE_KEYS]
+    + [(f"script:/s/{s}.sh", k) for s in ("decode", "orphan") for k in SCRIPT_KEYS]
+    + [("file:/k/a.py", k) for k in ("sha256", "size", "mode")]
+    + [("repo:/r", k) for k in ("head", "branch", "diff", "dirty", "untracked")]
+    + [("command:c", k) for k in ("stdout", "exit")]
+    + [("health:h", "ok"), ("weird:thing", "x")]
+)
+VALUES = st.sampled_from(["1", "2", "true", "false", "yes", "no", "", iso(NOW - 3 * MIN), None])
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> States:
+    """Random baseline and current states over a vocabulary that reaches every grouping rule."""
+    s = States()
+    chosen = draw(st.lists(st.sampled_from(IDENTS), unique=True, max_size=40))
+    for subject, key in chosen:
+        shape = draw(st.sampled_from(["same", "old", "new", "moved"]))
+        secret = draw(st.booleans()) and key.startswith(("env:", "export:"))
+        at = NOW - draw(st.integers(0, 20)) * MIN
+        kw: dict[str, Any] = {"secret": secret}
+        if subject.startswith("script:") and not subject.endswith("orphan.sh"):
+            kw.update(file=subject[7:], line=draw(st.integers(1, 9)), service="decode")
+        was, now = draw(VALUES), draw(VALUES)
+        if shape == "same":
+            s.same(subject, key, was, **kw)
+        elif shape == "old":
+            s.old(subject, key, was, at, **kw)
+        elif shape == "new":
+            s.new(subject, key, now, at, **kw)
+        else:
+            s.moved(subject, key, was, now, at, **kw)
+    return s
+
+
+@settings(max_examples=6000, deadline=None)
+@given(histories(), st.randoms(use_true_random=False))
+def test_every_change_lands_in_exactly_one_story_or_restart(s: States, rnd: random.Random) -> None:
+    changes = s.changes()
+    stories, events = group_changes(changes, s.after)
+
+    placed = [c for story in stories for c in story.changes]
+    placed += [c for e in events for r in e.restarts for c in r.changes]
+    assert sorted(map(id, placed)) == sorted(map(id, changes))
+    for story in stories:
+        assert story.status in STATUSES
+        assert story.title and story.root not in story.evidence
+        # pid and started_at only ever leave a story through a restart of their service.
+        for r in story.restarts:
+            assert r.service in story.services
+    for event in events:
+        times = [r.at_us for r in event.restarts]
+        assert times == sorted(times) and max(times) - event.at_us <= 10 * MIN
+    shuffled = list(changes)
+    rnd.shuffle(shuffled)
+    assert group_changes(shuffled, s.after) == (stories, events)

@@ -1,0 +1,118 @@
+"""Stable windows from marks and health checks: where `drift since` starts when not told."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from drift.analysis.windows import choose_baseline
+from drift.errors import NoBaselineError
+from drift.facts import Fact
+from drift.store.db import resolve_db_url
+from drift.store.query import History
+from drift.store.writer import HistoryWriter, add_mark
+from drift.timespec import When
+
+HOST = "gpu-node-7"
+MINUTE = 60_000_000
+T0 = 1_780_000_000_000_000  # some morning, in microseconds
+
+
+def record(db_path: Path, minute: int, healthy: bool | None, ctas: str = "256") -> int:
+    db = resolve_db_url(str(db_path))
+    facts = [Fact("service:decode", "env:SGLANG_SM120_MMA_TARGET_CTAS", ctas)]
+    if healthy is not None:
+        facts.append(Fact("health:decode-answers", "ok", "true" if healthy else "false"))
+    writer = HistoryWriter.open(db)
+    try:
+        return writer.write_snapshot(HOST, T0 + minute * MINUTE, facts, [], {}).snapshot_id
+    finally:
+        writer.close()
+
+
+def baseline(db_path: Path, stable: When | None = None):
+    history = History.open(resolve_db_url(str(db_path)), HOST)
+    try:
+        chosen = choose_baseline(history, stable)
+        return chosen, history.snapshot_for(chosen.when).id
+    finally:
+        history.close()
+
+
+def test_health_checks_end_the_window_at_the_last_passing_record(tmp_path: Path) -> None:
+    db = tmp_path / "d.db"
+    ids = [record(db, m, healthy=m < 5) for m in range(8)]  # healthy 0-4, failing 5-7
+    chosen, snapshot = baseline(db)
+    assert snapshot == ids[4]
+    assert chosen.source == "health"
+    assert (
+        chosen.why.startswith("end of stable window ")
+        and "health check decode-answers" in chosen.why
+    )
+    assert chosen.unhealthy_us == T0 + 5 * MINUTE
+
+
+def test_latest_closed_window_wins_and_recovery_opens_a_new_one(tmp_path: Path) -> None:
+    db = tmp_path / "d.db"
+    pattern = [True, True, False, True, True, True, False, False, True]
+    ids = [record(db, m, healthy=h) for m, h in enumerate(pattern)]
+    _chosen, snapshot = baseline(db)
+    assert snapshot == ids[5]  # the window 3-5, closed by the failure at 6
+
+
+def test_marks_make_a_window_and_the_later_end_wins(tmp_path: Path) -> None:
+    db = tmp_path / "d.db"
+    ids = [record(db, m, healthy=None) for m in range(6)]
+    url = resolve_db_url(str(db))
+    add_mark(url, HOST, "stable", T0 + 1 * MINUTE, "decode answers")
+    chosen, snapshot = baseline(db)
+    assert (chosen.source, snapshot) == ("marks", ids[1])
+    assert "no unstable mark yet" in chosen.why
+    add_mark(url, HOST, "unstable", T0 + 4 * MINUTE + 1, "wedged")
+    chosen, snapshot = baseline(db)
+    assert snapshot == ids[4] and chosen.why.startswith("end of stable window")
+
+
+def test_given_baseline_still_knows_the_first_failure_after_it(tmp_path: Path) -> None:
+    db = tmp_path / "d.db"
+    ids = [record(db, m, healthy=m < 3) for m in range(5)]
+    chosen, snapshot = baseline(db, When(snapshot=ids[1], text=f"#{ids[1]}"))
+    assert snapshot == ids[1] and chosen.source == "given"
+    assert chosen.unhealthy_us == T0 + 3 * MINUTE
+
+
+def test_no_marks_and_no_failing_check_says_how_to_give_a_baseline(tmp_path: Path) -> None:
+    db = tmp_path / "d.db"
+    for m in range(3):
+        record(db, m, healthy=True)
+    with pytest.raises(NoBaselineError, match="give --stable WHEN"):
+        baseline(db)
+
+
+def test_health_check_in_drift_toml_gives_since_its_baseline(tmp_path: Path) -> None:
+    from conftest import run_drift
+
+    flag = tmp_path / "answers"
+    flag.write_text("ok\n")
+    knob = tmp_path / "knob.conf"
+    knob.write_text("ctas = 256\n")
+    config = tmp_path / "drift.toml"
+    config.write_text(
+        f'host = "h"\n[[files]]\nname = "knob"\npaths = ["{knob}"]\n'
+        f'[[health]]\nname = "decode-answers"\nrun = "test -f {flag}"\ntimeout = 5\n'
+    )
+    cfg = ["--config", str(config), "--db", str(tmp_path / "d.db")]
+    run_drift(["record", *cfg], tmp_path)
+    run_drift(["record", *cfg], tmp_path)  # #2: the last healthy record
+    knob.write_text("ctas = 512\n")
+    flag.unlink()  # it stops answering
+    run_drift(["record", *cfg], tmp_path)
+    given = run_drift(["since", "--stable", "#1", *cfg], tmp_path).stdout
+    assert "knob.conf" in given
+    out = run_drift(["since", *cfg], tmp_path).stdout
+    assert "baseline  #2 " in out and "from health check decode-answers" in out
+    assert "knob.conf" in out
+    marked = run_drift(["mark", "stable", "--at", "#3", "--note", "odd but fine", *cfg], tmp_path)
+    assert marked.stdout.startswith("mark #1: stable at ")
+    assert "baseline  #3 " in run_drift(["since", *cfg], tmp_path).stdout
