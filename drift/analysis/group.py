@@ -213,13 +213,18 @@ class _Grouper:
         self.changes = sorted(changes, key=lambda c: (c.subject, c.key, c.kind))
         self.after = after
         self.by_ident: dict[tuple[str, str], Change] = {}
+        self.by_subject: dict[str, list[Change]] = {}
         for change in self.changes:
             self.by_ident.setdefault((change.subject, change.key), change)
+            self.by_subject.setdefault(change.subject, []).append(change)
         # Changes are compared by identity: two equal changes are still two.
         self.claimed: set[int] = set()
         self.stories: list[Story] = []
         self.restarts: dict[str, Restart] = {}
         self.script_service = self._script_services()
+        # Services whose environment / command line could be read now.
+        self.env_readable = {s for s, k in after if k.startswith("env:")}
+        self.argv_readable = {s for s, k in after if k == "argv"}
 
     # ------------------------------------------------------------ bookkeeping
 
@@ -230,13 +235,8 @@ class _Grouper:
         return change
 
     def unclaimed(self, subject: str | None = None, prefix: str = "") -> list[Change]:
-        return [
-            c
-            for c in self.changes
-            if id(c) not in self.claimed
-            and (subject is None or c.subject == subject)
-            and c.key.startswith(prefix)
-        ]
+        pool = self.changes if subject is None else self.by_subject.get(subject, [])
+        return [c for c in pool if id(c) not in self.claimed and c.key.startswith(prefix)]
 
     def take(self, *changes: Change | None) -> tuple[Change, ...]:
         out = []
@@ -274,7 +274,9 @@ class _Grouper:
         versions: list[StoredVersion] = [
             v for c in self.changes for v in (c.after, c.before) if v is not None
         ]
-        versions += [v for (s, _k), v in sorted(self.after.items()) if s.startswith("script:")]
+        versions += [
+            self.after[i] for i in sorted(i for i in self.after if i[0].startswith("script:"))
+        ]
         for v in versions:
             service = v.provenance.get("service")
             if v.subject.startswith("script:") and isinstance(service, str) and service:
@@ -388,31 +390,35 @@ class _Grouper:
     ) -> tuple[Status, str, Change | None]:
         """Is a source change (script or unit) in the live process? And the live change showing it.
 
-        Values decide when the live fact is readable; otherwise a start after
-        the change counts as applied.
+        Values decide when the live fact is readable and the source value is
+        literal; otherwise a start after the change counts as applied.
         """
         if service is None:
             return "on-disk", "no service recorded for this script", None
         subject = f"service:{service}"
         mirror = self.free(subject, live_key)
-        if mirror is not None and not _same(mirror.after, source.after):
-            mirror = None  # the live value moved elsewhere: not this source's doing
         if (subject, "running") not in self.after:
             return "on-disk", f"no process recorded for {service}", None
         not_running = self.not_running(service)
         if not_running is not None:
             return "pending", f"{NOT_APPLIED} ({not_running})", None
-        prefix = live_key.split(":", 1)[0] + ":"
-        readable = (
-            (subject, "argv") in self.after
-            if prefix == "flag:"
-            else any(s == subject and k.startswith(prefix) for s, k in self.after)
+        readable = subject in (
+            self.argv_readable if live_key.startswith("flag:") else self.env_readable
         )
-        if not readable:
+        if not readable or _expands(source.before) or _expands(source.after):
+            # `$HOME/x` in a script is expanded by the shell, so its text cannot
+            # match the live value: whether the process started since decides.
             status, label = self.restarted_status(service, source)
-            return status, label, mirror
+            appeared = (mirror.after is None) == (source.after is None) if mirror else False
+            return status, label, mirror if status == "live" and appeared else None
+        if mirror is not None and not _same(mirror.after, source.after):
+            mirror = None  # the live value moved elsewhere: not this source's doing
         if _same(self.after.get((subject, live_key)), source.after):
             return "live", self.live_label(service, removed=source.after is None), mirror
+        if self.started_since(service, source):
+            pid = _value(self.after.get((subject, "pid")))
+            where = f"{service} (pid {pid})" if pid else service
+            return "on-disk", f"not in {where}, although it started after the change", None
         return "pending", NOT_APPLIED, None
 
     def not_running(self, service: str) -> str | None:
@@ -424,8 +430,19 @@ class _Grouper:
             return f"{service} is not running"
         return None
 
+    def started_since(self, service: str, source: Change) -> bool:
+        """True if the service's current process was first recorded no earlier than the change.
+
+        Versions carry record times: a process first seen in the same record
+        as the change may have started after the edit, so that counts.
+        """
+        started = self.after.get((f"service:{service}", "started_at"))
+        if started is None:
+            started = self.after.get((f"service:{service}", "pid"))
+        return started is not None and started.first_taken_us >= source.changed_us
+
     def restarted_status(self, service: str | None, source: Change) -> tuple[Status, str]:
-        """For a source without a live counterpart: started since the change, or not."""
+        """For a source without a comparable live value: started since the change, or not."""
         if service is None:
             return "on-disk", "no service recorded for this script"
         if (f"service:{service}", "running") not in self.after:
@@ -433,12 +450,7 @@ class _Grouper:
         not_running = self.not_running(service)
         if not_running is not None:
             return "pending", f"{NOT_APPLIED} ({not_running})"
-        started = self.after.get((f"service:{service}", "started_at"))
-        if started is None:
-            started = self.after.get((f"service:{service}", "pid"))
-        # Versions are stamped with record times: a process first seen in the
-        # same record as the change may have started after the edit.
-        if started is not None and started.first_taken_us >= source.changed_us:
+        if self.started_since(service, source):
             return "live", self.live_label(service, removed=False)
         return "pending", NOT_APPLIED
 
@@ -656,6 +668,16 @@ def _same(a: StoredVersion | None, b: StoredVersion | None) -> bool:
     if a is None or b is None:
         return a is None and b is None
     return (a.value, a.blob_sha256, a.secret) == (b.value, b.blob_sha256, b.secret)
+
+
+def _expands(version: StoredVersion | None) -> bool:
+    """True for a script value the shell still expands (``$VAR``, ``$(cmd)``, backticks)."""
+    return (
+        version is not None
+        and not version.secret
+        and version.value is not None
+        and ("$" in version.value or "`" in version.value)
+    )
 
 
 def _line(change: Change) -> int:

@@ -183,14 +183,16 @@ def score_signals(
 
 def _liveness(story: Story, weights: Weights) -> tuple[float, str]:
     value = weights.status_values.get(story.status, weights.status_values["changed"])
-    reason = {
-        "live": f"in a running process: {story.label}",
-        "unsourced": f"in a running process, no changed source: {story.label}",
-        "pending": f"only on disk: {story.label}",
-        "on-disk": "changed on disk; whether a process loaded it is not recorded",
-        "changed": f"not tied to a running process ({story.label})",
-    }.get(story.status, story.label)
-    return value, reason
+    return value, _LIVENESS_WORDS.get(story.status, "{}").format(story.label)
+
+
+_LIVENESS_WORDS = {
+    "live": "in a running process: {}",
+    "unsourced": "in a running process, no changed source: {}",
+    "pending": "only on disk: {}",
+    "on-disk": "changed on disk; whether a process loaded it is not recorded",
+    "changed": "not tied to a running process ({})",
+}
 
 
 def _churn(story: Story, churn: ChurnInfo, weights: Weights) -> tuple[float, str]:
