@@ -6,6 +6,7 @@ Imports stay light (click and the config parser): `drift --help` and
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -239,38 +240,111 @@ def record(obj: DriftContext, quiet: bool) -> None:
             )
 
 
+def report_options(func: F) -> F:
+    """--top, --all, --service, --explain, --digests: what of the report to show."""
+    for option in reversed(
+        [
+            click.option(
+                "--top",
+                type=click.IntRange(min=1),
+                metavar="N",
+                help="Show the N most likely suspects (default: 10).",
+            ),
+            click.option("--all", "show_all", is_flag=True, help="Show every suspect."),
+            click.option(
+                "--service",
+                metavar="NAME",
+                help="Only suspects that touch this service (its process, script or unit).",
+            ),
+            click.option(
+                "--explain",
+                is_flag=True,
+                help="Show how each score is made: every signal, its value and its weight.",
+            ),
+            click.option(
+                "--digests",
+                is_flag=True,
+                help="List the sha256 of every file (and HEAD of every repo) verified unchanged.",
+            ),
+        ]
+    ):
+        func = option(func)
+    return func
+
+
+def _show_report(
+    obj: DriftContext,
+    command: str,
+    stable: When | None,
+    until: When | None,
+    fmt: str,
+    options: dict[str, Any],
+) -> None:
+    from drift.report import DEFAULT_TOP, render_json, render_template, since_context
+
+    top = None if options["show_all"] else (options["top"] or DEFAULT_TOP)
+    history = obj.history()
+    try:
+        context = since_context(
+            history, stable, until, command=command, top=top, service=options["service"]
+        )
+    finally:
+        history.close()
+    if fmt == "json":
+        emit(render_json(command, context))
+        return
+    color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    text = render_template(
+        "since.txt.j2",
+        {**context, "explain": options["explain"], "digests": options["digests"]},
+        obj.config().templates_dir,
+        color=color,
+    )
+    emit(text)
+
+
 @cli.command()
 @common_options
 @click.option(
     "--stable",
     metavar="WHEN",
     help="Baseline: when it last worked (default: the end of the last stable window, "
-    "from `drift mark`). " + WHEN_HELP,
+    "from [[health]] checks or `drift mark`). " + WHEN_HELP,
 )
 @click.option("--until", metavar="WHEN", help="Compare up to this time (default: latest record).")
+@report_options
 @format_option
 @pass_drift
-def since(obj: DriftContext, stable: str | None, until: str | None, fmt: str) -> None:
-    """What changed since the baseline, with where each change came from.
+def since(
+    obj: DriftContext, stable: str | None, until: str | None, fmt: str, **options: Any
+) -> None:
+    """What changed since it last worked: ranked suspects, each with its reasons and evidence.
 
     \b
-    Also lists what was verified unchanged (files byte-identical, git HEAD the
-    same) and the blind spots (collection errors, gaps in recording).
+    Then a timeline (restarts, changes, health, marks), what was verified
+    unchanged (files byte-identical, git HEAD the same) and the blind spots
+    (collection errors, gaps in recording).
     Example: drift since --stable 12:00
     """
-    from drift.report import render_json, render_template, since_context
-
     baseline = parse_when_arg(stable) if stable else None
     upto = parse_when_arg(until) if until else None
-    history = obj.history()
-    try:
-        context = since_context(history, baseline, upto)
-    finally:
-        history.close()
-    if fmt == "json":
-        emit(render_json("since", context))
-    else:
-        emit(render_template("since.txt.j2", context, obj.config().templates_dir))
+    _show_report(obj, "since", baseline, upto, fmt, options)
+
+
+@cli.command()
+@common_options
+@click.argument("start", metavar="WHEN")
+@click.argument("end", metavar="WHEN")
+@report_options
+@format_option
+@pass_drift
+def diff(obj: DriftContext, start: str, end: str, fmt: str, **options: Any) -> None:
+    """The same report as since, between any two times or snapshots.
+
+    \b
+    Example: drift diff '#12' '#57'     drift diff 'yesterday 12:00' noon
+    """
+    _show_report(obj, "diff", parse_when_arg(start), parse_when_arg(end), fmt, options)
 
 
 @cli.command()

@@ -255,7 +255,9 @@ def run_demo(root: Path, say: Callable[[str], None], *, keep: bool = False) -> s
             context = since_context(history, When(snapshot=stable, text=f"#{stable}"), None)
         finally:
             history.close()
-        return render_template("since.txt.j2", context, config.templates_dir)
+        return render_template(
+            "since.txt.j2", {**context, "explain": False, "digests": False}, config.templates_dir
+        )
     finally:
         if not keep:
             box.stop_all()

@@ -6,7 +6,6 @@ numbers, never a database row.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections import Counter
@@ -15,58 +14,21 @@ from typing import Any
 from drift.analysis.diff import (
     BlindSpot,
     Change,
+    State,
     blind_spots,
     changes_between,
     failing_at,
     unchanged_between,
 )
+from drift.analysis.group import Restart, RestartEvent, category, group_changes
+from drift.analysis.rank import ChurnInfo, RankedStory, rank_stories
 from drift.store.query import History, SnapshotInfo, StoredVersion, from_us
 from drift.timespec import When, local_zone
 
 RESULT_VERSION = 1
+DEFAULT_TOP = 10  # suspects shown unless --top N or --all
 SHORT_VALUE = 160
 DIFF_LINES = 40
-
-# Order of suspects until ranking lands: config that shapes a process first,
-# volatile ids last.
-CATEGORY_ORDER = [
-    "script export",
-    "script exec",
-    "live env",
-    "live flag",
-    "live command line",
-    "unit",
-    "script content",
-    "file",
-    "repo",
-    "command",
-    "service state",
-    "process id",
-]
-
-
-def category(subject: str, key: str) -> str:
-    """A human name for the kind of fact, used for ordering and counting."""
-    kind = subject.split(":", 1)[0]
-    if kind == "script":
-        if key.startswith("export:"):
-            return "script export"
-        if key == "content":
-            return "script content"
-        return "script exec"
-    if kind == "service":
-        if key.startswith("env:"):
-            return "live env"
-        if key.startswith("flag:"):
-            return "live flag"
-        if key.startswith("unit:"):
-            return "unit"
-        if key in ("argv", "exe", "cwd", "user"):
-            return "live command line"
-        if key == "running":
-            return "service state"
-        return "process id"
-    return {"file": "file", "repo": "repo", "command": "command"}.get(kind, kind)
 
 
 def where(provenance: dict[str, Any]) -> str:
@@ -123,17 +85,33 @@ class _Values:
             return f"sha256:{version.blob_sha256[:12]} ({lines} {noun}, {len(text)} chars)"
         return version.value or ""
 
-    def diff(self, change: Change) -> list[str]:
-        """A unified diff for long text values (scripts, command output)."""
+    def diff(self, change: Change) -> dict[str, Any] | None:
+        """For long text values (scripts, command output, config files): what changed inside.
+
+        Config files with a format get the changed keys too.
+        """
         versions = [v for v in (change.before, change.after) if v is not None]
         if not any(v.blob_sha256 for v in versions) or any(v.secret for v in versions):
-            return []
-        old = self.history.text(change.before).splitlines() if change.before else []
-        new = self.history.text(change.after).splitlines() if change.after else []
-        lines = list(difflib.unified_diff(old, new, "baseline", "current", lineterm="", n=1))
+            return None
+        from drift.analysis.structured import diff_content
+
+        old = self.history.text(change.before) if change.before else None
+        new = self.history.text(change.after) if change.after else None
+        latest = change.after or change.before
+        fmt = str(latest.provenance.get("format", "text")) if latest else "text"
+        result = diff_content(old, new, fmt, labels=("baseline", "current"))
+        lines = list(result.unified)
         if len(lines) > DIFF_LINES:
             lines = lines[:DIFF_LINES] + [f"... {len(lines) - DIFF_LINES} more diff lines"]
-        return lines
+        return {
+            "format": result.format,
+            "keys": [
+                {"path": k.path, "kind": k.kind, "before": k.before, "after": k.after}
+                for k in result.key_changes
+            ],
+            "parse_error": result.parse_error,
+            "lines": lines,
+        }
 
 
 def _snapshot_ctx(snap: SnapshotInfo, asked: When | None, why: str) -> dict[str, Any]:
@@ -147,11 +125,10 @@ def _snapshot_ctx(snap: SnapshotInfo, asked: When | None, why: str) -> dict[str,
     }
 
 
-def _change_ctx(rank: int, change: Change, values: _Values) -> dict[str, Any]:
+def _change_ctx(change: Change, values: _Values) -> dict[str, Any]:
     latest = change.after or change.before
     assert latest is not None
     return {
-        "rank": rank,
         "subject": change.subject,
         "key": change.key,
         "kind": change.kind,
@@ -182,10 +159,20 @@ def _blind_ctx(spot: BlindSpot) -> dict[str, Any]:
     }
 
 
-def since_context(history: History, stable: When | None, until: When | None) -> dict[str, Any]:
-    """Everything `drift since` shows: changes from the baseline to --until (default latest).
+def since_context(
+    history: History,
+    stable: When | None,
+    until: When | None,
+    *,
+    command: str = "since",
+    top: int | None = DEFAULT_TOP,
+    service: str | None = None,
+) -> dict[str, Any]:
+    """Everything `drift since` and `drift diff` show, from the baseline to `until` (or latest).
 
     Without `stable`, the baseline is the end of the most recent stable window.
+    `top` keeps the first N suspects (None: all); `service` keeps the suspects
+    that touch that service.
     """
     from drift.analysis.windows import choose_baseline
 
@@ -196,24 +183,27 @@ def since_context(history: History, stable: When | None, until: When | None) -> 
         from drift.errors import TimeSpecError
 
         raise TimeSpecError(
-            f"--until {until.text if until else ''} (snapshot #{current.id}) is "
+            f"{until.text if until else 'the end'} (snapshot #{current.id}) is "
             f"before the baseline (snapshot #{baseline.id})"
         )
     before = history.state_at(baseline.id)
     after = history.state_at(current.id)
     values = _Values(history)
 
-    changes = changes_between(before, after)
-    changes.sort(
-        key=lambda c: (
-            CATEGORY_ORDER.index(category(c.subject, c.key))
-            if category(c.subject, c.key) in CATEGORY_ORDER
-            else len(CATEGORY_ORDER),
-            c.changed_us,
-            c.subject,
-            c.key,
-        )
+    changes = [c for c in changes_between(before, after) if not c.subject.startswith("health:")]
+    stories, events = group_changes(changes, after)
+    churn = ChurnInfo(
+        history.version_counts(baseline.id), history.count_snapshots_upto(baseline.id)
     )
+    inside = history.versions_started_between(baseline.id, current.id)
+    flapped = flapping(before, after, inside)
+    ranked = rank_stories(
+        stories, churn, unhealthy_at_us=chosen.unhealthy_us, flapped=frozenset(flapped)
+    )
+    if service is not None:
+        ranked = [r for r in ranked if _touches(r, service)]
+    shown = ranked if top is None else ranked[:top]
+
     window = history.snapshots_between(baseline.id, current.id)
     failing = failing_at(current, after)
     unchanged = unchanged_between(before, after, failing)
@@ -221,20 +211,29 @@ def since_context(history: History, stable: When | None, until: When | None) -> 
     # Subjects whose every fact is verified unchanged: "the kernel file is byte-identical".
     changed_subjects = {c.subject for c in changes} | {s for s, _k in failing}
     subjects = sorted({v.subject for v in unchanged} - changed_subjects)
+    spots = blind_spots(baseline, window)
 
     return {
+        "command": command,
         "host": history.host,
-        "baseline": _snapshot_ctx(baseline, stable, chosen.why),
+        "baseline": {
+            **_snapshot_ctx(baseline, stable, chosen.why),
+            "source": chosen.source,
+            "unhealthy_at": _iso(chosen.unhealthy_us) if chosen.unhealthy_us else None,
+        },
         "current": _snapshot_ctx(
             current,
             until,
             f"given with --until {until.text}" if until is not None else "latest record",
         ),
+        "trust": _trust(history, chosen.window, baseline, window, spots),
         "window": {
             "snapshots": len(window),
             "with_errors": sum(1 for s in window if s.n_errors),
         },
-        "suspects": [_change_ctx(i, c, values) for i, c in enumerate(changes, 1)],
+        "total_suspects": len(ranked),
+        "suspects": [_suspect_ctx(r, values) for r in shown],
+        "timeline": _timeline(history, baseline, current, ranked, events, inside, flapped),
         "unchanged": {
             "count": len(unchanged),
             "by_kind": dict(sorted(per_kind.items())),
@@ -251,8 +250,156 @@ def since_context(history: History, stable: When | None, until: When | None) -> 
                 for v in unchanged
             ],
         },
-        "blind_spots": [_blind_ctx(s) for s in blind_spots(baseline, window)],
+        "blind_spots": [_blind_ctx(s) for s in spots],
     }
+
+
+def flapping(
+    before: State, after: State, inside: list[StoredVersion]
+) -> dict[tuple[str, str], int]:
+    """Facts that changed inside the window and are back where they started: how many times."""
+    started = Counter((v.subject, v.key) for v in inside)
+    out = {}
+    for ident, count in started.items():
+        old, new = before.get(ident), after.get(ident)
+        same = (old is None and new is None) or (
+            old is not None and new is not None and old.identity == new.identity
+        )
+        if same:
+            out[ident] = count
+    return out
+
+
+def _touches(ranked: RankedStory, service: str) -> bool:
+    """Whether a suspect involves a service: its process, or a script or unit it runs."""
+    story = ranked.story
+    if service in story.services:
+        return True
+    for change in story.changes:
+        if change.subject == f"service:{service}":
+            return True
+        latest = change.after or change.before
+        if latest is not None and latest.provenance.get("service") == service:
+            return True
+    return False
+
+
+def _restart_ctx(restart: Restart) -> dict[str, Any]:
+    return {
+        "service": restart.service,
+        "before_pid": restart.before_pid,
+        "after_pid": restart.after_pid,
+        "at": _iso(restart.at_us),
+        "at_local": _local(restart.at_us),
+    }
+
+
+def _suspect_ctx(ranked: RankedStory, values: _Values) -> dict[str, Any]:
+    story = ranked.story
+    return {
+        "rank": ranked.rank,
+        "score": round(ranked.score, 3),
+        "title": story.title,
+        "status": story.status,
+        "label": story.label,
+        "category": story.category,
+        "services": list(story.services),
+        "reasons": ranked.reasons,
+        "signals": [
+            {
+                "name": s.name,
+                "value": round(s.value, 3),
+                "weight": round(s.weight, 3),
+                "contribution": round(s.contribution, 3),
+                "reason": s.reason,
+            }
+            for s in ranked.signals
+        ],
+        "changes": [
+            {**_change_ctx(c, values), "role": "root" if c is story.root else "evidence"}
+            for c in story.changes
+        ],
+        "restarts": [_restart_ctx(r) for r in story.restarts],
+    }
+
+
+def _trust(
+    history: History,
+    stable_window: tuple[int, int] | None,
+    baseline: SnapshotInfo,
+    window: list[SnapshotInfo],
+    spots: list[BlindSpot],
+) -> dict[str, Any]:
+    """How far to trust the baseline: records in its stable window, gaps, collection errors."""
+    in_window = None
+    if stable_window is not None:
+        in_window = history.count_snapshots_in(*stable_window)
+    gaps = sum(1 for s in spots if s.kind == "gap")
+    errors = sum(1 for s in spots if s.kind == "error")
+    parts = []
+    if in_window is not None:
+        parts.append(f"{in_window} record{'' if in_window == 1 else 's'} in the stable window")
+    parts.append(f"{len(window)} after the baseline")
+    parts.append(f"{gaps} gap{'' if gaps == 1 else 's'} in recording" if gaps else "no gaps")
+    parts.append(
+        f"{errors} kind{'' if errors == 1 else 's'} of collection error"
+        if errors
+        else "no collection errors"
+    )
+    if baseline.n_errors:
+        parts.append(f"{baseline.n_errors} collection errors at the baseline itself")
+    return {
+        "window_snapshots": in_window,
+        "after_baseline": len(window),
+        "gaps": gaps,
+        "errors": errors,
+        "baseline_errors": baseline.n_errors,
+        "summary": "; ".join(parts),
+    }
+
+
+def _timeline(
+    history: History,
+    baseline: SnapshotInfo,
+    current: SnapshotInfo,
+    ranked: list[RankedStory],
+    events: list[RestartEvent],
+    inside: list[StoredVersion],
+    flapped: dict[tuple[str, str], int],
+) -> list[dict[str, Any]]:
+    """Restarts, changes, health transitions, flapping and marks, in time order."""
+    entries: list[tuple[int, str, str]] = []
+    for event in events:
+        names = ", ".join(r.service for r in event.restarts)
+        pids = ", ".join(f"{r.before_pid or '-'} -> {r.after_pid or '-'}" for r in event.restarts)
+        kind = "co-restart" if len(event.restarts) > 1 else "restart"
+        entries.append((event.at_us, "restart", f"{kind} of {names} (pids {pids})"))
+    for r in ranked:
+        entries.append((r.story.root.changed_us, "change", f"#{r.rank} {r.story.title}"))
+    for v in inside:
+        if v.subject.startswith("health:") and v.key == "ok":
+            state = "passing" if v.value == "true" else "failing"
+            entries.append((v.first_taken_us, "health", f"health check {v.subject[7:]} {state}"))
+    for (subject, key), count in sorted(flapped.items()):
+        if subject.startswith("health:"):
+            continue
+        entries.append(
+            (
+                current.taken_us,
+                "flapping",
+                f"{subject} {key} changed {count} time{'' if count == 1 else 's'} and is back "
+                "to its baseline value",
+            )
+        )
+    for mark in history.marks():
+        if baseline.taken_us < mark.at_us <= current.taken_us:
+            note = f": {mark.note}" if mark.note else ""
+            entries.append((mark.at_us, "mark", f"marked {mark.kind}{note}"))
+    entries.sort(key=lambda e: (e[0], e[1]))
+    return [
+        {"at": _iso(at), "local": _local(at), "kind": kind, "text": text}
+        for at, kind, text in entries
+    ]
 
 
 def envelope(command: str, data: Any, errors: list[str] | None = None) -> dict[str, Any]:
@@ -269,8 +416,28 @@ def render_json(command: str, data: Any) -> str:
     return json.dumps(envelope(command, data), indent=2, ensure_ascii=False)
 
 
-def render_template(name: str, context: dict[str, Any], templates_dir: str | None = None) -> str:
-    """Render a template from templates/ (or the user's override folder)."""
+_STYLES: dict[str, dict[str, Any]] = {
+    "title": {"bold": True},
+    "live": {"fg": "red", "bold": True},
+    "unsourced": {"fg": "red"},
+    "pending": {"fg": "yellow", "bold": True},
+    "on-disk": {"fg": "yellow"},
+    "changed": {},
+    "dim": {"dim": True},
+    "good": {"fg": "green"},
+    "warn": {"fg": "yellow"},
+    "heading": {"bold": True, "underline": True},
+}
+
+
+def render_template(
+    name: str, context: dict[str, Any], templates_dir: str | None = None, *, color: bool = False
+) -> str:
+    """Render a template from templates/ (or the user's override folder).
+
+    With `color`, the `paint` filter adds ANSI styles; values are passed
+    through `printable` first, so text from the box cannot inject its own.
+    """
     from jinja2 import (
         ChoiceLoader,
         Environment,
@@ -292,10 +459,23 @@ def render_template(name: str, context: dict[str, Any], templates_dir: str | Non
         lstrip_blocks=True,
     )
     env.filters["printable"] = printable
-    env.filters["short"] = lambda s, n=SHORT_VALUE: (
-        s if s is None or len(s) <= n else s[: n - 1] + "…"
-    )
+    env.filters["short"] = _short
+
+    def paint(text: str, style: str) -> str:
+        if not color:
+            return text
+        import click
+
+        return click.style(text, **_STYLES.get(style, {}))
+
+    env.filters["paint"] = paint
     return env.get_template(name).render(**context)
+
+
+def _short(text: str | None, limit: int = SHORT_VALUE) -> str | None:
+    if text is None or len(text) <= limit:
+        return text
+    return text[: limit - 1] + "…"
 
 
 def show_context(history: History, at: When | None, pattern: str | None) -> dict[str, Any]:

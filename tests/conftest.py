@@ -52,3 +52,12 @@ def sandbox(tmp_path: Path) -> Iterator:
         yield box
     finally:
         box.stop_all()
+
+
+def changes_by_fact(data: dict) -> dict[tuple[str, str], dict]:
+    """Every change in a since/diff JSON report, root or evidence, by (subject, key)."""
+    out = {}
+    for suspect in data["suspects"]:
+        for change in suspect["changes"]:
+            out[(change["subject"], change["key"])] = {**change, "suspect": suspect}
+    return out

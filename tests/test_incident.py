@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import run_drift
+from conftest import changes_by_fact, run_drift
 
 from drift.demo import CULPRIT, DEMO_TOKEN
 
@@ -30,38 +30,49 @@ def test_since_points_at_the_export_line_and_clears_the_kernel(sandbox, tmp_path
 
     text = run_drift(["since", "--stable", "#2", *cfg], tmp_path).stdout
     data = json.loads(
-        run_drift(["since", "--stable", "#2", "--format", "json", *cfg], tmp_path).stdout
+        run_drift(["since", "--stable", "#2", "--all", "--format", "json", *cfg], tmp_path).stdout
     )
     assert data["drift_result_version"] == 1 and data["command"] == "since"
     suspects = data["data"]["suspects"]
     decode_sh = str(sandbox.script("decode"))
 
+    # Rank 1 is the export line, live in the restarted decode process.
     top = suspects[0]
-    assert (top["subject"], top["key"], top["kind"]) == (
+    assert top["rank"] == 1 and top["status"] == "live"
+    root = top["changes"][0]
+    assert (root["subject"], root["key"], root["kind"], root["role"]) == (
         f"script:{decode_sh}",
         "export:SGLANG_SM120_MMA_TARGET_CTAS",
         "added",
+        "root",
     )
-    assert top["after"] == "512"
-    assert top["provenance"]["line"] == line
-    assert top["provenance"]["text"] == CULPRIT
-    live = next(
-        s
-        for s in suspects
-        if s["subject"] == "service:decode" and s["key"] == "env:SGLANG_SM120_MMA_TARGET_CTAS"
-    )
+    assert root["after"] == "512"
+    assert root["provenance"]["line"] == line
+    assert root["provenance"]["text"] == CULPRIT
+    assert f"{decode_sh}:{line}" in top["title"]
+    live = changes_by_fact(data["data"])[("service:decode", "env:SGLANG_SM120_MMA_TARGET_CTAS")]
+    assert live["suspect"]["rank"] == 1 and live["role"] == "evidence"
     assert live["after"] == "512" and live["provenance"]["pid"] == decode_pid
+    assert top["reasons"] and 0 <= top["score"] <= 1
     # only decode's environment gained the variable
     assert not any(
-        s["key"] == "env:SGLANG_SM120_MMA_TARGET_CTAS" and s["subject"] != "service:decode"
+        c["key"] == "env:SGLANG_SM120_MMA_TARGET_CTAS" and c["subject"] != "service:decode"
         for s in suspects
+        for c in s["changes"]
     )
+    # the churning command ranks below every config change; restarts are never suspects
+    command = next(s for s in suspects if s["changes"][0]["subject"] == "command:loadavg")
+    assert all(s["rank"] < command["rank"] for s in suspects if s["category"] != "command")
+    assert not any(s["changes"][0]["key"] in ("pid", "started_at") for s in suspects)
+    assert {r["service"] for r in top["restarts"]} == {"decode"}
+    restarts = [t for t in data["data"]["timeline"] if t["kind"] == "restart"]
+    assert len(restarts) == 1 and "co-restart of" in restarts[0]["text"]
 
     unchanged = data["data"]["unchanged"]
     kernel = f"file:{sandbox.kernel}"
     repo = f"repo:{sandbox.repo}"
     assert kernel in unchanged["subjects"] and repo in unchanged["subjects"]
-    assert not any(s["subject"] == kernel for s in suspects)
+    assert not any(c["subject"] == kernel for s in suspects for c in s["changes"])
     assert any(f["subject"] == repo and f["key"] == "head" for f in unchanged["facts"])
     assert data["data"]["blind_spots"] == []
 
@@ -106,3 +117,22 @@ def test_history_tells_every_value_with_its_source(sandbox, tmp_path: Path) -> N
         assert only["from_snapshot"] == 2 and only["until"] is None
     text = run_drift(["history", "SGLANG_SM120_MMA_TARGET_CTAS", *cfg], tmp_path).stdout
     assert CULPRIT in text and "until now" in text
+
+
+def test_an_edit_without_restart_is_pending_not_live(sandbox, tmp_path: Path) -> None:
+    cfg = ["--config", str(sandbox.config_path), "--db", str(sandbox.db_path)]
+    run_drift(["record", *cfg], tmp_path)
+    run_drift(["record", *cfg], tmp_path)
+    sandbox.add_culprit()  # edited, but nobody restarted decode
+    run_drift(["record", *cfg], tmp_path)
+    data = json.loads(
+        run_drift(["since", "--stable", "#2", "--all", "--format", "json", *cfg], tmp_path).stdout
+    )["data"]
+    by_fact = changes_by_fact(data)
+    export = by_fact[(f"script:{sandbox.script('decode')}", "export:SGLANG_SM120_MMA_TARGET_CTAS")]
+    story = export["suspect"]
+    assert story["status"] == "pending"
+    assert "not applied yet: takes effect on next restart" in story["label"]
+    assert ("service:decode", "env:SGLANG_SM120_MMA_TARGET_CTAS") not in by_fact
+    text = run_drift(["since", "--stable", "#2", *cfg], tmp_path).stdout
+    assert "not applied yet" in text

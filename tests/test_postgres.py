@@ -41,7 +41,9 @@ def test_two_hosts_record_into_one_postgres_history(pg_url: str, tmp_path: Path)
             ["since", "--stable", "#2", "--format", "json", *config["gpu-node-8"]], tmp_path
         ).stdout
     )["data"]
-    assert [(s["subject"], s["key"]) for s in since["suspects"]] == [("command:driver", "stdout")]
+    assert [(c["subject"], c["key"]) for s in since["suspects"] for c in s["changes"]] == [
+        ("command:driver", "stdout")
+    ]
     assert since["host"] == "gpu-node-8"
     # node 7 saw nothing change; its history is its own
     seven = json.loads(

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_drift
+from conftest import changes_by_fact, run_drift
 from systemd_container import SystemdContainer, systemd_container_fixture
 
 pytestmark = pytest.mark.systemd
@@ -34,12 +34,14 @@ exec /usr/bin/tail -f -n 0 --sleep-interval=30 /dev/null
 
 
 def since(tmp_path: Path, cfg: list[str], baseline: str) -> dict:
-    out = run_drift(["since", "--stable", baseline, "--format", "json", *cfg], tmp_path).stdout
+    out = run_drift(
+        ["since", "--stable", baseline, "--all", "--format", "json", *cfg], tmp_path
+    ).stdout
     return json.loads(out)["data"]
 
 
 def changed(data: dict) -> dict[tuple[str, str], dict]:
-    return {(s["subject"], s["key"]): s for s in data["suspects"]}
+    return changes_by_fact(data)
 
 
 def test_unit_service_restart_env_and_pending_reload(
@@ -89,7 +91,9 @@ def test_unit_service_restart_env_and_pending_reload(
     assert export["after"] == "512" and export["provenance"]["line"] == 3
     live = diff[("service:decode", "env:SGLANG_SM120_MMA_TARGET_CTAS")]
     assert live["provenance"]["pid"] == new_pid != main_pid
-    assert ("service:decode", "pid") in diff
+    (restart,) = export["suspect"]["restarts"]  # the restart is context, not a suspect
+    assert (restart["service"], restart["after_pid"]) == ("decode", str(new_pid))
+    assert export["suspect"]["status"] == "live"
     assert ("service:decode", "unit:environment:CUDA_VISIBLE_DEVICES") not in diff
 
     # A drop-in edited but not reloaded: systemd says so; after daemon-reload the

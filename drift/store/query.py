@@ -174,6 +174,22 @@ class History:
             ).all()
         return [_snapshot(r) for r in reversed(rows)]
 
+    def count_snapshots_in(self, start_us: int, end_us: int) -> int:
+        """Records taken in [start_us, end_us]."""
+        with self.engine.connect() as conn:
+            return int(
+                conn.execute(
+                    select(func.count())
+                    .select_from(Snapshot)
+                    .where(
+                        Snapshot.host_id == self.host_id,
+                        Snapshot.taken_us >= start_us,
+                        Snapshot.taken_us <= end_us,
+                    )
+                ).scalar()
+                or 0
+            )
+
     def snapshots_between(self, after_id: int, upto_id: int) -> list[SnapshotInfo]:
         """Snapshots with after_id < id <= upto_id, oldest first."""
         with self.engine.connect() as conn:
