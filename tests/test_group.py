@@ -578,3 +578,20 @@ def test_every_change_lands_in_exactly_one_story_or_restart(s: States, rnd: rand
     shuffled = list(changes)
     rnd.shuffle(shuffled)
     assert group_changes(shuffled, s.after) == (stories, events)
+
+
+def test_file_changed_after_every_running_service_started_is_pending() -> None:
+    from drift.analysis.group import NOT_APPLIED
+
+    hour = 60 * MIN
+    states = States()
+    states.process("decode", 318108, started_us=T0 + hour)
+    states.moved("file:/opt/sglang/attn.py", "sha256", "aaa", "bbb", at=T0 + 3 * hour)
+    (story,), _events = group_changes(states.changes(), states.after)
+    assert story.status == "pending" and NOT_APPLIED in story.label
+
+    restarted = States()
+    restarted.process("decode", 318108, started_us=T0 + 4 * hour)
+    restarted.moved("file:/opt/sglang/attn.py", "sha256", "aaa", "bbb", at=T0 + 3 * hour)
+    (story,), _events = group_changes(restarted.changes(), restarted.after)
+    assert story.status == "on-disk" and "decode started after it" in story.label

@@ -41,6 +41,8 @@ STATUSES: tuple[Status, ...] = ("live", "pending", "unsourced", "on-disk", "chan
 NOT_APPLIED = "not applied yet: takes effect on next restart"
 SOURCE_UNKNOWN = "source unknown"
 CO_RESTART_US = 10 * 60 * 1_000_000
+# How long before a record a change on disk may have happened (records run a minute apart).
+RECORD_SLACK_US = 2 * 60 * 1_000_000
 """Restarts whose start times lie within this of the first one are one co-restart."""
 
 # What the service manager sets afresh at every start: they change with each
@@ -631,7 +633,41 @@ class _Grouper:
         found = [c for c in (self.free(subject, k) for k in keys) if c is not None]
         if found:
             root, *rest = found
-            self.add(root, rest, status, _describe(root), _generic_title(root))
+            label = _describe(root)
+            if status == "on-disk":
+                status, label = self.disk_status(root, label)
+            self.add(root, rest, status, label, _generic_title(root))
+
+    def disk_status(self, change: Change, described: str) -> tuple[Status, str]:
+        """A file or repo changed on disk: pending if every running service predates it.
+
+        A process loads its code and config when it starts, so a change made
+        after every running service started cannot be in any of them yet.
+        """
+        started = {}
+        for (subject, key), version in self.after.items():
+            name = service_name(subject)
+            if name is None or key != "started_at":
+                continue
+            if _value(self.after.get((subject, "running"))) == "false":
+                continue
+            moment = parse_time_us(_value(version))
+            if moment is not None:
+                started[name] = moment
+        if not started:
+            return "on-disk", described
+        # The change happened some time before the record that saw it: a
+        # service started in that interval may have loaded it, so it is not
+        # counted as predating the change.
+        cutoff = change.changed_us - RECORD_SLACK_US
+        later = sorted(name for name, at in started.items() if at >= cutoff)
+        if not later:
+            return "pending", f"{NOT_APPLIED} (every running service started before it)"
+        if change.before is not None:
+            described = f"{described}; {', '.join(later)} started after it"
+        else:
+            described = f"{described}; {', '.join(later)} started after it appeared"
+        return "on-disk", described
 
 
 _UNIT_ROOTS = (
