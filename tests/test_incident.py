@@ -136,3 +136,37 @@ def test_an_edit_without_restart_is_pending_not_live(sandbox, tmp_path: Path) ->
     assert ("service:decode", "env:SGLANG_SM120_MMA_TARGET_CTAS") not in by_fact
     text = run_drift(["since", "--stable", "#2", *cfg], tmp_path).stdout
     assert "not applied yet" in text
+
+
+def test_report_options_filter_explain_and_list_digests(sandbox, tmp_path: Path) -> None:
+    import hashlib
+
+    cfg = ["--config", str(sandbox.config_path), "--db", str(sandbox.db_path)]
+    run_drift(["record", *cfg], tmp_path)
+    line = sandbox.add_culprit()
+    sandbox.restart_all()
+    run_drift(["record", *cfg], tmp_path)
+
+    top1 = run_drift(["since", "--stable", "#1", "--top", "1", *cfg], tmp_path).stdout
+    assert "Suspects (1 of 2" in top1 and "--all shows every one" in top1
+    suspects = top1.split("Timeline")[0]
+    assert f"decode.sh:{line}" in suspects and "command loadavg" not in suspects
+    assert "\x1b[" not in top1  # piped: no colour
+
+    router = run_drift(["since", "--stable", "#1", "--service", "router", *cfg], tmp_path).stdout
+    assert "SGLANG_SM120_MMA_TARGET_CTAS" not in router.split("Timeline")[0]
+
+    explained = run_drift(["since", "--stable", "#1", "--explain", *cfg], tmp_path).stdout
+    assert "score = liveness" in explained
+
+    kernel_sha = hashlib.sha256(sandbox.kernel.read_bytes()).hexdigest()
+    digests = run_drift(["since", "--stable", "#1", "--digests", *cfg], tmp_path).stdout
+    assert f"{kernel_sha}  file:{sandbox.kernel}" in digests
+    assert kernel_sha not in run_drift(["since", "--stable", "#1", *cfg], tmp_path).stdout
+
+    diffed = json.loads(run_drift(["diff", "#1", "#2", "--format", "json", *cfg], tmp_path).stdout)
+    assert diffed["command"] == "diff"
+    assert diffed["data"]["suspects"][0]["changes"][0]["key"] == (
+        "export:SGLANG_SM120_MMA_TARGET_CTAS"
+    )
+    assert run_drift(["diff", "#2", "#1", *cfg], tmp_path, check=False).returncode == 2

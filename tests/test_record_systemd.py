@@ -103,11 +103,14 @@ def test_unit_service_restart_env_and_pending_reload(
     )
     run_drift(["record", *cfg], tmp_path)
     diff = changed(since(tmp_path, cfg, "#2"))
-    assert diff[("service:decode", "unit:need_daemon_reload")]["after"] == "yes"
+    reload = diff[("service:decode", "unit:need_daemon_reload")]
+    assert reload["after"] == "yes" and reload["suspect"]["status"] == "pending"
     box.daemon_reload()
     run_drift(["record", *cfg], tmp_path)
     diff = changed(since(tmp_path, cfg, "#2"))
-    assert diff[("service:decode", "unit:environment:NEW_KNOB")]["after"] == "1"
+    knob = diff[("service:decode", "unit:environment:NEW_KNOB")]
+    assert knob["after"] == "1" and knob["suspect"]["status"] == "pending"
+    assert "not applied yet" in knob["suspect"]["label"]
     assert ("service:decode", "env:NEW_KNOB") not in diff
     assert ("service:decode", "unit:need_daemon_reload") not in diff
 
