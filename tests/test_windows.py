@@ -116,3 +116,14 @@ def test_health_check_in_drift_toml_gives_since_its_baseline(tmp_path: Path) -> 
     marked = run_drift(["mark", "stable", "--at", "#3", "--note", "odd but fine", *cfg], tmp_path)
     assert marked.stdout.startswith("mark #1: stable at ")
     assert "baseline  #3 " in run_drift(["since", *cfg], tmp_path).stdout
+
+
+def test_a_failing_check_closes_a_window_a_stable_mark_opened(tmp_path: Path) -> None:
+    db = tmp_path / "d.db"
+    # no check until minute 6, when the new check fails straight away
+    ids = [record(db, m, healthy=None if m < 6 else False) for m in range(8)]
+    add_mark(resolve_db_url(str(db)), HOST, "stable", T0 + 1 * MINUTE, "looked fine")
+    chosen, snapshot = baseline(db)
+    assert snapshot == ids[5]
+    assert chosen.source == "marks" and "closed by a failing health check" in chosen.why
+    assert chosen.unhealthy_us == T0 + 6 * MINUTE

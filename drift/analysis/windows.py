@@ -142,16 +142,28 @@ def choose_baseline(history: History, stable: When | None) -> Baseline:
     if windows:
         window = windows[-1]
         began = _clock(window.start.at_us)
+        at = When(at=from_us(window.baseline_us), text="")
+        failed_us = None
         if window.end is None:
+            # A failing health check closes a window no unstable mark has closed.
+            stable_id = _snapshot_id_at(history, When(at=from_us(window.last_stable.at_us)))
+            failed_us = first_failure_after(series, stable_id)
+        if window.end is not None:
+            why = f"end of stable window {began}-{_clock(window.end.at_us)}, from marks"
+            span = (window.start.at_us, window.end.at_us)
+        elif failed_us is not None:
+            why = (
+                f"end of stable window {began}-{_clock(failed_us)}, from a stable mark "
+                "closed by a failing health check"
+            )
+            span = (window.start.at_us, failed_us)
+            at = When(at=from_us(failed_us - 1), text="")
+        else:
             why = (
                 f"last stable mark, {_clock(window.last_stable.at_us)}; the window open since "
                 f"{began} has no unstable mark yet"
             )
             span = (window.start.at_us, window.last_stable.at_us)
-        else:
-            why = f"end of stable window {began}-{_clock(window.end.at_us)}, from marks"
-            span = (window.start.at_us, window.end.at_us)
-        at = When(at=from_us(window.baseline_us), text="")
         start_id = _snapshot_id_at(history, at)
         candidates.append(Baseline(at, why, "marks", span, first_failure_after(series, start_id)))
     if not candidates:
