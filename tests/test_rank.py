@@ -141,6 +141,9 @@ def test_contributions_add_up_to_the_score_and_a_perfect_suspect_scores_one(
     ranked = Setup(versions=0, unhealthy_at_us=unhealthy).rank()
     assert ranked.score == 1.0
     assert math.isclose(sum(s.contribution for s in ranked.signals), ranked.score)
+    # --explain prints value x weight per signal: that must add up to the score too
+    assert math.isclose(sum(s.value * s.weight for s in ranked.signals), ranked.score)
+    assert math.isclose(sum(s.weight for s in ranked.signals), 1.0)
     names = [s.name for s in ranked.signals]
     assert ("timing" in names) == (unhealthy is not None)
     assert all(s.reason for s in ranked.signals)

@@ -175,8 +175,16 @@ def score_signals(
         raw.append(("timing", weights.timing, *_timing(story, unhealthy_at_us, weights)))
     raw.append(("flapping", weights.flapping, *_flapping(story, flapped)))
     total = sum(weight for _name, weight, _value, _reason in raw)
+    # Each signal carries its effective weight (rescaled when a signal does not
+    # apply), so value x weight summed over the signals is the score.
     return tuple(
-        Signal(name, value, weight, weight * value / total if total else 0.0, reason)
+        Signal(
+            name,
+            value,
+            weight / total if total else 0.0,
+            weight * value / total if total else 0.0,
+            reason,
+        )
         for name, weight, value, reason in raw
     )
 
