@@ -272,6 +272,62 @@ def report_options(func: F) -> F:
     return func
 
 
+def _report_extras(context: dict[str, Any], regenerate: str | None = None) -> dict[str, Any]:
+    """What the HTML and Markdown reports add: how to regenerate them, and when they were made."""
+    import shlex
+    from datetime import UTC, datetime
+
+    command = regenerate or "drift " + shlex.join(sys.argv[1:])
+    return {
+        "explain": True,
+        "digests": False,
+        **context,
+        "regenerate": command,
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def _report_context(
+    obj: DriftContext,
+    command: str,
+    stable: When | None,
+    until: When | None,
+    options: dict[str, Any],
+    default_top: int | None,
+) -> dict[str, Any]:
+    from drift.report import since_context
+
+    top = None if options["show_all"] else (options["top"] or default_top)
+    history = obj.history()
+    try:
+        return since_context(
+            history, stable, until, command=command, top=top, service=options["service"]
+        )
+    finally:
+        history.close()
+
+
+def _render(
+    obj: DriftContext, command: str, context: dict[str, Any], fmt: str, options: dict[str, Any]
+) -> str:
+    from drift.report import render_json, render_report, render_template
+
+    if fmt == "json":
+        return render_json(command, context)
+    if fmt in ("md", "html"):
+        extras = _report_extras(context)
+        extras["explain"] = True if fmt == "html" else options["explain"]
+        extras["digests"] = options["digests"]
+        return render_report(extras, fmt, obj.config().templates_dir)
+    color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    return render_template(
+        "since.txt.j2",
+        {**context, "explain": options["explain"], "digests": options["digests"]},
+        obj.config().templates_dir,
+        color=color,
+    )
+
+
 def _show_report(
     obj: DriftContext,
     command: str,
@@ -280,27 +336,20 @@ def _show_report(
     fmt: str,
     options: dict[str, Any],
 ) -> None:
-    from drift.report import DEFAULT_TOP, render_json, render_template, since_context
+    from drift.report import DEFAULT_TOP
 
-    top = None if options["show_all"] else (options["top"] or DEFAULT_TOP)
-    history = obj.history()
-    try:
-        context = since_context(
-            history, stable, until, command=command, top=top, service=options["service"]
-        )
-    finally:
-        history.close()
-    if fmt == "json":
-        emit(render_json(command, context))
-        return
-    color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
-    text = render_template(
-        "since.txt.j2",
-        {**context, "explain": options["explain"], "digests": options["digests"]},
-        obj.config().templates_dir,
-        color=color,
-    )
-    emit(text)
+    context = _report_context(obj, command, stable, until, options, DEFAULT_TOP)
+    emit(_render(obj, command, context, fmt, options))
+
+
+report_format_option = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "md", "html"]),
+    default="text",
+    show_default=True,
+    help="Output format: text for the terminal, json (a versioned envelope), md or html.",
+)
 
 
 @cli.command()
@@ -313,7 +362,7 @@ def _show_report(
 )
 @click.option("--until", metavar="WHEN", help="Compare up to this time (default: latest record).")
 @report_options
-@format_option
+@report_format_option
 @pass_drift
 def since(
     obj: DriftContext, stable: str | None, until: str | None, fmt: str, **options: Any
@@ -336,7 +385,7 @@ def since(
 @click.argument("start", metavar="WHEN")
 @click.argument("end", metavar="WHEN")
 @report_options
-@format_option
+@report_format_option
 @pass_drift
 def diff(obj: DriftContext, start: str, end: str, fmt: str, **options: Any) -> None:
     """The same report as since, between any two times or snapshots.
@@ -345,6 +394,70 @@ def diff(obj: DriftContext, start: str, end: str, fmt: str, **options: Any) -> N
     Example: drift diff '#12' '#57'     drift diff 'yesterday 12:00' noon
     """
     _show_report(obj, "diff", parse_when_arg(start), parse_when_arg(end), fmt, options)
+
+
+@cli.command()
+@common_options
+@click.option(
+    "--stable",
+    metavar="WHEN",
+    help="Baseline (default: the end of the last stable window). " + WHEN_HELP,
+)
+@click.option("--until", metavar="WHEN", help="Compare up to this time (default: latest record).")
+@click.option(
+    "-o", "--output", metavar="FILE", required=True, help="The file to write: .html, .md or .json."
+)
+@report_options
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "md", "html"]),
+    help="Override the format the file's extension gives.",
+)
+@pass_drift
+def report(
+    obj: DriftContext,
+    stable: str | None,
+    until: str | None,
+    output: str,
+    fmt: str | None,
+    **options: Any,
+) -> None:
+    """Write the since report to a file for the postmortem: HTML, Markdown or JSON.
+
+    \b
+    The HTML page is self-contained (no scripts, nothing loaded from
+    anywhere) and ends with the exact command that regenerates it. Every
+    suspect is included unless --top N.
+    Example: drift report --stable 12:00 -o postmortem.html
+    """
+    from pathlib import Path
+
+    from drift.errors import DriftError
+
+    target = Path(output)
+    if fmt is None:
+        fmt = {".html": "html", ".htm": "html", ".md": "md", ".json": "json"}.get(
+            target.suffix.lower()
+        )
+        if fmt is None:
+            raise DriftError(
+                f"{output}: cannot tell the format from the extension; use .html, .md or "
+                ".json, or give --format"
+            )
+    baseline = parse_when_arg(stable) if stable else None
+    upto = parse_when_arg(until) if until else None
+    context = _report_context(obj, "report", baseline, upto, options, None)
+    text = _render(obj, "report", context, fmt, options)
+    tmp = target.with_name(f".{target.name}.tmp")
+    try:
+        tmp.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        tmp.replace(target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise DriftError(f"{output}: cannot write: {exc.strerror}") from None
+    shown = len(context["suspects"])
+    click.echo(f"wrote {target} ({fmt}, {shown} suspect{'' if shown == 1 else 's'})")
 
 
 @cli.command()
@@ -438,35 +551,53 @@ def mark(obj: DriftContext, kind: str, at: str | None, note: str | None) -> None
     is_flag=True,
     help="Leave the sandbox and its services running, and print commands to try on it.",
 )
-def demo(keep: bool) -> None:
+@click.option(
+    "-o",
+    "--output",
+    metavar="FILE",
+    help="Where to write the HTML report (default: a new drift-demo-report-*.html in /tmp).",
+)
+def demo(keep: bool, output: str | None) -> None:
     """Replay the motivating incident in a sandbox and show what drift finds.
 
     \b
     Three serve scripts (prefill, decode, router) run as real processes; a
-    morning is recorded; one export line is added to decode.sh and the three
-    are co-restarted; then `drift since` names the line. Needs no network or
-    root; takes a few seconds; cleans up after itself unless --keep.
+    morning is recorded and marked stable; one export line is added to
+    decode.sh and the three are co-restarted; then `drift since` names the
+    line, and the same report is written as a self-contained HTML page.
+    Needs no network or root; takes a few seconds; cleans up after itself
+    (Ctrl-C included) unless --keep.
     """
     import shutil
     import tempfile
     from pathlib import Path
 
-    from drift.demo import run_demo
+    from drift.demo import SERVICES, IncidentSandbox, run_demo
+    from drift.report import render_report, render_template
 
     root = Path(tempfile.mkdtemp(prefix="drift-demo-"))
+    box = IncidentSandbox(root)
     try:
-        emit(run_demo(root, click.echo, keep=keep))
+        context = run_demo(root, click.echo, keep=keep)
     finally:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
+    emit(render_template("since.txt.j2", {**context, "explain": False, "digests": False}))
+    if output:
+        target = Path(output)
+    else:
+        fd, name = tempfile.mkstemp(prefix="drift-demo-report-", suffix=".html")
+        os.close(fd)
+        target = Path(name)
+    cfg = f"--config {box.config_path} --db {box.db_path}"
+    regenerate = f"drift report {cfg} -o {target}" if keep else "drift demo"
+    target.write_text(render_report(_report_extras(context, regenerate), "html"), encoding="utf-8")
+    click.echo(f"\nHTML report for the postmortem: {target}")
     if keep:
-        from drift.demo import SERVICES, IncidentSandbox
-
-        box = IncidentSandbox(root)
-        cfg = f"--config {box.config_path} --db {box.db_path}"
         click.echo(f"\nThe sandbox stays in {root} with its services running. Try:")
         for command in (
-            "since --stable '#2' --format json",
+            "since --explain",
+            "since --format json",
             "history SGLANG_SM120_MMA_TARGET_CTAS",
             "show decode",
             "record",

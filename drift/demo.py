@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 SERVICES = ("prefill", "decode", "router")
 CULPRIT = "export SGLANG_SM120_MMA_TARGET_CTAS=512"
@@ -215,20 +216,21 @@ def _cmdline_has(pid: int, word: str) -> bool:
         return False
 
 
-def run_demo(root: Path, say: Callable[[str], None], *, keep: bool = False) -> str:
-    """Replay the incident in `root` and return the `drift since` report for the stable baseline.
+def run_demo(root: Path, say: Callable[[str], None], *, keep: bool = False) -> dict[str, Any]:
+    """Replay the incident in `root`; return the `drift since` report context.
 
-    The morning is two records; then the culprit line lands in decode.sh, a
-    kernel file is touched without a byte changing, the three services are
-    co-restarted, and one more record is taken. Processes are stopped on the
-    way out (Ctrl-C included) unless `keep`.
+    The morning is three records and a `drift mark stable`; then the culprit
+    line lands in decode.sh, a kernel file is touched without a byte
+    changing, the three services are co-restarted, and one more record is
+    taken. `drift since` with no --stable then starts from the stable mark.
+    Processes are stopped on the way out (Ctrl-C included) unless `keep`.
     """
     from drift.config import load_config
     from drift.record import record
-    from drift.report import render_template, since_context
+    from drift.report import since_context
     from drift.store.db import resolve_db_url
     from drift.store.query import History
-    from drift.timespec import When
+    from drift.store.writer import add_mark
 
     box = IncidentSandbox(root)
     box.build()
@@ -237,27 +239,24 @@ def run_demo(root: Path, say: Callable[[str], None], *, keep: bool = False) -> s
     try:
         box.start_all()
         say(f"sandbox {root}: prefill, decode and router running from serve/*.sh")
-        for _ in range(2):
+        for _ in range(3):
             snap = record(config, db)
-            say(f"  morning record: snapshot #{snap.snapshot_id}, {snap.facts} facts")
-        stable = snap.snapshot_id
-        say(f"  stable at snapshot #{stable}")
+            say(f"  morning: drift record -> snapshot #{snap.snapshot_id}, {snap.facts} facts")
+        add_mark(db, config.host, "stable", snap.taken_us, "decode answers; p99 fine")
+        say("  morning: drift mark stable --note 'decode answers; p99 fine'")
         line = box.add_culprit()
-        say(f"then someone adds line {line} to serve/decode.sh: {CULPRIT}")
+        say(f"later: line {line} is added to serve/decode.sh: {CULPRIT}")
         box.touch_kernel()
-        say("      a kernel file is touched (same bytes), and all three services are co-restarted")
+        say("       a kernel file is touched (same bytes); all three services are co-restarted")
         box.restart_all()
         snap = record(config, db)
-        say(f"  record: snapshot #{snap.snapshot_id}, {snap.changed} facts changed")
-        say(f"\n$ drift since --stable '#{stable}'\n")
+        say(f"       drift record -> snapshot #{snap.snapshot_id}, {snap.changed} facts changed")
+        say("\n$ drift since\n")
         history = History.open(db, config.host)
         try:
-            context = since_context(history, When(snapshot=stable, text=f"#{stable}"), None)
+            return since_context(history, None, None)
         finally:
             history.close()
-        return render_template(
-            "since.txt.j2", {**context, "explain": False, "digests": False}, config.templates_dir
-        )
     finally:
         if not keep:
             box.stop_all()

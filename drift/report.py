@@ -51,12 +51,23 @@ def where(provenance: dict[str, Any]) -> str:
     return ""
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]|\x1b\[[0-9;?]*[A-Za-z]")
+# Whole escape sequences first (CSI like ESC[31m, OSC like ESC]0;title BEL), so
+# no residue such as "[31m" is left behind; then any other control character.
+_CONTROL = re.compile(
+    r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?"
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+)
 
 
-def printable(text: str) -> str:
-    """Strip terminal control sequences from untrusted text (values come from the box)."""
-    return _CONTROL.sub(lambda m: "" if m.group(0).startswith("\x1b") else "?", text)
+def printable(text: object) -> str:
+    """Strip terminal control sequences from untrusted text (values come from the box).
+
+    Escape sequences vanish; other control characters show as "?". Anything
+    not a string (a pid) is shown as text; a missing value stays an error.
+    """
+    if text is None:
+        return ""
+    return _CONTROL.sub(lambda m: "" if m.group(0).startswith("\x1b") else "?", str(text))
 
 
 def _local(us: int) -> str:
@@ -213,6 +224,13 @@ def since_context(
     subjects = sorted({v.subject for v in unchanged} - changed_subjects)
     spots = blind_spots(baseline, window)
 
+    suspects = [_suspect_ctx(r, values) for r in shown]
+    by_subject: dict[str, list[dict[str, Any]]] = {}
+    for suspect in suspects:
+        for change in suspect["changes"]:
+            by_subject.setdefault(change["subject"], []).append(
+                {**change, "suspect_rank": suspect["rank"]}
+            )
     return {
         "command": command,
         "host": history.host,
@@ -232,7 +250,12 @@ def since_context(
             "with_errors": sum(1 for s in window if s.n_errors),
         },
         "total_suspects": len(ranked),
-        "suspects": [_suspect_ctx(r, values) for r in shown],
+        "suspects": suspects,
+        # Every change of the suspects shown, by subject: the report's appendix.
+        "changes_by_subject": [
+            {"subject": subject, "changes": changes}
+            for subject, changes in sorted(by_subject.items())
+        ],
         "timeline": _timeline(history, baseline, current, ranked, events, inside, flapped),
         "unchanged": {
             "count": len(unchanged),
@@ -534,3 +557,92 @@ def history_context(history: History, pattern: str) -> dict[str, Any]:
         "pattern": pattern,
         "facts": [{"subject": s, "key": k, "versions": vs} for (s, k), vs in facts.items()],
     }
+
+
+# `_` between two letters or digits cannot start or end emphasis: left as is, for readability.
+# `#` before a digit would link an issue when pasted into a GitHub issue or pull request.
+_MD_SPECIAL = re.compile(r"[\\`*\[\]<&|~]|(?<![^\W_])_|_(?![^\W_])|#(?=\d)")
+_MD_BLOCK_START = re.compile(r"^([#>+=-])|^(\d+)([.)])")
+_MD_SCHEME = re.compile(r"(?<=[A-Za-z]):(?=//)")
+_MD_WWW = re.compile(r"(?i)\b(www)\.")
+_BACKTICKS = re.compile(r"`+")
+
+
+def _md_text(text: Any) -> str:
+    """Untrusted text as one line of Markdown prose that renders as exactly that text.
+
+    Backslash escapes stop emphasis, links, images, raw HTML, entities and
+    table cells; `://`, `www.` and `@` are escaped too so GitHub cannot
+    autolink a URL, address or issue number; a leading `#`, `>`, `-`, `1.`
+    cannot start a block.
+    """
+    flat = " ".join(printable(str(text)).split())
+    out = _MD_SPECIAL.sub(lambda m: "\\" + m.group(0), flat)
+    out = _MD_WWW.sub(r"\1\\.", _MD_SCHEME.sub(r"\\:", out)).replace("@", "\\@")
+    return _MD_BLOCK_START.sub(
+        lambda m: "\\" + m.group(1) if m.group(1) else m.group(2) + "\\" + m.group(3), out
+    )
+
+
+def _md_code(text: Any, cell: bool = False) -> str:
+    """Untrusted text as a Markdown code span: nothing inside is Markdown or HTML.
+
+    The backtick fence is longer than any run inside. In a table `cell`, `|`
+    must still be escaped (GFM splits cells before it sees code spans).
+    """
+    flat = " ".join(printable(str(text)).splitlines()).replace("\t", " ")
+    if flat == "":
+        return "*(empty)*"
+    if cell:
+        flat = flat.replace("|", "\\|")
+    fence = "`" * (max((len(r) for r in _BACKTICKS.findall(flat)), default=0) + 1)
+    # CommonMark strips one space from each side when both are there: pad so edges survive.
+    if flat[0] in "` " or flat[-1] in "` ":
+        flat = f" {flat} "
+    return f"{fence}{flat}{fence}"
+
+
+def _md_fence(lines: list[str]) -> str:
+    """A backtick fence for a code block: longer than any backtick run in `lines`."""
+    longest = max((len(r) for line in lines for r in _BACKTICKS.findall(line)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def render_report(context: dict[str, Any], fmt: str, templates_dir: str | None = None) -> str:
+    """Render the postmortem report, "html" (report.html.j2) or "md" (report.md.j2).
+
+    A template of the same name in `templates_dir` wins over drift's own. The
+    context is since_context's plus `regenerate`, `generated_at`, `explain`
+    and `digests`; a missing key is an error (StrictUndefined).
+    """
+    from jinja2 import (
+        ChoiceLoader,
+        Environment,
+        FileSystemLoader,
+        StrictUndefined,
+        select_autoescape,
+    )
+
+    from drift.resources import resource_dir
+
+    names = {"html": "report.html.j2", "md": "report.md.j2"}
+    if fmt not in names:
+        raise ValueError(f"report format must be html or md, not {fmt!r}")
+    loaders = [FileSystemLoader(templates_dir)] if templates_dir else []
+    loaders.append(FileSystemLoader(str(resource_dir("templates"))))
+    env = Environment(
+        loader=ChoiceLoader(loaders),
+        # select_autoescape matches the name's ending: "html" alone misses "report.html.j2".
+        autoescape=select_autoescape(["html", "html.j2", "htm"]),
+        undefined=StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    # str() first: a pid is an int, and a StrictUndefined must raise UndefinedError, not TypeError.
+    env.filters["printable"] = lambda text: printable(str(text))
+    env.filters["short"] = _short
+    env.filters["md"] = _md_text
+    env.filters["code"] = _md_code
+    env.filters["fence"] = _md_fence
+    return env.get_template(names[fmt]).render(**context)

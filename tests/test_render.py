@@ -40,6 +40,7 @@ def context(title: str) -> dict:
 def test_plain_output_has_no_escape_sequences_even_from_values() -> None:
     out = render_template("since.txt.j2", context(f"export K={EVIL}"))
     assert "\x1b" not in out and "\x07" not in out
+    assert "[31m" not in out and "[2J" not in out  # whole sequences go, no residue
     assert "HACKED" in out  # the text is kept, only the control characters go
 
 

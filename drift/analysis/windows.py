@@ -53,7 +53,7 @@ class Baseline:
     when: When
     why: str
     source: str  # "given", "marks" or "health"
-    window: tuple[int, int] | None  # the stable window it ends, in microseconds
+    window: tuple[int, int] | None  # the stable window it ends (µs), if it spans time
     unhealthy_us: int | None  # the first failing health check after the baseline
 
 
@@ -158,6 +158,9 @@ def choose_baseline(history: History, stable: When | None) -> Baseline:
             )
             span = (window.start.at_us, failed_us)
             at = When(at=from_us(failed_us - 1), text="")
+        elif window.start.id == window.last_stable.id:
+            why = f"stable mark at {began}, no unstable mark since"
+            span = None
         else:
             why = (
                 f"last stable mark, {_clock(window.last_stable.at_us)}; the window open since "

@@ -1,0 +1,518 @@
+"""The postmortem report (HTML and Markdown): inert, complete, and values from the box stay text."""
+
+from __future__ import annotations
+
+import copy
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import pytest
+
+from drift.report import render_report
+
+SCRIPT = "<script>alert(1)</script>"
+BREAKOUT = "</details><img src=x onerror=alert(1)>"
+LINK = "[link](http://evil)"
+FENCE = "```"
+ANSI = "\x1b[31m"
+SECRET = "[redacted:1a2b3c4d]"
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+
+def _change(
+    subject: str, key: str, kind: str, before: str | None, after: str | None, **extra: Any
+) -> dict[str, Any]:
+    return {
+        "subject": subject,
+        "key": key,
+        "kind": kind,
+        "category": "script export",
+        "before": before,
+        "after": after,
+        "secret": False,
+        "changed_at": "2026-12-02T12:55:31.661557+00:00",
+        "changed_local": "2026-12-02 12:55:31 UTC",
+        "where": "",
+        "provenance": {},
+        "diff": None,
+        "role": "evidence",
+        **extra,
+    }
+
+
+def _signals(score: float) -> list[dict[str, Any]]:
+    return [
+        {"name": "liveness", "value": 1.0, "weight": 0.5, "contribution": 0.5, "reason": "live"},
+        {"name": "kind", "value": 1.0, "weight": 0.5, "contribution": score - 0.5, "reason": LINK},
+    ]
+
+
+def report_context() -> dict[str, Any]:
+    """A reduced copy of since_context's output for the incident demo, with hostile values."""
+    script = "script:/srv/serve/decode.sh"
+    long_diff = ["--- baseline", "+++ current", "@@ -1,30 +1,30 @@"] + [
+        f"-old line {i}" if i % 2 else f"+new line {i}" for i in range(30)
+    ]
+    root = _change(
+        script,
+        "export:EVIL",
+        "added",
+        None,
+        f"{SCRIPT}{BREAKOUT}",
+        role="root",
+        where="/srv/serve/decode.sh:8",
+        provenance={"file": "/srv/serve/decode.sh", "line": 8, "service": "decode"},
+    )
+    content = _change(
+        script,
+        "content",
+        "modified",
+        "sha256:7c297d8e1d05 (10 lines, 456 chars)",
+        "sha256:712dfba0555f (11 lines, 496 chars)",
+        where="/srv/serve/decode.sh",
+        provenance={"file": "/srv/serve/decode.sh", "service": "decode"},
+        diff={
+            "format": "text",
+            "keys": [],
+            "parse_error": None,
+            "lines": [
+                "--- baseline",
+                "+++ current",
+                "@@ -7,3 +7,5 @@",
+                f" export HF_TOKEN={SECRET}",
+                f"+export EVIL='{SCRIPT}'",
+                f"+# {FENCE}` </pre>{BREAKOUT} {ANSI}red\x1b[0m {LINK}",
+                f" {FENCE}",  # a context line that would close a three-backtick fence
+                " echo $$ > /srv/run/decode.pid",
+            ],
+        },
+    )
+    live = _change(
+        "service:decode",
+        "env:EVIL",
+        "added",
+        None,
+        f"{SCRIPT}{BREAKOUT}",
+        where="pid 11199 (/proc/11199/environ)",
+        provenance={"pid": 11199, "source": "/proc/11199/environ"},
+    )
+    config = _change(
+        "file:/etc/serve/config.json",
+        "content",
+        "modified",
+        "sha256:aaaa (40 lines)",
+        "sha256:bbbb (40 lines)",
+        where="/etc/serve/config.json",
+        provenance={"file": "/etc/serve/config.json", "format": "json"},
+        diff={
+            "format": "json",
+            "keys": [
+                {"path": "a|b", "kind": "changed", "before": "1", "after": f"2 | {LINK}"},
+                {"path": "`tick`", "kind": "added", "before": None, "after": '"x"'},
+            ],
+            "parse_error": None,
+            "lines": long_diff,
+        },
+    )
+    output = _change(
+        "command:gpu",
+        "stdout",
+        "modified",
+        "sha256:1111 (31 lines)",
+        "sha256:2222 (31 lines)",
+        where="$ nvidia-smi -q",
+        provenance={"run": "nvidia-smi -q"},
+        diff={"format": "text", "keys": [], "parse_error": None, "lines": long_diff},
+    )
+    token = _change(
+        "service:decode",
+        "env:HF_TOKEN",
+        "modified",
+        "[redacted 1a2b3c4d]",
+        "[redacted 5e6f7a8b]",
+        secret=True,
+        where="pid 11199 (/proc/11199/environ)",
+        provenance={"pid": 11199},
+    )
+    suspects = [
+        {
+            "rank": 1,
+            "score": 1.0,
+            "title": f"export EVIL={SCRIPT} added to /srv/serve/decode.sh:8 {ANSI}",
+            "status": "live",
+            "label": f"live in decode (pid 11199) since restart 12:55:31 {BREAKOUT}",
+            "category": "script export",
+            "services": ["decode"],
+            "reasons": [f"in a running process | {LINK}", f"new {FENCE}"],
+            "signals": _signals(1.0),
+            "changes": [root, live, content, config, token],
+            "restarts": [
+                {
+                    "service": "decode",
+                    "before_pid": "11135",
+                    "after_pid": "11199",
+                    "at": "2026-12-02T12:55:31.380000+00:00",
+                    "at_local": "2026-12-02 12:55:31 UTC",
+                }
+            ],
+        },
+        {
+            "rank": 2,
+            "score": 0.32,
+            "title": "command gpu: output modified",
+            "status": "pending",
+            "label": "not applied yet: takes effect on next restart",
+            "category": "command",
+            "services": [],
+            "reasons": ["kind: a command's output, often noise"],
+            "signals": _signals(0.32),
+            "changes": [{**output, "role": "root"}],
+            "restarts": [],
+        },
+    ]
+    by_subject: dict[str, list[dict[str, Any]]] = {}
+    for suspect in suspects:
+        for change in suspect["changes"]:
+            by_subject.setdefault(change["subject"], []).append(
+                {**change, "suspect_rank": suspect["rank"]}
+            )
+    snapshot = {"time": "2026-12-02T12:55:31.571913+00:00", "local": "2026-12-02 12:55:31 UTC"}
+    return {
+        "command": "since",
+        "host": "gpu-node-7",
+        "baseline": {
+            **snapshot,
+            "snapshot": 2,
+            "asked": "#2",
+            "why": "given with --stable #2",
+            "facts": 114,
+            "source": "given",
+            "unhealthy_at": "2026-12-02T12:56:00+00:00",
+        },
+        "current": {**snapshot, "snapshot": 3, "asked": None, "why": "latest record", "facts": 116},
+        "trust": {"summary": "1 after the baseline; no gaps; no collection errors"},
+        "window": {"snapshots": 1, "with_errors": 0},
+        "total_suspects": 3,
+        "suspects": suspects,
+        "changes_by_subject": [
+            {"subject": s, "changes": cs} for s, cs in sorted(by_subject.items())
+        ],
+        "timeline": [
+            {
+                "at": "2026-12-02T12:55:31.370000+00:00",
+                "local": "2026-12-02 12:55:31 UTC",
+                "kind": "restart",
+                "text": "co-restart of prefill, decode (pids 11134 -> 11196)",
+            },
+            {
+                "at": "2026-12-02T12:55:31.661557+00:00",
+                "local": "2026-12-02 12:55:31 UTC",
+                "kind": "change",
+                "text": f"#1 export EVIL={SCRIPT} | {LINK} {ANSI}",
+            },
+        ],
+        "unchanged": {
+            "count": 3,
+            "by_kind": {"file": 1, "live env": 2},
+            "subjects": ["file:/srv/model.py", "service:prefill"],
+            "whole_subjects": ["file:/srv/model.py"],
+            "facts": [
+                {
+                    "subject": "file:/srv/model.py",
+                    "key": "sha256",
+                    "value": "sha256:4941b0cadba5 (1 line, 10 chars)",
+                    "since": "2026-12-02T12:55:30.871424+00:00",
+                },
+                {
+                    "subject": "service:prefill",
+                    "key": "env:PS1",
+                    "value": f"{FENCE}{BREAKOUT}|{LINK}",
+                    "since": "2026-12-02T12:55:30.871424+00:00",
+                },
+                {
+                    "subject": "service:prefill",
+                    "key": "env:HF_TOKEN",
+                    "value": SECRET,
+                    "since": "2026-12-02T12:55:30.871424+00:00",
+                },
+            ],
+        },
+        "blind_spots": [
+            {
+                "kind": "error",
+                "subject": "command:gpu",
+                "key": None,
+                "message": f"exit 1: {SCRIPT}",
+                "first_seen": "2026-12-02T12:55:31+00:00",
+                "last_seen": "2026-12-02T12:56:31+00:00",
+                "first_local": "2026-12-02 12:55:31 UTC",
+                "last_local": "2026-12-02 12:56:31 UTC",
+                "count": 2,
+                "current": True,
+            }
+        ],
+        "regenerate": "drift report --stable '#2' --host gpu-node-7 -o postmortem.html",
+        "generated_at": "2026-12-02T13:00:00+00:00",
+        "explain": False,
+        "digests": True,
+    }
+
+
+class Page(HTMLParser):
+    """Every element and the text a reader sees, as a browser's parser would split them."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.ends: list[str] = []
+        self.text: list[str] = []
+        self.style = ""
+        self._in_style = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+        self._in_style = tag == "style"
+
+    def handle_endtag(self, tag: str) -> None:
+        self.ends.append(tag)
+        self._in_style = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_style:
+            self.style += data
+        else:
+            self.text.append(data)
+
+    def count(self, tag: str) -> int:
+        return sum(1 for t, _ in self.tags if t == tag)
+
+
+def parse(html: str) -> Page:
+    page = Page()
+    page.feed(html)
+    page.close()
+    return page
+
+
+@pytest.fixture(scope="module")
+def html() -> str:
+    return render_report(report_context(), "html")
+
+
+@pytest.fixture(scope="module")
+def md() -> str:
+    return render_report(report_context(), "md")
+
+
+# --- HTML --------------------------------------------------------------------------------
+
+
+def test_html_loads_nothing_and_runs_nothing(html: str) -> None:
+    page = parse(html)
+    assert "<script" not in html.lower()
+    assert page.count("script") == 0
+    for tag, attrs in page.tags:
+        assert tag not in ("img", "link", "iframe", "object", "embed", "base", "form"), tag
+        assert "src" not in attrs, (tag, attrs)
+        assert not any(name.startswith("on") for name in attrs), (tag, attrs)
+        href = attrs.get("href")
+        assert href is None or href.startswith("#"), (tag, attrs)
+        assert "url(" not in (attrs.get("style") or "")
+    assert "url(" not in page.style and "@import" not in page.style
+    csp = [
+        a for t, a in page.tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy"
+    ]
+    assert [a["content"] for a in csp] == [CSP]
+    # The CSP must come before anything that could load: first in <head> after the charset.
+    assert html.index("Content-Security-Policy") < html.index("<style>")
+
+
+def test_hostile_values_show_as_text(html: str) -> None:
+    page = parse(html)
+    shown = "".join(page.text)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "&lt;/details&gt;&lt;img src=x onerror=alert(1)&gt;" in html
+    assert "&lt;/pre&gt;" in html
+    # The reader sees the values exactly, minus control characters.
+    assert f"{SCRIPT}{BREAKOUT}" in shown
+    assert SECRET in shown and LINK in shown
+    assert "\x1b" not in html
+    assert html.count("<details") == html.count("</details>") == page.count("details")
+    assert page.ends.count("details") == page.count("details")
+    assert page.count("pre") == page.ends.count("pre")
+
+
+def test_html_sections_in_order_with_the_culprit_first(html: str) -> None:
+    ids = ["suspects", "timeline", "changes", "unchanged", "blind-spots", "regenerate"]
+    positions = [html.index(f'id="{name}"') for name in ids]
+    assert positions == sorted(positions)
+    shown = "".join(parse(html[html.index("<body>") :]).text)
+    # Above the fold: only the short header comes before suspect #1's title.
+    before_culprit = shown[: shown.index("export EVIL=")]
+    assert len(" ".join(before_culprit.split())) < 600
+    assert "first unhealthy" in before_culprit
+    assert "given with --stable #2" in before_culprit
+    assert "drift report --stable '#2' --host gpu-node-7 -o postmortem.html" in shown
+    assert "2026-12-02T13:00:00+00:00" in shown
+    # Status is spelled out, not only a colour.
+    assert re.search(r'class="suspect s-live"[^>]*>.*?LIVE', html, re.S)
+    assert re.search(r'class="suspect s-pending"[^>]*>.*?PENDING', html, re.S)
+
+
+def test_html_collapses_long_evidence_and_diffs(html: str) -> None:
+    first = html[html.index('id="suspect-1"') : html.index('id="suspect-2"')]
+    visible, _, hidden = first.partition('<details class="more"><summary>2 more changes')
+    assert hidden, "changes beyond the first 3 are collapsed"
+    assert "env:EVIL" in visible and "env:HF_TOKEN" not in visible and "env:HF_TOKEN" in hidden
+    second = html[html.index('id="suspect-2"') : html.index('id="timeline"')]
+    assert "<summary>diff (33 lines)</summary>" in second
+    # Structured content: changed keys shown, the unified diff collapsed.
+    assert "<code>a|b</code>" in hidden and "unified diff (33 lines)" in hidden
+    unchanged = html[html.index('id="unchanged"') :]
+    assert '<details class="bulk"><summary>all 3 unchanged facts' in unchanged
+
+
+def test_html_autoescapes_a_users_own_report(tmp_path: Path) -> None:
+    (tmp_path / "report.html.j2").write_text("<p>mine: {{ host }}</p>\n")
+    out = render_report({**report_context(), "host": SCRIPT}, "html", str(tmp_path))
+    assert out == "<p>mine: &lt;script&gt;alert(1)&lt;/script&gt;</p>\n"
+
+
+# --- Markdown ----------------------------------------------------------------------------
+
+
+def fenced_blocks(md: str) -> tuple[list[list[str]], list[str]]:
+    """Split Markdown into fenced code blocks and the other lines, as CommonMark does."""
+    blocks: list[list[str]] = []
+    rest: list[str] = []
+    fence = None
+    for line in md.splitlines():
+        stripped = line.strip()
+        if fence is None:
+            m = re.match(r"(`{3,})[^`]*$", stripped)
+            if m:
+                fence = m.group(1)
+                blocks.append([])
+            else:
+                rest.append(line)
+        elif re.fullmatch(rf"{fence}`*", stripped):
+            fence = None
+        else:
+            blocks[-1].append(line)
+    assert fence is None, "a fenced block is never closed"
+    return blocks, rest
+
+
+def without_code_spans(line: str) -> str:
+    """The line minus its inline code spans (a run of N backticks up to the next run of N)."""
+    return re.sub(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", "", line)
+
+
+def test_markdown_fences_hold_hostile_lines(md: str) -> None:
+    blocks, _rest = fenced_blocks(md)
+    diffs = [b for b in blocks if any("+++ current" in line for line in b)]
+    # content (twice: suspect and appendix), config and gpu output (twice each)
+    assert len(diffs) == 6
+    hostile = next(b for b in diffs if any("</pre>" in line for line in b))
+    assert any(f"{FENCE}` </pre>" in line for line in hostile)
+    assert f"   {FENCE}" in hostile  # kept inside, indented with the list item
+    assert any(SECRET in line for line in hostile)
+    assert "drift report --stable '#2' --host gpu-node-7 -o postmortem.html" in md
+
+
+def test_markdown_has_no_live_html_links_or_control_characters(md: str) -> None:
+    assert "\x1b" not in md
+    _blocks, rest = fenced_blocks(md)
+    prose = "\n".join(without_code_spans(line) for line in rest)
+    for line in prose.splitlines():
+        # Our own <details> around the list of every unchanged fact is the only HTML.
+        if line.strip() not in ("<details><summary>All 3 unchanged facts</summary>", "</details>"):
+            assert not re.search(r"(?<!\\)<[A-Za-z/!?]", line), line
+    assert not re.search(r"(?<!\\)<script", prose)
+    assert not re.search(r"(?<!\\)\[[^\]]*(?<!\\)\]\(", prose), "a live link"
+    assert "http://" not in prose and "www." not in prose
+    assert "\\[link\\](http\\://evil)" in prose  # escaped, still readable
+    # The secret marker is kept for the reader, but only ever inside code.
+    assert SECRET in md and SECRET not in prose
+
+
+def test_markdown_tables_keep_their_columns(md: str) -> None:
+    _blocks, rest = fenced_blocks(md)
+    tables: list[list[str]] = []
+    previous = ""
+    for line in rest:
+        if line.strip().startswith("|"):
+            if not previous.strip().startswith("|"):
+                tables.append([])
+            tables[-1].append(line.strip())
+        previous = line
+    assert len(tables) >= 5  # header, key changes (twice), timeline, digests, facts
+    for table in tables:
+        widths = {len(re.findall(r"(?<!\\)\|", row)) for row in table}
+        assert len(widths) == 1, table
+        assert re.fullmatch(r"\|( --- \|)+", table[1]), table
+    timeline = next(t for t in tables if t[0] == "| time | event | what |")
+    assert len(timeline) == 4
+
+
+def test_markdown_values_survive_as_code(md: str) -> None:
+    # In a code span the reader sees the value exactly: nothing to unescape.
+    assert f"`{SCRIPT}{BREAKOUT}`" in md
+    (heading,) = [line for line in md.splitlines() if line.startswith("### 1. `")]
+    assert "export EVIL=<script>alert(1)</script> added to /srv/serve/decode.sh:8" in heading
+    assert heading.endswith("`") and "[31m" not in heading
+    # A value with a backtick run gets a longer fence; edges padded so they survive.
+    assert "```` ```</details><img src=x onerror=alert(1)>\\|[link](http://evil) ````" in md
+    assert "**LIVE**" in md and "**PENDING**" in md
+
+
+# --- Both --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["html", "md"])
+@pytest.mark.parametrize("key", ["regenerate", "generated_at", "explain", "digests"])
+def test_a_missing_key_is_an_error(fmt: str, key: str) -> None:
+    context = report_context()
+    del context[key]
+    with pytest.raises(jinja2.UndefinedError):
+        render_report(context, fmt)
+
+
+@pytest.mark.parametrize("fmt", ["html", "md"])
+def test_a_missing_nested_key_is_an_error(fmt: str) -> None:
+    context = copy.deepcopy(report_context())
+    del context["suspects"][0]["changes"][0]["where"]
+    with pytest.raises(jinja2.UndefinedError):
+        render_report(context, fmt)
+
+
+@pytest.mark.parametrize("fmt", ["html", "md"])
+def test_no_change_renders_every_section(fmt: str) -> None:
+    context = {
+        **report_context(),
+        "suspects": [],
+        "total_suspects": 0,
+        "changes_by_subject": [],
+        "timeline": [],
+        "blind_spots": [],
+        "unchanged": {"count": 0, "by_kind": {}, "subjects": [], "whole_subjects": [], "facts": []},
+    }
+    out = render_report(context, fmt)
+    assert "No change since the baseline." in out
+    assert "every fact was collected in every snapshot" in out
+    assert "postmortem.html" in out
+
+
+def test_a_users_template_wins(tmp_path: Path) -> None:
+    (tmp_path / "report.md.j2").write_text("# ours for {{ host }}\n")
+    assert render_report(report_context(), "md", str(tmp_path)) == "# ours for gpu-node-7\n"
+    # Only that one: the HTML report still comes from drift.
+    assert "Content-Security-Policy" in render_report(report_context(), "html", str(tmp_path))
+
+
+def test_an_unknown_format_is_refused() -> None:
+    with pytest.raises(ValueError, match="html or md"):
+        render_report(report_context(), "pdf")
