@@ -163,3 +163,24 @@ def test_readme_mentions_every_command_and_option() -> None:
 
     visit(cli, [])
     assert missing == []
+
+
+def test_templates_dir_in_drift_toml_overrides_a_template(tmp_path: Path) -> None:
+    mine = tmp_path / "my-templates"
+    mine.mkdir()
+    (mine / "since.txt.j2").write_text(
+        "ON CALL VIEW {{ host }}: {{ total_suspects }} suspect(s)\n"
+        "{% for s in suspects %}{{ s.rank }} {{ s.title | printable }}\n{% endfor %}"
+    )
+    config = tmp_path / "drift.toml"
+    config.write_text(
+        f'host = "tpl"\ntemplates_dir = "{mine}"\n'
+        f'[[commands]]\nname = "v"\nrun = "cat {tmp_path}/v"\n'
+    )
+    (tmp_path / "v").write_text("1\n")
+    cfg = ["--config", str(config), "--db", str(tmp_path / "d.db")]
+    run_drift(["record", *cfg], tmp_path)
+    (tmp_path / "v").write_text("2\n")
+    run_drift(["record", *cfg], tmp_path)
+    out = run_drift(["since", "--stable", "#1", *cfg], tmp_path).stdout
+    assert out.startswith("ON CALL VIEW tpl: 1 suspect(s)\n1 command v: output modified")
