@@ -12,7 +12,7 @@ import socket
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from drift.errors import ConfigError
 
@@ -69,6 +69,9 @@ class HealthSpec:
     name: str
     run: str
     timeout: float = 20.0
+
+
+_Run = TypeVar("_Run", CommandSpec, HealthSpec)
 
 
 @dataclass(frozen=True)
@@ -294,31 +297,8 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
             )
         )
 
-    commands = []
-    command_readers = top.tables("commands")
-    for r in command_readers:
-        r.check_keys({"name", "run", "timeout"})
-        commands.append(
-            CommandSpec(
-                name=_name(r),
-                run=r.string("run", required=True) or "",
-                timeout=r.number("timeout", 10.0),
-            )
-        )
-    _unique_names(command_readers, [c.name for c in commands])
-
-    health = []
-    health_readers = top.tables("health")
-    for r in health_readers:
-        r.check_keys({"name", "run", "timeout"})
-        health.append(
-            HealthSpec(
-                name=_name(r),
-                run=r.string("run", required=True) or "",
-                timeout=r.number("timeout", 20.0),
-            )
-        )
-    _unique_names(health_readers, [h.name for h in health])
+    commands = _runs(top, "commands", CommandSpec, default_timeout=10.0)
+    health = _runs(top, "health", HealthSpec, default_timeout=20.0)
 
     secrets = SecretsSpec()
     if "secrets" in data:
@@ -350,6 +330,23 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
         proc_root=top.path_string("proc_root") or "/proc",
         templates_dir=top.path_string("templates_dir"),
     )
+
+
+def _runs(top: _Reader, key: str, spec: type[_Run], *, default_timeout: float) -> list[_Run]:
+    """[[commands]] and [[health]]: a unique name, a command line, a timeout."""
+    readers = top.tables(key)
+    runs = []
+    for r in readers:
+        r.check_keys({"name", "run", "timeout"})
+        runs.append(
+            spec(
+                name=_name(r),
+                run=r.string("run", required=True) or "",
+                timeout=r.number("timeout", default_timeout),
+            )
+        )
+    _unique_names(readers, [run.name for run in runs])
+    return runs
 
 
 def _name(r: _Reader) -> str:

@@ -89,6 +89,11 @@ def test_good_config_resolves_relative_paths_from_its_folder(tmp_path: Path) -> 
             "commands[1].name: duplicate name 'c'",
         ),
         ('services = "decode"', "services: expected an array of tables"),
+        ('[[health]]\nname = "decode-answers"', "health[0].run: missing (required)"),
+        (
+            '[[health]]\nname = "h"\nrun = "true"\n[[health]]\nname = "h"\nrun = "false"',
+            "health[1].name: duplicate name 'h'",
+        ),
         ('[secrets]\nredact = "X"\nshow = ["Y"]', "secrets.show: unknown key"),
         ('host = "a', "TOML syntax error"),
     ],

@@ -104,7 +104,8 @@ def blind_spots(baseline: SnapshotInfo, window: list[SnapshotInfo]) -> list[Blin
                         "gap",
                         "recording",
                         None,
-                        f"no record for {_duration(gap)} (usual interval {_duration(int(usual))})",
+                        f"no record for {duration_text(gap)} "
+                        f"(usual interval {duration_text(int(usual))})",
                         a.taken_us,
                         b.taken_us,
                         1,
@@ -125,7 +126,8 @@ def failing_at(snapshot: SnapshotInfo, state: State) -> set[tuple[str, str]]:
     return {ident for ident in state if any(e.covers(*ident) for e in errors)}
 
 
-def _duration(us: int) -> str:
+def duration_text(us: int) -> str:
+    """A span of microseconds as people say it: 45s, 12m, 3h05m."""
     seconds = us // 1_000_000
     if seconds < 120:
         return f"{seconds}s"

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from drift.analysis.diff import duration_text
 from drift.analysis.group import Story, category_rank, clock
 
 
@@ -263,7 +264,7 @@ def _timing(story: Story, unhealthy_at_us: int, weights: Weights) -> tuple[float
         return value, f"first seen at the first unhealthy record ({clock(unhealthy_at_us)})"
     return (
         value,
-        f"{_duration(before)} before the first unhealthy record ({clock(unhealthy_at_us)})",
+        f"{duration_text(before)} before the first unhealthy record ({clock(unhealthy_at_us)})",
     )
 
 
@@ -274,13 +275,3 @@ def _flapping(story: Story, flapped: frozenset[tuple[str, str]]) -> tuple[float,
         names = ", ".join(k for _s, k in hits)
         return 0.0, f"flapping: {names} changed and changed back inside the window"
     return 1.0, "no back and forth inside the window"
-
-
-def _duration(us: int) -> str:
-    seconds = us // 1_000_000
-    if seconds < 120:
-        return f"{seconds}s"
-    minutes = seconds // 60
-    if minutes < 120:
-        return f"{minutes}m"
-    return f"{minutes // 60}h{minutes % 60:02d}m"

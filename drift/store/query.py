@@ -200,19 +200,6 @@ class History:
             ).all()
         return [_snapshot(r) for r in rows]
 
-    def count_snapshots(self) -> int:
-        with self.engine.connect() as conn:
-            return int(
-                conn.execute(
-                    select(func.count())
-                    .select_from(Snapshot)
-                    .where(Snapshot.host_id == self.host_id)
-                ).scalar()
-                or 0
-            )
-
-    # ---------------------------------------------------------------- state
-
     def _versions_query(self) -> Any:
         first = aliased(Snapshot)
         until = aliased(Snapshot)
