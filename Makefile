@@ -1,29 +1,36 @@
-# Both targets bootstrap their own .venv from nothing.
+# Both targets bootstrap their own .venv from nothing: make demo installs
+# drift alone, make test adds the test tools (pytest, playwright, ...).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.drift-installed
+PIP := $(PY) -m pip install --quiet --disable-pip-version-check
+BASE := $(VENV)/.drift-installed
+TEST := $(VENV)/.drift-test-installed
 
 .PHONY: demo test lint bench clean
 
-$(STAMP): pyproject.toml
+$(BASE): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
-	touch $(STAMP)
+	$(PIP) -e .
+	touch $(BASE)
 
-demo: $(STAMP)
+$(TEST): $(BASE)
+	$(PIP) -e '.[test]'
+	touch $(TEST)
+
+demo: $(BASE)
 	$(VENV)/bin/drift demo
 
-test: $(STAMP)
+test: $(TEST)
 	$(PY) -m pytest -q
 
-lint: $(STAMP)
+lint: $(TEST)
 	$(VENV)/bin/ruff check drift tests benchmarks migrations
 	$(VENV)/bin/ruff format --check drift tests migrations
 	$(VENV)/bin/mypy
 
-bench: $(STAMP)
+bench: $(BASE)
 	$(PY) benchmarks/bench_record.py
 
 clean:
-	rm -rf $(VENV) dist build .pytest_cache .hypothesis
+	rm -rf $(VENV) dist build .pytest_cache .hypothesis test-artifacts

@@ -231,6 +231,12 @@ def record(obj: DriftContext, quiet: bool) -> None:
             f"snapshot #{result.snapshot_id}: {result.facts} facts, {result.changed} changed, "
             f"{errors} error{'' if errors == 1 else 's'}, {result.seconds:.2f}s"
         )
+        if result.facts == 0 and not errors:
+            click.echo(
+                f"  nothing to record yet: name services, files, repos or commands in "
+                f"{config.path}",
+                err=True,
+            )
         for err in result.errors[:10]:
             key = f" {err.key}" if err.key else ""
             click.echo(f"  ! {err.subject}{key}: {err.message}", err=True)

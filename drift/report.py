@@ -91,6 +91,8 @@ class _Values:
             return f"[redacted {version.value.split(':')[-1][:8] if version.value else ''}]"
         if version.blob_sha256 is not None:
             text = self.history.text(version)
+            if "\n" not in text.rstrip("\n") and len(text) <= SHORT_VALUE:
+                return text.rstrip("\n")  # one short line (a version, a count): show it
             lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
             noun = "line" if lines == 1 else "lines"
             return f"sha256:{version.blob_sha256[:12]} ({lines} {noun}, {len(text)} chars)"

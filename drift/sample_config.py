@@ -22,6 +22,13 @@ STARTER_CONFIG = """\
 # name = "attention-kernels"
 # paths = ["/opt/sglang/python/sglang/srt/layers/attention/**/*.py"]
 
+# A config file whose text is kept, so a change shows the keys that changed.
+# [[files]]
+# name = "router-config"
+# paths = ["/etc/sglang/router.json"]
+# content = true
+# format = "json"          # json, yaml, toml or text
+
 # A git checkout: HEAD, branch, dirty or not, untracked count.
 # [[repos]]
 # path = "/opt/sglang"
@@ -31,6 +38,13 @@ STARTER_CONFIG = """\
 # name = "gpu-driver"
 # run = "nvidia-smi --query-gpu=driver_version --format=csv,noheader"
 # timeout = 10
+
+# What "it works" means: run at every record; consecutive passing records
+# form the stable window that `drift since` compares against by default.
+# [[health]]
+# name = "decode-answers"
+# run = "curl -sf -m 20 http://127.0.0.1:30000/health_generate"
+# timeout = 25
 
 # Secrets are stored as keyed hashes. Add names to always redact, or names
 # never to redact by name (values in known token formats are redacted anyway).

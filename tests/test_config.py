@@ -182,3 +182,24 @@ def test_bad_content_settings_name_the_key(tmp_path: Path, text: str, message: s
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert str(info.value) == f"{path}: {message}"
+
+
+def test_starter_config_is_valid_as_written_and_with_every_example_uncommented(
+    tmp_path: Path,
+) -> None:
+    from drift.sample_config import STARTER_CONFIG
+
+    assert load_config(write(tmp_path, STARTER_CONFIG)).services == ()
+    # "# key = value" and "# [[table]]" lines are examples; "# # ..." are alternatives.
+    examples = "\n".join(
+        line[2:]
+        if line.startswith("# ")
+        and not line.startswith("# #")
+        and ("=" in line or line.startswith("# ["))
+        else line
+        for line in STARTER_CONFIG.splitlines()
+    )
+    config = load_config(write(tmp_path, examples))
+    assert [s.name for s in config.services] == ["decode"]
+    assert [h.name for h in config.health] == ["decode-answers"]
+    assert config.files[1].format == "json"
