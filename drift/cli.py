@@ -155,14 +155,16 @@ def cli() -> None:
     """drift: what changed since it last worked, and where each change came from.
 
     \b
-    Record every minute from cron or a systemd timer:
-        drift record --quiet
-    During an incident:
-        drift since --stable 12:00
+    Set up:              drift init, then name your services in drift.toml
+    Every minute:        drift record --quiet      (cron or systemd timer)
+    When it works:       drift mark stable         (or [[health]] checks)
+    During an incident:  drift since --stable 12:00
+    For the postmortem:  drift report -o postmortem.html
+    See it first:        drift demo
     """
 
 
-@cli.command()
+@cli.command(short_help="Create the database, secret key and a starter config.")
 @common_options
 @pass_drift
 def init(obj: DriftContext) -> None:
@@ -199,7 +201,7 @@ def init(obj: DriftContext) -> None:
     click.echo(f"next: drift record   (then add it to cron; config {config.path})")
 
 
-@cli.command()
+@cli.command(short_help="Collect and store one snapshot (run it every minute).")
 @common_options
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success (for cron).")
 @pass_drift
@@ -358,7 +360,7 @@ report_format_option = click.option(
 )
 
 
-@cli.command()
+@cli.command(short_help="Ranked suspects since it last worked, with evidence.")
 @common_options
 @click.option(
     "--stable",
@@ -386,7 +388,7 @@ def since(
     _show_report(obj, "since", baseline, upto, fmt, options)
 
 
-@cli.command()
+@cli.command(short_help="The since report between any two times.")
 @common_options
 @click.argument("start", metavar="WHEN")
 @click.argument("end", metavar="WHEN")
@@ -402,7 +404,7 @@ def diff(obj: DriftContext, start: str, end: str, fmt: str, **options: Any) -> N
     _show_report(obj, "diff", parse_when_arg(start), parse_when_arg(end), fmt, options)
 
 
-@cli.command()
+@cli.command(short_help="Write the report to an .html, .md or .json file.")
 @common_options
 @click.option(
     "--stable",
@@ -466,7 +468,7 @@ def report(
     click.echo(f"wrote {target} ({fmt}, {shown} suspect{'' if shown == 1 else 's'})")
 
 
-@cli.command()
+@cli.command(short_help="The recorded state at a time.")
 @common_options
 @click.option(
     "--at", "at", metavar="WHEN", help="Show the state at this time (default: latest). " + WHEN_HELP
@@ -493,7 +495,7 @@ def show(obj: DriftContext, at: str | None, pattern: str | None, fmt: str) -> No
         emit(render_template("show.txt.j2", context, obj.config().templates_dir))
 
 
-@cli.command()
+@cli.command(short_help="Every value a fact has had, when and from where.")
 @common_options
 @click.argument("pattern")
 @format_option
@@ -517,7 +519,7 @@ def history(obj: DriftContext, pattern: str, fmt: str) -> None:
         emit(render_template("history.txt.j2", context, obj.config().templates_dir))
 
 
-@cli.command()
+@cli.command(short_help="Mark a moment stable or unstable, or add a note.")
 @common_options
 @click.argument("kind", type=click.Choice(["stable", "unstable", "note"]))
 @click.option("--at", "at", metavar="WHEN", help="When it was so (default: now). " + WHEN_HELP)
@@ -551,7 +553,7 @@ def mark(obj: DriftContext, kind: str, at: str | None, note: str | None) -> None
     click.echo(f"mark #{mark_id}: {kind} at {when_text} for host {obj.host_name()}")
 
 
-@cli.command()
+@cli.command(short_help="Replay the motivating incident in a sandbox.")
 @click.option(
     "--keep",
     is_flag=True,
@@ -613,7 +615,7 @@ def demo(keep: bool, output: str | None) -> None:
         click.echo(f"Stop the services with: kill {pids}")
 
 
-@cli.group()
+@cli.group(short_help="Show or upgrade the database schema.")
 def db() -> None:
     """Database schema: see the current revision, or upgrade to this drift's."""
 
