@@ -170,3 +170,28 @@ def test_report_options_filter_explain_and_list_digests(sandbox, tmp_path: Path)
         "export:SGLANG_SM120_MMA_TARGET_CTAS"
     )
     assert run_drift(["diff", "#2", "#1", *cfg], tmp_path, check=False).returncode == 2
+
+
+def test_a_rotated_token_is_a_change_without_either_value_anywhere(sandbox, tmp_path: Path) -> None:
+    cfg = ["--config", str(sandbox.config_path), "--db", str(sandbox.db_path)]
+    run_drift(["record", *cfg], tmp_path)
+    new_token = "hf_" + "RotatedTokenAlsoNotRealButTokenShaped9"
+    script = sandbox.script("decode")
+    script.write_text(script.read_text().replace(DEMO_TOKEN, new_token))
+    sandbox.restart_all()
+    run_drift(["record", *cfg], tmp_path)
+
+    outputs = [
+        run_drift(["since", "--stable", "#1", "--all", *flags, *cfg], tmp_path).stdout
+        for flags in ([], ["--format", "json"], ["--format", "md"], ["--format", "html"])
+    ]
+    outputs.append(run_drift(["history", "HF_TOKEN", *cfg], tmp_path).stdout)
+    stored = b"".join(p.read_bytes() for p in sandbox.db_path.parent.glob("drift.db*"))
+    for token in (DEMO_TOKEN, new_token):
+        assert all(token not in out for out in outputs)
+        assert token.encode() not in stored
+    data = json.loads(outputs[1])["data"]
+    rotated = changes_by_fact(data)[(f"script:{script}", "export:HF_TOKEN")]
+    assert rotated["kind"] == "modified" and rotated["secret"] is True
+    assert rotated["before"] != rotated["after"]  # changed, shown as two different digests
+    assert "[redacted" in outputs[0]
