@@ -350,6 +350,23 @@ def _show_report(
     emit(_render(obj, command, context, fmt, options))
 
 
+def _view(
+    obj: DriftContext, command: str, build: Callable[[History], dict[str, Any]], fmt: str
+) -> None:
+    """Open the history, build a context, print it as text (templates/COMMAND.txt.j2) or JSON."""
+    from drift.report import render_json, render_template
+
+    history = obj.history()
+    try:
+        context = build(history)
+    finally:
+        history.close()
+    if fmt == "json":
+        emit(render_json(command, context))
+    else:
+        emit(render_template(f"{command}.txt.j2", context, obj.config().templates_dir))
+
+
 report_format_option = click.option(
     "--format",
     "fmt",
@@ -482,17 +499,10 @@ def show(obj: DriftContext, at: str | None, pattern: str | None, fmt: str) -> No
     PATTERN is a glob on subject, key or "subject key" (a plain word matches
     as a substring), e.g.  drift show 'env:SGLANG_*'
     """
-    from drift.report import render_json, render_template, show_context
+    from drift.report import show_context
 
-    history = obj.history()
-    try:
-        context = show_context(history, parse_when_arg(at) if at else None, pattern)
-    finally:
-        history.close()
-    if fmt == "json":
-        emit(render_json("show", context))
-    else:
-        emit(render_template("show.txt.j2", context, obj.config().templates_dir))
+    when = parse_when_arg(at) if at else None
+    _view(obj, "show", lambda history: show_context(history, when, pattern), fmt)
 
 
 @cli.command(short_help="Every value a fact has had, when and from where.")
@@ -506,17 +516,9 @@ def history(obj: DriftContext, pattern: str, fmt: str) -> None:
     PATTERN is a glob on subject, key or "subject key" (a plain word matches
     as a substring), e.g.  drift history SGLANG_SM120_MMA_TARGET_CTAS
     """
-    from drift.report import history_context, render_json, render_template
+    from drift.report import history_context
 
-    hist = obj.history()
-    try:
-        context = history_context(hist, pattern)
-    finally:
-        hist.close()
-    if fmt == "json":
-        emit(render_json("history", context))
-    else:
-        emit(render_template("history.txt.j2", context, obj.config().templates_dir))
+    _view(obj, "history", lambda history: history_context(history, pattern), fmt)
 
 
 @cli.command(short_help="Mark a moment stable or unstable, or add a note.")

@@ -292,10 +292,11 @@ def _drop_dac_capabilities() -> None:
             raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
 
 
-def collect_unprivileged(*patterns: str) -> list[list[str | None]]:
+def collect_unprivileged(*patterns: str, child: str = _CHILD) -> list[list[str | None]]:
+    """Collect in a child that lost root's power to ignore file permissions."""
     try:
         done = subprocess.run(
-            [sys.executable, "-c", _CHILD, str(REPO), *patterns],
+            [sys.executable, "-c", child, str(REPO), *patterns],
             capture_output=True,
             text=True,
             timeout=30,
@@ -621,20 +622,8 @@ def test_unreadable_content_file_keeps_its_last_content(tmp_path: Path) -> None:
     path = tmp_path / "secret.yaml"
     path.write_text("a: 1\n")
     os.chmod(path, 0)
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", _CONTENT_CHILD, str(REPO), str(path)],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-            preexec_fn=_drop_dac_capabilities if os.geteuid() == 0 else None,
-        )
-    except subprocess.SubprocessError as exc:
-        if "prctl" in str(exc):
-            pytest.skip("cannot drop CAP_DAC_OVERRIDE here, so chmod 000 cannot fail for root")
-        raise
-    errors = [row[2:] for row in json.loads(done.stdout) if row[1] == "CollectionError"]
+    rows = collect_unprivileged(str(path), child=_CONTENT_CHILD)
+    errors = [row[2:] for row in rows if row[1] == "CollectionError"]
     assert errors == [
         [f"file:{path}", "sha256", "cannot read: Permission denied"],
         [f"file:{path}", "content", "cannot read: Permission denied"],
