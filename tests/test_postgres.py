@@ -36,6 +36,17 @@ def test_two_hosts_record_into_one_postgres_history(pg_url: str, tmp_path: Path)
     )
     out = run_drift(["record", *config["gpu-node-8"]], tmp_path).stdout
     assert out.startswith("snapshot #3: 4 facts, 1 changed")
+    # an unchanged record takes the one-row path (state digest read back as bytea)
+    again = run_drift(["record", *config["gpu-node-7"]], tmp_path).stdout
+    assert again.startswith("snapshot #4: 4 facts, 0 changed")
+    import psycopg
+
+    with psycopg.connect(pg_url) as conn:
+        digests = conn.execute(
+            "SELECT id, state_digest FROM snapshots WHERE id IN (1, 4) ORDER BY id"
+        ).fetchall()
+    assert len(digests) == 2 and bytes(digests[0][1]) == bytes(digests[1][1])
+    assert len(bytes(digests[0][1])) == 16
     since = json.loads(
         run_drift(
             ["since", "--stable", "#2", "--format", "json", *config["gpu-node-8"]], tmp_path
