@@ -21,7 +21,7 @@ import pytest
 from drift.collectors import files
 from drift.collectors.files import collect_files, expand_globs
 from drift.config import FileSpec
-from drift.facts import CachedStat, CollectContext, CollectionError, Fact
+from drift.facts import CollectContext, CollectionError, Fact
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -381,7 +381,7 @@ def test_unchanged_files_are_taken_from_the_cache_without_being_read(tree: Path)
     third = CollectContext(
         file_cache={
             **first.cache_updates,
-            path: first.cache_updates[path]._replace(sha256="f" * 64),
+            path: (*first.cache_updates[path][:4], "f" * 64),
         }
     )
     facts3, _ = run(spec, third)
@@ -463,7 +463,7 @@ def test_cache_updates_hold_the_stat_after_hashing(tmp_path: Path) -> None:
     run(FileSpec("f", (str(path),)), ctx)
     st = os.lstat(path)
     assert ctx.cache_updates == {
-        str(path): CachedStat(3000, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, sha(b"x" * 3000))
+        str(path): (3000, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, sha(b"x" * 3000))
     }
 
 
@@ -549,7 +549,7 @@ def test_content_comes_with_a_cache_hit_and_is_the_text_that_was_hashed(tmp_path
     assert facts[subject]["content"] == "[server]\nport = 8000\n"
     # A stat-matching cache entry with a wrong digest: a file whose content is
     # kept is read again, so its digest and text come from that one read.
-    wrong = first.cache_updates[str(path)]._replace(sha256="f" * 64)
+    wrong = (*first.cache_updates[str(path)][:4], "f" * 64)
     again, errors = run(spec, CollectContext(file_cache={str(path): wrong}))
     assert errors == []
     assert again == facts

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from drift.store.db import HEAD_REVISION
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -58,6 +60,7 @@ def test_wheel_in_a_fresh_venv_migrates_records_and_reports(tmp_path: Path) -> N
     names = zipfile.ZipFile(wheel).namelist()
     assert "drift/migrations/env.py" in names
     assert "drift/migrations/versions/0001_initial.py" in names
+    assert "drift/migrations/versions/0002_stat_cache_shards.py" in names
     assert "drift/templates/since.txt.j2" in names
 
     venv = tmp_path / "venv"
@@ -84,9 +87,10 @@ def test_wheel_in_a_fresh_venv_migrates_records_and_reports(tmp_path: Path) -> N
     }
     drift = str(venv / "bin" / "drift")
     db = str(work / "w.db")
-    assert "created schema 0001" in run([drift, "init", "--db", db], work, env).stdout
-    assert "already at schema 0001" in run([drift, "db", "upgrade", "--db", db], work, env).stdout
+    assert f"created schema {HEAD_REVISION}" in run([drift, "init", "--db", db], work, env).stdout
+    upgrade = run([drift, "db", "upgrade", "--db", db], work, env).stdout
+    assert f"already at schema {HEAD_REVISION}" in upgrade
     assert run([drift, "record", "--db", db], work, env).stdout.startswith("snapshot #1")
-    assert "schema 0001" in run([drift, "db", "current", "--db", db], work, env).stdout
+    assert f"schema {HEAD_REVISION}" in run([drift, "db", "current", "--db", db], work, env).stdout
     out = run([drift, "since", "--stable", "#1", "--db", db], work, env).stdout
     assert "drift since: host wheel" in out

@@ -10,6 +10,8 @@ import pytest
 from conftest import run_drift
 from postgres_server import postgres_server
 
+from drift.store.db import HEAD_REVISION
+
 
 @pytest.fixture(scope="module")
 def pg_url() -> Iterator[str]:
@@ -27,7 +29,8 @@ def test_two_hosts_record_into_one_postgres_history(pg_url: str, tmp_path: Path)
             f'abcdefghijklmnopqrstuvwxyz123456"\n'
         )
         config[host] = ["--config", str(path), "--db", pg_url]
-    assert "created schema 0001" in run_drift(["init", *config["gpu-node-7"]], tmp_path).stdout
+    init = run_drift(["init", *config["gpu-node-7"]], tmp_path).stdout
+    assert f"created schema {HEAD_REVISION}" in init
     # snapshot numbers are shared by the fleet: node 7 gets #1, node 8 #2
     assert run_drift(["record", *config["gpu-node-7"]], tmp_path).stdout.startswith("snapshot #1:")
     assert run_drift(["record", *config["gpu-node-8"]], tmp_path).stdout.startswith("snapshot #2:")

@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 from conftest import DRIFT, drift_env, run_drift
 
+from drift.store.db import resolve_db_url
+from drift.store.writer import HistoryWriter
+
 
 def config(tmp_path: Path, extra: str = "") -> Path:
     path = tmp_path / "drift.toml"
@@ -154,7 +157,11 @@ def test_drift_never_hashes_its_own_files_and_forgets_deleted_ones(tmp_path: Pat
     run_drift(["record", *cfg], tmp_path)
     with sqlite3.connect(db) as conn:
         subjects = {r[0] for r in conn.execute("SELECT DISTINCT subject FROM facts")}
-        cached = {r[0] for r in conn.execute("SELECT path FROM file_cache")}
+    writer = HistoryWriter.open(resolve_db_url(str(db)))
+    try:
+        cached = set(writer.load_file_cache("rec"))
+    finally:
+        writer.close()
     files = {s for s in subjects if s.startswith("file:")}
     assert files == {
         f"file:{tmp_path}/app.conf",

@@ -2,28 +2,28 @@
 
 from __future__ import annotations
 
-import shutil
+import importlib.util
 import sqlite3
 from pathlib import Path
 
-import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from conftest import run_drift
+from sqlalchemy import text
 
-from drift.errors import SchemaTooOld
 from drift.resources import resource_dir
 from drift.store.db import (
     HEAD_REVISION,
     KNOWN_REVISIONS,
-    check_revision,
-    connect_dbapi,
-    current_revision_dbapi,
+    alembic_config,
     migration_head,
     open_engine,
     resolve_db_url,
     upgrade_database,
 )
 from drift.store.models import Base
+from drift.store.writer import STAT_SHARDS, HistoryWriter, stat_shard
 
 
 def test_exactly_one_head_and_it_is_the_one_drift_expects() -> None:
@@ -43,29 +43,77 @@ def test_migrations_build_exactly_the_models(tmp_path: Path) -> None:
     assert diff == []
 
 
-def test_an_older_schema_is_refused_by_record_and_upgraded_with_a_backup(tmp_path: Path) -> None:
-    # A copy of the migrations with one more revision plays the part of a newer drift.
-    scripts = tmp_path / "migrations"
-    shutil.copytree(resource_dir("migrations"), scripts)
-    (scripts / "versions" / "0002_note.py").write_text(
-        "import sqlalchemy as sa\nfrom alembic import op\n"
-        'revision = "0002"\ndown_revision = "0001"\nbranch_labels = None\ndepends_on = None\n'
-        'def upgrade():\n    op.add_column("marks", sa.Column("author", sa.Text()))\n'
-        'def downgrade():\n    op.drop_column("marks", "author")\n'
-    )
-    db = resolve_db_url(str(tmp_path / "old.db"))
-    upgrade_database(db)  # at 0001, as the older drift left it
-    conn = connect_dbapi(db)
-    revision = current_revision_dbapi(conn)
-    conn.close()
-    with pytest.raises(SchemaTooOld, match="run `drift db upgrade`"):
-        check_revision(revision, head="0002", known=("0001", "0002"))
+def _database_at_0001(tmp_path: Path) -> Path:
+    """A database as drift 0001 left it: one host, one stat cache row in the old table."""
+    path = tmp_path / "old.db"
+    engine = open_engine(resolve_db_url(str(path)))
+    try:
+        with engine.begin() as conn:
+            command.upgrade(alembic_config(conn), "0001")
+            conn.execute(text("INSERT INTO hosts (id, name) VALUES (1, 'old')"))
+            conn.execute(
+                text(
+                    "INSERT INTO file_cache (host_id, path, size, mtime_ns, ctime_ns, inode, "
+                    "sha256) VALUES (1, '/etc/app.conf', 12, 1, 2, 3, :sha)"
+                ),
+                {"sha": "a" * 64},
+            )
+    finally:
+        engine.dispose()
+    return path
 
-    result = upgrade_database(db, script_location=scripts, known=("0001", "0002"))
-    assert (result.before, result.after) == ("0001", "0002")
-    assert result.backup is not None and result.backup.exists()
-    with sqlite3.connect(result.backup) as old:
+
+def test_an_older_schema_is_refused_by_record_and_upgraded_with_a_backup(tmp_path: Path) -> None:
+    path = _database_at_0001(tmp_path)
+    config = tmp_path / "drift.toml"
+    config.write_text('host = "old"\n[[commands]]\nname = "hi"\nrun = "echo hi"\n')
+    cfg = ["--config", str(config), "--db", str(path)]
+
+    refused = run_drift(["record", *cfg], tmp_path, check=False)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert "schema 0001" in refused.stderr and "drift db upgrade" in refused.stderr
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM snapshots").fetchone()[0] == 0
+
+    upgraded = run_drift(["db", "upgrade", *cfg], tmp_path)
+    assert "0001" in upgraded.stdout and HEAD_REVISION in upgraded.stdout
+    backups = list(tmp_path.glob("old.db.bak-0001-*"))
+    assert len(backups) == 1
+    with sqlite3.connect(backups[0]) as old:
         assert old.execute("SELECT version_num FROM alembic_version").fetchone()[0] == "0001"
-    with sqlite3.connect(tmp_path / "old.db") as new:
-        columns = [r[1] for r in new.execute("PRAGMA table_info(marks)")]
-    assert "author" in columns
+        assert old.execute("SELECT count(*) FROM file_cache").fetchone()[0] == 1
+
+    # The stat cache came across: the file would not be read again.
+    writer = HistoryWriter.open(resolve_db_url(str(path)))
+    try:
+        assert writer.load_file_cache("old") == {"/etc/app.conf": (12, 1, 2, 3, "a" * 64)}
+    finally:
+        writer.close()
+    assert run_drift(["record", *cfg], tmp_path).stdout.startswith("snapshot #1: ")
+
+
+def test_the_stat_cache_migration_downgrades_without_losing_entries(tmp_path: Path) -> None:
+    path = _database_at_0001(tmp_path)
+    db = resolve_db_url(str(path))
+    upgrade_database(db)
+    engine = open_engine(db)
+    try:
+        with engine.begin() as conn:
+            command.downgrade(alembic_config(conn), "0001")
+            rows = conn.execute(text("SELECT host_id, path, size, sha256 FROM file_cache")).all()
+    finally:
+        engine.dispose()
+    assert [tuple(r) for r in rows] == [(1, "/etc/app.conf", 12, "a" * 64)]
+
+
+def test_the_migration_shards_paths_as_the_writer_does() -> None:
+    # A path in the wrong shard would never be rewritten, so it would go stale.
+    spec = importlib.util.spec_from_file_location(
+        "m0002", resource_dir("migrations") / "versions" / "0002_stat_cache_shards.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    paths = ["/etc/app.conf", "/opt/model/config.json", "/srv/\udcff-latin1-name", "/é/ü"]
+    assert [module._shard(p) for p in paths] == [stat_shard(p) for p in paths]
+    assert module.SHARDS == STAT_SHARDS

@@ -34,7 +34,7 @@ from fnmatch import translate
 from typing import NamedTuple
 
 from drift.config import FileSpec
-from drift.facts import CachedStat, CollectContext, CollectionError, Fact
+from drift.facts import CollectContext, CollectionError, Fact
 
 CHUNK = 1 << 20
 # os.read into a fresh bytes object measured faster here than os.readv into a
@@ -105,15 +105,12 @@ def collect_files(spec: FileSpec, ctx: CollectContext) -> Iterator[Fact | Collec
             cached = cache.get(path)
             if (
                 cached is not None
-                and cached.size == st.st_size
-                and cached.mtime_ns == st.st_mtime_ns
-                and cached.ctime_ns == st.st_ctime_ns
-                and cached.inode == st.st_ino
+                and cached[:4] == (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
                 # The cache holds a digest, not the text: a file whose content
                 # is kept is read again (such files are few and small).
                 and (keep is None or st.st_size > CONTENT_MAX)
             ):
-                yield Fact(subject, "sha256", cached.sha256, provenance)
+                yield Fact(subject, "sha256", cached[4], provenance)
                 yield Fact(subject, "size", str(st.st_size), provenance)
                 yield Fact(subject, "mode", _mode(st), provenance)
                 if keep is not None:
@@ -180,9 +177,7 @@ def _hash_file(
         return
     digest, st, cacheable, data = result
     if cacheable:
-        ctx.cache_updates[path] = CachedStat(
-            st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, digest
-        )
+        ctx.cache_updates[path] = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, digest)
     yield Fact(subject, "sha256", digest, provenance)
     yield Fact(subject, "size", str(st.st_size), provenance)
     yield Fact(subject, "mode", _mode(st), provenance)

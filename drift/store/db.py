@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 
 # The newest migration this drift ships, and every revision it can read.
 # tests/test_store_schema.py checks these against migrations/versions.
-HEAD_REVISION = "0001"
-KNOWN_REVISIONS = ("0001",)
+HEAD_REVISION = "0002"
+KNOWN_REVISIONS = ("0001", "0002")
 
 BUSY_TIMEOUT_MS = 10_000
 

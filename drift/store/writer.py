@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import marshal
 import os
 import time
 import zlib
@@ -150,12 +151,12 @@ class HistoryWriter:
         host_id = self.host_id(host)
         if host_id is None:
             return {}
-        rows = self.conn.execute(
-            "SELECT path, size, mtime_ns, ctime_ns, inode, sha256 FROM file_cache "
-            "WHERE host_id = ?",
-            (host_id,),
-        ).fetchall()
-        return {r[0]: CachedStat(r[1], r[2], r[3], r[4], r[5]) for r in rows}
+        cache: dict[str, CachedStat] = {}
+        for (entries,) in self.conn.execute(
+            "SELECT entries FROM stat_cache WHERE host_id = ?", (host_id,)
+        ):
+            cache.update(_load_shard(entries))
+        return cache
 
     # ------------------------------------------------------------ the write
 
@@ -400,20 +401,62 @@ class HistoryWriter:
         )
 
     def _write_cache(self, host_id: int, updates: dict[str, CachedStat], gone: set[str]) -> None:
-        """Remember files hashed this time; forget files that no longer exist."""
-        self.conn.executemany(
-            "DELETE FROM file_cache WHERE host_id = ? AND path = ?",
-            [(host_id, path) for path in gone if path not in updates],
-        )
-        if not updates:
+        """Remember files hashed this time; forget files that no longer exist.
+
+        Only the shards holding a changed path are read back and rewritten.
+        """
+        touched: dict[int, list[str]] = {}
+        for path in (*updates, *gone):
+            touched.setdefault(stat_shard(path), []).append(path)
+        if not touched:
             return
+        shards: dict[int, dict[str, CachedStat]] = {}
+        numbers = sorted(touched)
+        for i in range(0, len(numbers), 500):
+            chunk = numbers[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            for shard, entries in self.conn.execute(
+                f"SELECT shard, entries FROM stat_cache WHERE host_id = ? AND shard IN ({marks})",
+                (host_id, *chunk),
+            ):
+                shards[int(shard)] = _load_shard(entries)
+        emptied: list[tuple[int, int]] = []
+        rows: list[tuple[int, int, bytes]] = []
+        for shard, paths in touched.items():
+            entries = shards.get(shard, {})
+            for path in paths:
+                update = updates.get(path)
+                if update is not None:
+                    entries[path] = update
+                else:
+                    entries.pop(path, None)
+            if entries:
+                rows.append((host_id, shard, marshal.dumps(entries)))
+            else:
+                emptied.append((host_id, shard))
+        self.conn.executemany("DELETE FROM stat_cache WHERE host_id = ? AND shard = ?", emptied)
         self.conn.executemany(
-            "INSERT INTO file_cache (host_id, path, size, mtime_ns, ctime_ns, inode, sha256) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (host_id, path) DO UPDATE SET "
-            "size = excluded.size, mtime_ns = excluded.mtime_ns, ctime_ns = excluded.ctime_ns, "
-            "inode = excluded.inode, sha256 = excluded.sha256",
-            [(host_id, path, *stat) for path, stat in updates.items()],
+            "INSERT INTO stat_cache (host_id, shard, entries) VALUES (?, ?, ?) "
+            "ON CONFLICT (host_id, shard) DO UPDATE SET entries = excluded.entries",
+            rows,
         )
+
+
+STAT_SHARDS = 64
+
+
+def stat_shard(path: str) -> int:
+    """Which of the STAT_SHARDS rows of the stat cache holds `path`."""
+    return zlib.crc32(path.encode("utf-8", "surrogateescape")) % STAT_SHARDS
+
+
+def _load_shard(entries: bytes) -> dict[str, CachedStat]:
+    """One shard of the stat cache; an unreadable one is empty (its files are re-read)."""
+    try:
+        shard = marshal.loads(entries)
+    except (EOFError, ValueError, TypeError):
+        return {}
+    return shard if isinstance(shard, dict) else {}
 
 
 MARK_KINDS = ("stable", "unstable", "note")
