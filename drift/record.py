@@ -103,13 +103,9 @@ def record(config: Config, db: DbUrl) -> SnapshotResult:
                 systemctl=config.systemctl,
                 proc_root=config.proc_root,
             )
-            facts: list[Fact] = []
-            errors: list[CollectionError] = []
-            for item in collect_all(config, ctx):
-                if isinstance(item, Fact):
-                    facts.append(item)
-                else:
-                    errors.append(item)
+            items = list(collect_all(config, ctx))
+            facts = [item for item in items if type(item) is Fact]
+            errors = [item for item in items if type(item) is CollectionError]
 
             from drift.redact import Redactor, load_or_create_key
 

@@ -62,6 +62,13 @@ _SPECIAL_TYPES = (
 
 
 _Matcher = Callable[[str], object]
+
+
+def _ANY(name: str) -> bool:
+    """The matcher of a bare ``*`` component (every name); plan() never calls it."""
+    return True
+
+
 _Check = tuple[_Matcher, frozenset[int]]  # a component's matcher, the states a match reaches
 
 
@@ -90,8 +97,7 @@ def collect_files(spec: FileSpec, ctx: CollectContext) -> Iterator[Fact | Collec
     # serialises each distinct dict once.
     provenances: dict[str, dict[str, str]] = {}
     content_provenances: dict[str, dict[str, str]] = {}
-    for path in sorted(found.matches):
-        pattern, st = found.matches[path]
+    for path, (pattern, st) in sorted(found.matches.items()):
         subject = "file:" + path
         provenance = provenances.get(pattern)
         if provenance is None:
@@ -314,7 +320,8 @@ class _Glob:
             rest.append("*")  # a/** means every file below a
         self.literal = not rest
         self.matchers: list[_Matcher | None] = [
-            None if part == "**" else re.compile(translate(part)).match for part in rest
+            None if part == "**" else _ANY if part == "*" else re.compile(translate(part)).match
+            for part in rest
         ]
         self.end = len(rest)
         # closure[i]: the states reachable from i by letting each ** match zero directories.
@@ -336,6 +343,8 @@ class _Glob:
             matcher = self.matchers[i]
             if matcher is None:
                 always |= self.closure[i]  # ** swallows any directory name and stays
+            elif matcher is _ANY:
+                always |= self.closure[i + 1]  # a bare * matches every name: no regex to run
             else:
                 checks.append((matcher, self.closure[i + 1]))
         return always, checks
