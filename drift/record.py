@@ -14,11 +14,11 @@ from functools import partial
 from pathlib import Path
 
 from drift.config import Config
-from drift.facts import CollectContext, CollectionError, Fact
+from drift.facts import CollectContext, CollectionError, Fact, FactBlock
 from drift.store.db import DbUrl, default_db_path, sqlite_side_files
 from drift.store.writer import HistoryWriter, SnapshotResult, now_us
 
-Item = Fact | CollectionError
+Item = Fact | FactBlock | CollectionError
 
 
 def secret_key_path(config: Config, db: DbUrl) -> Path:
@@ -104,13 +104,19 @@ def record(config: Config, db: DbUrl) -> SnapshotResult:
                 proc_root=config.proc_root,
             )
             items = list(collect_all(config, ctx))
-            facts = [item for item in items if type(item) is Fact]
-            errors = [item for item in items if type(item) is CollectionError]
+            errors = [item for item in items if isinstance(item, CollectionError)]
 
             from drift.redact import Redactor, load_or_create_key
 
             redactor = Redactor(load_or_create_key(secret_key_path(config, db)), config.secrets)
-            facts = redactor.redact_facts(facts)
+            # A FactBlock holds only hashes, sizes and modes, which redaction
+            # leaves alone; the Facts are redacted together and put back in place.
+            redacted = iter(redactor.redact_facts(item for item in items if isinstance(item, Fact)))
+            facts = [
+                next(redacted) if isinstance(item, Fact) else item
+                for item in items
+                if not isinstance(item, CollectionError)
+            ]
             errors = [
                 CollectionError(e.subject, e.key, redactor.mask_text(e.message)) for e in errors
             ]

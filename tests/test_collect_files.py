@@ -21,7 +21,7 @@ import pytest
 from drift.collectors import files
 from drift.collectors.files import collect_files, expand_globs
 from drift.config import FileSpec
-from drift.facts import CollectContext, CollectionError, Fact
+from drift.facts import CollectContext, CollectionError, Fact, FactBlock
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -57,6 +57,9 @@ def run(
     for item in out:
         if isinstance(item, CollectionError):
             errors.append(item)
+        elif isinstance(item, FactBlock):
+            for fact in item:
+                facts.setdefault(fact.subject, {})[fact.key] = fact.value
         else:
             facts.setdefault(item.subject, {})[item.key] = item.value
     return facts, errors
@@ -386,6 +389,26 @@ def test_unchanged_files_are_taken_from_the_cache_without_being_read(tree: Path)
     )
     facts3, _ = run(spec, third)
     assert facts3[f"file:{path}"]["sha256"] == "f" * 64
+
+
+def test_cached_files_come_as_one_block_and_read_files_as_facts(tree: Path) -> None:
+    spec = FileSpec("all", (str(tree / "**"),))
+    settle()
+    first = CollectContext()
+    run(spec, first)
+    edited = tree / "a.py"
+    edited.write_text("changed\n")
+    settle()
+    items = list(collect_files(spec, CollectContext(file_cache=dict(first.cache_updates))))
+    blocks = [i for i in items if isinstance(i, FactBlock)]
+    loose = [i for i in items if isinstance(i, Fact)]
+    assert len(blocks) == 1 and blocks[0].keys == ("sha256", "size", "mode")
+    assert f"file:{edited}" not in blocks[0].subjects
+    assert {f.subject for f in loose if f.key == "sha256"} == {f"file:{edited}"}
+    assert len(blocks[0].subjects) == len(first.cache_updates) - 1
+    (stored,) = [f for f in blocks[0] if f.subject == f"file:{tree}/x/b.py" and f.key == "sha256"]
+    assert stored.value == first.cache_updates[f"{tree}/x/b.py"][4] == sha(b"b")
+    assert stored.provenance == {"glob": str(tree / "**"), "set": "all"}
 
 
 def test_rewrite_with_same_size_and_restored_mtime_is_rehashed_because_ctime_moved(

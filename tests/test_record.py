@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import sqlite3
@@ -170,3 +171,25 @@ def test_drift_never_hashes_its_own_files_and_forgets_deleted_ones(tmp_path: Pat
     }
     assert cached == {f"{tmp_path}/app.conf", f"{tmp_path}/drift.toml"}
     assert "removed" in run_drift(["since", "--stable", "#2", *cfg], tmp_path).stdout
+
+
+def test_a_chmod_of_a_cached_file_is_a_change_and_an_untouched_tree_is_not(tmp_path: Path) -> None:
+    # Cached files go to the store as one block compared by digest: the block
+    # must still tell a mode change, and say nothing when nothing moved.
+    tree = tmp_path / "tree"
+    for i in range(40):
+        (tree / f"d{i % 4}").mkdir(parents=True, exist_ok=True)
+        (tree / f"d{i % 4}" / f"f{i}.py").write_text(f"x = {i}\n")
+    path = tmp_path / "drift.toml"
+    path.write_text(f'host = "rec"\n[[files]]\nname = "tree"\npaths = ["{tree}/**"]\n')
+    cfg = ["--config", str(path), "--db", str(tmp_path / "d.db")]
+    time.sleep(0.1)  # past the racy window, so the first record fills the stat cache
+    assert ": 120 facts, 120 changed" in run_drift(["record", *cfg], tmp_path).stdout
+    assert ": 120 facts, 0 changed" in run_drift(["record", *cfg], tmp_path).stdout
+    (tree / "d1" / "f5.py").chmod(0o600)
+    assert ": 120 facts, 1 changed" in run_drift(["record", *cfg], tmp_path).stdout
+    since = run_drift(["since", "--stable", "#2", "--format", "json", *cfg], tmp_path).stdout
+    (suspect,) = json.loads(since)["data"]["suspects"]
+    (change,) = suspect["changes"]
+    assert (change["subject"], change["key"]) == (f"file:{tree}/d1/f5.py", "mode")
+    assert (change["before"], change["after"]) == ("0644", "0600")

@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from drift.facts import CollectionError, Fact
+from drift.facts import CollectionError, Fact, FactBlock
 from drift.store.db import resolve_db_url
 from drift.store.query import History
 from drift.store.writer import HistoryWriter, now_us
@@ -19,7 +19,7 @@ HOST = "test-host"
 
 def write(
     db_path: Path,
-    facts: list[Fact],
+    facts: list[Fact | FactBlock],
     errors: list[CollectionError] | None = None,
     at: int | None = None,
 ) -> int:
@@ -159,4 +159,67 @@ def test_same_facts_in_another_order_are_still_unchanged(tmp_path: Path) -> None
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT n_changed FROM snapshots WHERE id = ?", (s2,)).fetchone() == (
             0,
+        )
+
+
+files_strategy = st.dictionaries(
+    st.text("abc/._-", min_size=1, max_size=8).map(lambda p: "file:/" + p),
+    st.tuples(
+        st.text("0123456789abcdef", min_size=1, max_size=8), st.sampled_from(["0644", "0600"])
+    ),
+    max_size=10,
+)
+
+
+def as_block(files: dict[str, tuple[str, str]]) -> FactBlock:
+    subjects = sorted(files)
+    return FactBlock(
+        ("sha256", "size", "mode"),
+        subjects,
+        [
+            [files[s][0] for s in subjects],
+            [str(len(s)) for s in subjects],
+            [files[s][1] for s in subjects],
+        ],
+        [{} for _ in subjects],
+    )
+
+
+def as_facts(files: dict[str, tuple[str, str]]) -> list[Fact]:
+    return [
+        Fact(s, key, value)
+        for s in sorted(files)
+        for key, value in (("sha256", files[s][0]), ("size", str(len(s))), ("mode", files[s][1]))
+    ]
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(first=files_strategy, second=files_strategy, loose_first=st.booleans())
+def test_a_fact_block_stores_exactly_the_facts_it_holds(
+    tmp_path_factory,
+    first: dict[str, tuple[str, str]],
+    second: dict[str, tuple[str, str]],
+    loose_first: bool,
+) -> None:
+    # Cached files come as a block, read ones as Facts: the same files either
+    # way are the same state, and a changed one is a change either way.
+    db = tmp_path_factory.mktemp("db") / "drift.db"
+    env = [Fact("service:decode", "env:MODE", "fast")]
+    s1 = write(db, env + (as_facts(first) if loose_first else [as_block(first)]))
+    versions = count(db, "versions")
+    s2 = write(db, env + ([as_block(first)] if loose_first else as_facts(first)))
+    assert count(db, "versions") == versions, "the same files as a block added versions"
+    s3 = write(db, [*env, as_block(second)])
+    expected = {(f.subject, f.key): f.value for f in env + as_facts(second)}
+    assert state(db, s3) == expected
+    assert state(db, s1) == state(db, s2)
+    s4 = write(db, [*env, as_block(second)])
+    with sqlite3.connect(db) as conn:
+        assert conn.execute(
+            "SELECT n_changed, n_facts FROM snapshots WHERE id = ?", (s4,)
+        ).fetchone() == (
+            0,
+            len(expected),
         )

@@ -1,6 +1,7 @@
 """Files: expand globs without following symlinks, hash what they match, trust the stat cache.
 
-Facts are ``file:<absolute path>`` with keys ``sha256``, ``size``, ``mode``;
+Facts are ``file:<absolute path>`` with keys ``sha256``, ``size``, ``mode``
+(for the files the stat cache vouches for, in one FactBlock);
 a symlink has only ``symlink`` (its target, never followed); a FIFO, socket or
 device has ``type`` and ``mode`` and is never opened. A set declared with
 ``content = true`` also gets ``content``: the text (invalid UTF-8 as
@@ -34,7 +35,7 @@ from fnmatch import translate
 from typing import NamedTuple
 
 from drift.config import FileSpec
-from drift.facts import CollectContext, CollectionError, Fact
+from drift.facts import CollectContext, CollectionError, Fact, FactBlock
 
 CHUNK = 1 << 20
 # os.read into a fresh bytes object measured faster here than os.readv into a
@@ -45,6 +46,9 @@ RACY_WINDOW_NS = 50_000_000
 # without its mtime/ctime moving (timestamps tick coarsely, 1-10 ms), the
 # "racy git" problem. Such a file is read twice and must hash the same both
 # times, and it is not put in the stat cache, so the next run reads it again.
+
+FILE_KEYS = ("sha256", "size", "mode")
+# What a regular file records, in this order.
 
 CONTENT_MAX = 1 << 20
 # Kept content is a config file, diffed key by key; past 1 MiB it is data,
@@ -89,14 +93,26 @@ def expand_globs(
         yield path, matches[path][0]
 
 
-def collect_files(spec: FileSpec, ctx: CollectContext) -> Iterator[Fact | CollectionError]:
-    """Facts for every file the spec's globs match, reusing cached hashes of unchanged files."""
+def collect_files(
+    spec: FileSpec, ctx: CollectContext
+) -> Iterator[Fact | FactBlock | CollectionError]:
+    """Facts for every file the spec's globs match, reusing cached hashes of unchanged files.
+
+    Files the stat cache vouches for come last, as one FactBlock of their
+    sha256, size and mode; every other file's facts come first, in path order.
+    """
     found = _expand(spec.paths, ctx.exclude)
     cache = ctx.file_cache
     # One provenance dict per pattern, shared by its files: the store
     # serialises each distinct dict once.
     provenances: dict[str, dict[str, str]] = {}
     content_provenances: dict[str, dict[str, str]] = {}
+    unchanged = FactBlock(FILE_KEYS, [], [[], [], []], [])
+    subjects, (digests, sizes, modes), sources = (
+        unchanged.subjects,
+        unchanged.columns,
+        unchanged.provenances,
+    )
     for path, (pattern, st) in sorted(found.matches.items()):
         subject = "file:" + path
         provenance = provenances.get(pattern)
@@ -116,9 +132,11 @@ def collect_files(spec: FileSpec, ctx: CollectContext) -> Iterator[Fact | Collec
                 # is kept is read again (such files are few and small).
                 and (keep is None or st.st_size > CONTENT_MAX)
             ):
-                yield Fact(subject, "sha256", cached[4], provenance)
-                yield Fact(subject, "size", str(st.st_size), provenance)
-                yield Fact(subject, "mode", _mode(st), provenance)
+                subjects.append(subject)
+                digests.append(cached[4])
+                sizes.append(str(st.st_size))
+                modes.append(_mode(st))
+                sources.append(provenance)
                 if keep is not None:
                     yield _too_large(subject, st.st_size)
                 continue
@@ -130,6 +148,8 @@ def collect_files(spec: FileSpec, ctx: CollectContext) -> Iterator[Fact | Collec
             # starts ticking, a tape rewinds) and a FIFO would block.
             yield Fact(subject, "type", _special_type(st.st_mode), provenance)
             yield Fact(subject, "mode", _mode(st), provenance)
+    if subjects:
+        yield unchanged
     yield from found.errors
     for pattern in found.empty:
         yield CollectionError(f"files:{spec.name}", None, f"no file matches {pattern}")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drift.errors import RecordLocked, StoreError
-from drift.facts import CachedStat, CollectionError, Fact
+from drift.facts import CachedStat, CollectionError, Fact, FactBlock
 from drift.store.db import (
     DbapiConnection,
     DbUrl,
@@ -52,27 +52,46 @@ def now_us() -> int:
     return time.time_ns() // 1000
 
 
-def state_digest(facts: list[Fact]) -> bytes:
-    """A 16-byte digest of a sequence of facts.
+def state_digest(items: list[Fact | FactBlock]) -> bytes:
+    """A 16-byte digest of a sequence of facts and fact blocks.
 
     Equal digests mean the same facts in the same order; collectors emit a
     stable order, and a different order only costs the full comparison.
-    Subjects, keys and values are hashed column by column, each column
-    NUL-joined and followed by the length of every field, so no two
+    Each run of loose facts and each block is hashed column by column
+    (subjects, keys, values), every column NUL-joined and followed by the
+    length of every field, and each part by a tag and its size, so no two
     different sequences encode alike (a value may itself contain NUL).
-    Column by column is 40% faster than fact by fact: three joins instead
-    of one over a list four times as long.
+    Column by column is 40% faster than fact by fact; a block, already in
+    columns, costs three joins whatever its size.
     """
     h = hashlib.blake2b(digest_size=16)
-    for column in (
-        [f.subject for f in facts],
-        [f.key for f in facts],
-        [f.value for f in facts],
-    ):
+    run: list[Fact] = []
+    for item in items:
+        if isinstance(item, Fact):
+            run.append(item)
+            continue
+        _digest_facts(h, run)
+        run = []
+        h.update(b"B%d\0" % len(item.subjects))
+        _digest_columns(h, [item.subjects, list(item.keys), *item.columns])
+    _digest_facts(h, run)
+    return h.digest()
+
+
+def _digest_facts(h: Any, facts: list[Fact]) -> None:
+    if not facts:
+        return
+    h.update(b"F%d\0" % len(facts))
+    _digest_columns(
+        h, [[f.subject for f in facts], [f.key for f in facts], [f.value for f in facts]]
+    )
+    h.update(bytes([f.secret for f in facts]))
+
+
+def _digest_columns(h: Any, columns: list[list[str]]) -> None:
+    for column in columns:
         h.update("\0".join(column).encode("utf-8", "surrogateescape"))
         h.update(array("Q", map(len, column)).tobytes())
-    h.update(bytes([f.secret for f in facts]))
-    return h.digest()
 
 
 def _stored(fact: Fact) -> tuple[str | None, str | None, bytes | None]:
@@ -205,12 +224,14 @@ class HistoryWriter:
         self,
         host: str,
         taken_us: int,
-        facts: Iterable[Fact],
+        facts: Iterable[Fact | FactBlock],
         errors: list[CollectionError],
         cache_updates: dict[str, CachedStat],
         started: float | None = None,
     ) -> SnapshotResult:
         """Store one snapshot: new versions for changed facts, closed ones for removed facts.
+
+        FactBlocks are expanded only when something changed.
 
         A fact covered by a collection error is neither compared nor closed: it
         keeps its last version, so a read failure never looks like a removal.
@@ -255,9 +276,13 @@ class HistoryWriter:
                 )
 
             unique: dict[tuple[str, str], Fact] = {}
-            for fact in facts:
+            for item in facts:
                 # two globs matching one file: the first wins
-                unique.setdefault((fact.subject, fact.key), fact)
+                if isinstance(item, Fact):
+                    unique.setdefault((item.subject, item.key), item)
+                    continue
+                for fact in item:
+                    unique.setdefault((fact.subject, fact.key), fact)
 
             open_versions: dict[tuple[str, str], tuple[int, int, str | None, str | None, bool]] = {
                 (r[0], r[1]): (r[2], r[3], r[4], r[5], bool(r[6]))
