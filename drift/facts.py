@@ -38,17 +38,14 @@ class FactBlock:
     so an unchanged record of 12k files compares one digest of a few lists
     instead of building 36k Facts. Iterating a block gives its Facts, subject
     by subject, in `keys` order; `columns[i][j]` is the value of `keys[i]` for
-    `subjects[j]`, whose provenance is `provenances[j]`. A block holds only
-    facts that redaction leaves as they are (hashes, sizes, modes).
+    `subjects[j]`, whose provenance is `provenances[j]`. A block whose keys
+    redaction would look at is expanded and redacted like any other facts.
     """
 
     keys: tuple[str, ...]
     subjects: list[str] = field(default_factory=list)
     columns: list[list[str]] = field(default_factory=list)
     provenances: list[dict[str, Any]] = field(default_factory=list)
-
-    def __len__(self) -> int:
-        return len(self.subjects) * len(self.keys)
 
     def __iter__(self) -> Iterator[Fact]:
         keyed = list(enumerate(self.keys))

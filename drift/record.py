@@ -103,14 +103,19 @@ def record(config: Config, db: DbUrl) -> SnapshotResult:
                 systemctl=config.systemctl,
                 proc_root=config.proc_root,
             )
-            items = list(collect_all(config, ctx))
+            from drift.redact import SKIP_KEYS, Redactor, load_or_create_key
+
+            items: list[Item] = []
+            for item in collect_all(config, ctx):
+                if isinstance(item, FactBlock) and not SKIP_KEYS.issuperset(item.keys):
+                    items.extend(item)  # keys redaction looks at: redact fact by fact
+                else:
+                    items.append(item)
             errors = [item for item in items if isinstance(item, CollectionError)]
 
-            from drift.redact import Redactor, load_or_create_key
-
             redactor = Redactor(load_or_create_key(secret_key_path(config, db)), config.secrets)
-            # A FactBlock holds only hashes, sizes and modes, which redaction
-            # leaves alone; the Facts are redacted together and put back in place.
+            # A block's hashes, sizes and modes are what redaction leaves alone;
+            # the Facts are redacted together and put back in their places.
             redacted = iter(redactor.redact_facts(item for item in items if isinstance(item, Fact)))
             facts = [
                 next(redacted) if isinstance(item, Fact) else item
