@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -201,6 +202,39 @@ def init(obj: DriftContext) -> None:
     click.echo(f"next: drift record   (then add it to cron; config {config.path})")
 
 
+class StatusLine:
+    """One status line on a terminal, rewritten in place at most ten times a second.
+
+    For long work (hashing a large tree on a first record). `clear` blanks it
+    again, so the one-line result prints on a clean line.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.next_at = 0.0
+        self.width = 0
+
+    def __call__(self, text: str) -> None:
+        now = time.monotonic()
+        if now < self.next_at:
+            return
+        self.next_at = now + 0.1
+        try:
+            columns = os.get_terminal_size(self.stream.fileno()).columns
+        except (OSError, ValueError):
+            columns = 0
+        line = text[: (columns or 80) - 1]  # a pty nobody sized says 0 columns
+        self.stream.write("\r" + line.ljust(self.width))
+        self.stream.flush()
+        self.width = len(line)
+
+    def clear(self) -> None:
+        if self.width:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.flush()
+            self.width = 0
+
+
 @cli.command(short_help="Collect and store one snapshot (run it every minute).")
 @common_options
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success (for cron).")
@@ -210,6 +244,8 @@ def record(obj: DriftContext, quiet: bool) -> None:
 
     \b
     One line on success: snapshot number, facts, changed, errors, seconds.
+    On a terminal, stderr shows how far hashing has got while it runs (a
+    first record of a large tree reads every byte).
     Exit 3 at once, writing nothing, if another record of the same history is
     running. Never migrates: on an older schema it asks for `drift db upgrade`.
     """
@@ -226,7 +262,12 @@ def record(obj: DriftContext, quiet: bool) -> None:
         )
     if obj.host:
         config = replace(config, host=obj.host)
-    result = do_record(config, obj.db_url())
+    status = None if quiet or not sys.stderr.isatty() else StatusLine(sys.stderr)
+    try:
+        result = do_record(config, obj.db_url(), progress=status)
+    finally:
+        if status is not None:
+            status.clear()
     if not quiet:
         errors = len(result.errors)
         click.echo(

@@ -7,7 +7,7 @@ analysis compares them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,7 +99,8 @@ class CollectContext:
     `exclude` holds absolute paths never to read (drift's own database,
     its -wal/-shm and the secret key). `systemctl` is the command prefix
     used to query systemd and `proc_root` where /proc is, both changeable so
-    drift can watch services inside a container from the host.
+    drift can watch services inside a container from the host. `progress`,
+    when someone watches (a terminal), takes a one-line status of long work.
     """
 
     file_cache: dict[str, CachedStat] = field(default_factory=dict)
@@ -107,3 +108,4 @@ class CollectContext:
     exclude: frozenset[str] = frozenset()
     systemctl: tuple[str, ...] = ("systemctl",)
     proc_root: str = "/proc"
+    progress: Callable[[str], None] | None = None

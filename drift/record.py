@@ -90,8 +90,13 @@ def collect_all(config: Config, ctx: CollectContext) -> Iterator[Item]:
             yield from _guarded(f"health:{check.name}", partial(collect_health, check, ctx))
 
 
-def record(config: Config, db: DbUrl) -> SnapshotResult:
-    """Take one snapshot of everything in `config` and store what changed since the last one."""
+def record(
+    config: Config, db: DbUrl, progress: Callable[[str], None] | None = None
+) -> SnapshotResult:
+    """Take one snapshot of everything in `config` and store what changed since the last one.
+
+    `progress`, if given, receives a one-line status of long work (hashing).
+    """
     started = time.monotonic()
     taken = now_us()
     writer = HistoryWriter.open(db)
@@ -102,6 +107,7 @@ def record(config: Config, db: DbUrl) -> SnapshotResult:
                 exclude=excluded_paths(config, db),
                 systemctl=config.systemctl,
                 proc_root=config.proc_root,
+                progress=progress,
             )
             from drift.redact import SKIP_KEYS, Redactor, load_or_create_key
 

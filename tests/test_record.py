@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
 import random
 import signal
 import sqlite3
@@ -193,3 +195,53 @@ def test_a_chmod_of_a_cached_file_is_a_change_and_an_untouched_tree_is_not(tmp_p
     (change,) = suspect["changes"]
     assert (change["subject"], change["key"]) == (f"file:{tree}/d1/f5.py", "mode")
     assert (change["before"], change["after"]) == ("0644", "0600")
+
+
+def _stderr_on_a_terminal(args: list[str], tmp_path: Path) -> tuple[str, str]:
+    """Run drift with stderr on a real pseudo-terminal: (stdout, what the terminal got)."""
+    controller, terminal = pty.openpty()
+    try:
+        result = subprocess.run(
+            [DRIFT, *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=terminal,
+            env=drift_env(tmp_path),
+            cwd=tmp_path,
+            timeout=60,
+            check=True,
+        )
+    finally:
+        os.close(terminal)
+    screen = b""
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # EIO: every writer is gone
+            break
+        if not chunk:
+            break
+        screen += chunk
+    os.close(controller)
+    return result.stdout.decode(), screen.decode()
+
+
+def test_a_terminal_sees_hashing_progress_and_cron_sees_none(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for i in range(30):
+        (tree / f"f{i:02}.bin").write_bytes(os.urandom(64 << 10))
+    path = tmp_path / "drift.toml"
+    path.write_text(f'host = "rec"\n[[files]]\nname = "tree"\npaths = ["{tree}/*"]\n')
+    cfg = ["--config", str(path), "--db", str(tmp_path / "d.db")]
+
+    stdout, screen = _stderr_on_a_terminal(["record", *cfg], tmp_path)
+    assert stdout.startswith("snapshot #1: 90 facts, 90 changed")
+    assert "\rfiles tree: hashing 1 of 30 (0 of 2 MiB)" in screen
+    # The status line is blanked again: the terminal is left on a clean line.
+    assert screen.endswith("\r") and screen.rsplit("\r", 2)[-2].strip() == ""
+
+    _, quiet = _stderr_on_a_terminal(["record", "--quiet", *cfg], tmp_path)
+    assert quiet == ""
+    piped = run_drift(["record", *cfg], tmp_path)
+    assert piped.stderr == ""

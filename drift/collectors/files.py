@@ -35,7 +35,7 @@ from fnmatch import translate
 from typing import NamedTuple
 
 from drift.config import FileSpec
-from drift.facts import CollectContext, CollectionError, Fact, FactBlock
+from drift.facts import CachedStat, CollectContext, CollectionError, Fact, FactBlock
 
 CHUNK = 1 << 20
 # os.read into a fresh bytes object measured faster here than os.readv into a
@@ -113,7 +113,9 @@ def collect_files(
         unchanged.columns,
         unchanged.provenances,
     )
-    for path, (pattern, st) in sorted(found.matches.items()):
+    matches = sorted(found.matches.items())
+    report = None if ctx.progress is None else _Progress(ctx.progress, spec, matches, cache)
+    for path, (pattern, st) in matches:
         subject = "file:" + path
         provenance = provenances.get(pattern)
         if provenance is None:
@@ -124,16 +126,10 @@ def collect_files(
                 keep = content_provenances.get(pattern)
                 if keep is None:
                     keep = content_provenances[pattern] = {**provenance, "format": spec.format}
-            cached = cache.get(path)
-            if (
-                cached is not None
-                and cached[:4] == (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-                # The cache holds a digest, not the text: a file whose content
-                # is kept is read again (such files are few and small).
-                and (keep is None or st.st_size > CONTENT_MAX)
-            ):
+            cached = _cached_digest(cache.get(path), st, spec.content)
+            if cached is not None:
                 subjects.append(subject)
-                digests.append(cached[4])
+                digests.append(cached)
                 sizes.append(str(st.st_size))
                 modes.append(_mode(st))
                 sources.append(provenance)
@@ -141,6 +137,8 @@ def collect_files(
                     yield _too_large(subject, st.st_size)
                 continue
             yield from _hash_file(path, st, subject, provenance, ctx, keep)
+            if report is not None:
+                report.read(st.st_size)
         elif stat.S_ISLNK(st.st_mode):
             yield from _symlink(path, subject, provenance)
         else:
@@ -153,6 +151,50 @@ def collect_files(
     yield from found.errors
     for pattern in found.empty:
         yield CollectionError(f"files:{spec.name}", None, f"no file matches {pattern}")
+
+
+def _cached_digest(cached: CachedStat | None, st: os.stat_result, content: bool) -> str | None:
+    """The cached sha256 if the cache vouches for this lstat, else None (read the file)."""
+    if cached is None or cached[:4] != (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino):
+        return None
+    # The cache holds a digest, not the text: a file whose content is kept is
+    # read again (such files are few and small).
+    if content and st.st_size <= CONTENT_MAX:
+        return None
+    return cached[4]
+
+
+class _Progress:
+    """Reports "hashing N of M files, X of Y MiB" for the files a set must read."""
+
+    def __init__(
+        self,
+        sink: Callable[[str], None],
+        spec: FileSpec,
+        matches: list[tuple[str, tuple[str, os.stat_result]]],
+        cache: dict[str, CachedStat],
+    ) -> None:
+        self.sink = sink
+        self.name = spec.name
+        sizes = [
+            st.st_size
+            for path, (_pattern, st) in matches
+            if stat.S_ISREG(st.st_mode)
+            and _cached_digest(cache.get(path), st, spec.content) is None
+        ]
+        self.files, self.bytes = len(sizes), sum(sizes)
+        self.done_files = self.done_bytes = 0
+
+    def read(self, size: int) -> None:
+        self.done_files += 1
+        self.done_bytes += size
+        self.sink(
+            f"files {self.name}: hashing {self.done_files:,} of {self.files:,} "
+            f"({self.done_bytes / _MIB:,.0f} of {self.bytes / _MIB:,.0f} MiB)"
+        )
+
+
+_MIB = 1 << 20
 
 
 # ---------------------------------------------------------------------------
