@@ -295,6 +295,14 @@ def summary_rows(s: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         rows.append(("unchanged drift / aide (median)",
                      "-" if ratio is None else f"{ratio:.3f}", "<= 0.10",
                      verdict(ratio, TARGETS["ratio_vs_aide"])))
+    gi = s.get("git")
+    if gi:
+        rows.append(("git add -A of the tree (one run)", fmt_s(gi["add_s"]), "",
+                     f"first record drift / git add: {s['first_record_vs_git_add']:.2f}x"
+                     if s.get("first_record_vs_git_add") is not None else ""))
+        rows.append(("unchanged: git status (median)", fmt_s(gi["status_s"]), "", gi["version"]))
+        rows.append(("unchanged drift / git status (median)",
+                     f"{s['unchanged_vs_git_status']:.2f}", "", "for scale: no target"))
     if s.get("bytes_per_unchanged_record") is not None:
         used = s.get("used_bytes_per_unchanged_record")
         rows.append(("DB growth per unchanged record",
@@ -414,6 +422,57 @@ def bench_unchanged(bench: Path, conf: Path, db: Path, aide: str | None, aide_co
     s["ratio_vs_aide"] = round(statistics.median(ratios), 4) if ratios else None
 
 
+def bench_git(bench: Path, conf: Path, db: Path, tree: Path, runs: int, s: dict[str, Any]) -> None:
+    """git as the other peer: `git add -A` of the tree against a first record, and
+    `git status` (a stat-cache check of an index, as drift's) against an unchanged record.
+
+    The repository lives in the bench directory (--git-dir, --work-tree): the tree
+    is not touched. No user or system git config is read; git runs with its
+    defaults (index preloading on its threads, no fsmonitor) except gc.auto=0.
+    """
+    git = shutil.which("git")
+    if git is None:
+        log("  git not found: skipped")
+        return
+    os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
+    os.environ["GIT_CONFIG_GLOBAL"] = os.devnull
+    # No automatic gc: 12k loose objects would start a background repack that
+    # eats a core through every later measurement.
+    base = [git, f"--git-dir={bench / 'git'}", f"--work-tree={tree}", "-c", "gc.auto=0",
+            "-c", "maintenance.auto=false"]
+    run([*base, "init", "-q"], cwd=bench, what="git init")
+    add_s, _ = run([*base, "add", "-A"], cwd=bench, what="git add -A")
+    run([*base, "-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-q",
+         "--no-verify", "-m", "tree"], cwd=bench, what="git commit")
+    _, proc = run([*base, "status", "--porcelain"], cwd=bench, what="git status")
+    if proc.stdout.strip():
+        raise BenchError(f"git status of the committed tree is not clean:\n{proc.stdout[:500]}")
+    log(f"  git add -A (hash and compress every file): {add_s:.3f}s; warm-up git status clean")
+    commands: dict[str, list[str | os.PathLike[str]]] = {
+        "git": [*base, "status", "--porcelain"],
+        "drift": [DRIFT, "record", "--quiet", *drift_args(conf, db)],
+    }
+    pairs: list[dict[str, float]] = []
+    log(f"  {'pair':>4}  {'order':<11}  {'git':>8}  {'drift':>8}  {'ratio':>6}")
+    for i in range(runs):
+        order = ("git", "drift") if i % 2 == 0 else ("drift", "git")
+        times = {name: run(commands[name], cwd=bench, what=name)[0] for name in order}
+        pairs.append({**times, "ratio": times["drift"] / times["git"]})
+        log(f"  {i + 1:>4}  {','.join(order):<11}  {fmt_s(times['git']):>8}  "
+            f"{fmt_s(times['drift']):>8}  {pairs[-1]['ratio']:>6.2f}")
+    version = subprocess.run([git, "--version"], capture_output=True, text=True).stdout
+    s["git"] = {
+        "version": version.strip(),
+        "add_s": add_s,
+        "status_s": statistics.median(p["git"] for p in pairs),
+        "pairs": pairs,
+    }
+    s["unchanged_vs_git_status"] = round(statistics.median(p["ratio"] for p in pairs), 3)
+    fr = s.get("first_record")
+    if fr:
+        s["first_record_vs_git_add"] = round(fr["drift_s"] / add_s, 3)
+
+
 def bench_growth(bench: Path, conf: Path, db: Path, records: int, s: dict[str, Any]) -> None:
     """Bytes the database grows per unchanged record, WAL folded in before and after."""
     before = sqlite_size(db)
@@ -490,6 +549,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the bench directory")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the summary here")
     parser.add_argument("--no-aide", action="store_true", help="skip AIDE (no ratio)")
+    parser.add_argument("--no-git", action="store_true", help="skip git (git add, git status)")
     parser.add_argument("--no-profile", action="store_true",
                         help="skip the importtime and cProfile breakdown")
     args = parser.parse_args(argv)
@@ -540,6 +600,9 @@ def main(argv: list[str] | None = None) -> int:
         db = bench_first_record(bench, conf, tree, args.first_runs, s)
         log(f"unchanged tree, {args.runs} pairs:")
         bench_unchanged(bench, conf, db, aide, aide_conf, args.runs, s)
+        if not args.no_git:
+            log(f"git on the same tree, {args.runs} pairs of git status and drift record:")
+            bench_git(bench, conf, db, tree, args.runs, s)
         log(f"database growth over {args.growth_records} unchanged records:")
         bench_growth(bench, conf, db, args.growth_records, s)
         log("start-up: drift --help and the imports of drift record:")
