@@ -47,6 +47,8 @@ RACY_WINDOW_NS = 50_000_000
 # "racy git" problem. Such a file is read twice and must hash the same both
 # times, and it is not put in the stat cache, so the next run reads it again.
 
+_MIB = 1 << 20
+
 FILE_KEYS = ("sha256", "size", "mode")
 # What a regular file records, in this order.
 
@@ -66,14 +68,12 @@ _SPECIAL_TYPES = (
 
 
 _Matcher = Callable[[str], object]
+_Check = tuple[_Matcher, frozenset[int]]  # a component's matcher, the states a match reaches
 
 
 def _ANY(name: str) -> bool:
     """The matcher of a bare ``*`` component (every name); plan() never calls it."""
     return True
-
-
-_Check = tuple[_Matcher, frozenset[int]]  # a component's matcher, the states a match reaches
 
 
 class _Expansion(NamedTuple):
@@ -126,10 +126,10 @@ def collect_files(
                 keep = content_provenances.get(pattern)
                 if keep is None:
                     keep = content_provenances[pattern] = {**provenance, "format": spec.format}
-            cached = _cached_digest(cache.get(path), st, spec.content)
-            if cached is not None:
+            digest = _cached_digest(cache.get(path), st, spec.content)
+            if digest is not None:
                 subjects.append(subject)
-                digests.append(cached)
+                digests.append(digest)
                 sizes.append(str(st.st_size))
                 modes.append(_mode(st))
                 sources.append(provenance)
@@ -192,9 +192,6 @@ class _Progress:
             f"files {self.name}: hashing {self.done_files:,} of {self.files:,} "
             f"({self.done_bytes / _MIB:,.0f} of {self.bytes / _MIB:,.0f} MiB)"
         )
-
-
-_MIB = 1 << 20
 
 
 # ---------------------------------------------------------------------------

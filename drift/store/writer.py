@@ -449,16 +449,14 @@ class HistoryWriter:
             touched.setdefault(stat_shard(path), []).append(path)
         if not touched:
             return
-        shards: dict[int, dict[str, CachedStat]] = {}
-        numbers = sorted(touched)
-        for i in range(0, len(numbers), 500):
-            chunk = numbers[i : i + 500]
-            marks = ",".join("?" * len(chunk))
+        marks = ",".join("?" * len(touched))  # at most STAT_SHARDS of them
+        shards: dict[int, dict[str, CachedStat]] = {
+            int(shard): _load_shard(entries)
             for shard, entries in self.conn.execute(
                 f"SELECT shard, entries FROM stat_cache WHERE host_id = ? AND shard IN ({marks})",
-                (host_id, *chunk),
-            ):
-                shards[int(shard)] = _load_shard(entries)
+                (host_id, *touched),
+            )
+        }
         emptied: list[tuple[int, int]] = []
         rows: list[tuple[int, int, bytes]] = []
         for shard, paths in touched.items():
