@@ -151,6 +151,19 @@ def test_yaml_integer_keys_read_as_keys_not_indices_and_the_root_can_change() ->
     assert (root.path, root.kind) == ("(root)", "type")
 
 
+def test_a_boolean_in_a_list_turned_number_is_a_type_change() -> None:
+    # In Python True == 1, so a list diff by equality alone would see nothing here.
+    (change,) = diff_content('{"gpus": [true, 2]}', '{"gpus": [1, 2]}', "json").key_changes
+    assert (change.path, change.kind, change.before, change.after) == (
+        "gpus[0]",
+        "type",
+        "true",
+        "1",
+    )
+    (flip,) = diff_content("[false, 0]", "[true, 0]", "json").key_changes
+    assert (flip.path, flip.kind, flip.before, flip.after) == ("[0]", "changed", "false", "true")
+
+
 def test_a_missing_side_gives_only_the_unified_diff() -> None:
     added = diff_content(None, '{"a": 1}\n', "json")
     assert added.key_changes == () and added.parse_error is None

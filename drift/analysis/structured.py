@@ -155,8 +155,8 @@ def _key_changes(old: Any, new: Any) -> tuple[KeyChange, ...]:
     # The tree view keeps each step's container, so a list index ([2]) and an
     # integer dict key (.2) read differently, and keys need no re-parsing.
     tree = DeepDiff(
-        old,
-        new,
+        _wrap_bools(old),
+        _wrap_bools(new),
         ignore_order=False,
         verbose_level=2,
         ignore_nan_inequality=True,  # NaN != NaN would report an unchanged value
@@ -187,7 +187,8 @@ def _steps(level: Any) -> list[tuple[bool, Any]]:
     while node.down is not None:
         relation = node.t1_child_rel or node.t2_child_rel
         container = node.t1 if isinstance(node.t1, _CONTAINERS) else node.t2
-        if not isinstance(container, set | frozenset):
+        # A tuple is a wrapped boolean (see _wrap_bools), not a step in the document.
+        if not isinstance(container, set | frozenset | tuple):
             steps.append((isinstance(container, Mapping), relation.param))
         node = node.down
     return steps
@@ -212,8 +213,34 @@ def _sort_key(steps: list[tuple[bool, Any]]) -> tuple[tuple[int, int, str], ...]
     return tuple((1, 0, str(param)) if is_key else (0, int(param), "") for is_key, param in steps)
 
 
+def _wrap_bools(doc: Any) -> Any:
+    """`doc` with every boolean wrapped in a 1-tuple, so that it never equals a number.
+
+    DeepDiff matches list items by hash and ==, and in Python True == 1: without
+    this, ``[true]`` -> ``[1]`` would read as unchanged. Parsed documents hold
+    no tuples of their own, so a tuple always means a wrapped boolean.
+    """
+    if isinstance(doc, bool):
+        return (doc,)
+    if isinstance(doc, dict):
+        return {key: _wrap_bools(value) for key, value in doc.items()}
+    if isinstance(doc, list):
+        return [_wrap_bools(value) for value in doc]
+    return doc
+
+
+def _unwrap_bools(doc: Any) -> Any:
+    if isinstance(doc, tuple):
+        return doc[0]
+    if isinstance(doc, dict):
+        return {key: _unwrap_bools(value) for key, value in doc.items()}
+    if isinstance(doc, list):
+        return [_unwrap_bools(value) for value in doc]
+    return doc
+
+
 def _short(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
+    text = json.dumps(_unwrap_bools(value), ensure_ascii=False, default=str)
     return text if len(text) <= VALUE_MAX else text[: VALUE_MAX - 1] + "…"
 
 
