@@ -411,6 +411,43 @@ def test_cached_files_come_as_one_block_and_read_files_as_facts(tree: Path) -> N
     assert stored.provenance == {"glob": str(tree / "**"), "set": "all"}
 
 
+def test_large_files_read_on_a_second_thread_give_the_facts_of_a_read_in_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: drift reads every file on one thread")
+    root = tmp_path / "mixed"
+    contents: dict[str, bytes] = {}
+    for i in range(120):  # small files, read by the collecting thread in path order
+        contents[f"src/m{i:03}.py"] = f"value = {i}\n".encode() * (i + 1)
+    for i, mib in enumerate((1, 3, 2, 1)):  # large ones, read largest first by the other
+        contents[f"blobs/w{i}.bin"] = os.urandom(mib << 20)
+    contents["blobs/edge.bin"] = os.urandom(files._LARGE - 1)
+    for rel, data in contents.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    (root / "blobs" / "latest").symlink_to("w1.bin")
+    spec = FileSpec("mixed", (str(root / "**"),))
+    settle()
+
+    two = CollectContext()
+    items_two = list(collect_files(spec, two))
+    monkeypatch.setattr(files, "HASH_THREADS", 1)
+    one = CollectContext()
+    items_one = list(collect_files(spec, one))
+
+    assert items_two == items_one  # the same facts in the same order
+    assert two.cache_updates == one.cache_updates
+    facts, errors = run(spec)
+    assert errors == []
+    for rel, data in contents.items():
+        values = facts[f"file:{root}/{rel}"]
+        assert values["sha256"] == sha(data), rel
+        assert values["size"] == str(len(data))
+    assert facts[f"file:{root}/blobs/latest"] == {"symlink": "w1.bin"}
+
+
 def test_rewrite_with_same_size_and_restored_mtime_is_rehashed_because_ctime_moved(
     tmp_path: Path,
 ) -> None:

@@ -57,6 +57,12 @@ CONTENT_MAX = 1 << 20
 # and every version of it would sit in the database.
 
 _MAX_READS = 3
+
+HASH_THREADS = 2
+# Threads that read files, counting this one; 1 reads everything in turn.
+_LARGE = 1 << 20
+# A file at least this large is read by the second thread, largest first:
+# its hashing, outside the GIL, is what overlaps with the small files' Python.
 _GLOB_CHARS = frozenset("*?[")
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _SPECIAL_TYPES = (
@@ -114,8 +120,19 @@ def collect_files(
         unchanged.provenances,
     )
     matches = sorted(found.matches.items())
-    report = None if ctx.progress is None else _Progress(ctx.progress, spec, matches, cache)
-    for path, (pattern, st) in matches:
+    # The regular files the stat cache does not vouch for must be read.
+    cached: list[str | None] = []
+    jobs: list[tuple[str, int, bool]] = []
+    for path, (_pattern, st) in matches:
+        digest = None
+        if stat.S_ISREG(st.st_mode):
+            digest = _cached_digest(cache.get(path), st, spec.content)
+            if digest is None:
+                jobs.append((path, st.st_size, spec.content))
+        cached.append(digest)
+    report = None if ctx.progress is None or not jobs else _Progress(ctx.progress, spec.name, jobs)
+    reads = iter(_read_all(jobs, report))
+    for (path, (pattern, st)), digest in zip(matches, cached, strict=True):
         subject = "file:" + path
         provenance = provenances.get(pattern)
         if provenance is None:
@@ -126,7 +143,6 @@ def collect_files(
                 keep = content_provenances.get(pattern)
                 if keep is None:
                     keep = content_provenances[pattern] = {**provenance, "format": spec.format}
-            digest = _cached_digest(cache.get(path), st, spec.content)
             if digest is not None:
                 subjects.append(subject)
                 digests.append(digest)
@@ -136,9 +152,7 @@ def collect_files(
                 if keep is not None:
                     yield _too_large(subject, st.st_size)
                 continue
-            yield from _hash_file(path, st, subject, provenance, ctx, keep)
-            if report is not None:
-                report.read(st.st_size)
+            yield from _read_facts(next(reads), path, st, subject, provenance, ctx, keep)
         elif stat.S_ISLNK(st.st_mode):
             yield from _symlink(path, subject, provenance)
         else:
@@ -168,29 +182,24 @@ class _Progress:
     """Reports "hashing N of M files, X of Y MiB" for the files a set must read."""
 
     def __init__(
-        self,
-        sink: Callable[[str], None],
-        spec: FileSpec,
-        matches: list[tuple[str, tuple[str, os.stat_result]]],
-        cache: dict[str, CachedStat],
+        self, sink: Callable[[str], None], name: str, jobs: list[tuple[str, int, bool]]
     ) -> None:
         self.sink = sink
-        self.name = spec.name
-        sizes = [
-            st.st_size
-            for path, (_pattern, st) in matches
-            if stat.S_ISREG(st.st_mode)
-            and _cached_digest(cache.get(path), st, spec.content) is None
-        ]
-        self.files, self.bytes = len(sizes), sum(sizes)
+        self.name = name
+        self.files, self.bytes = len(jobs), sum(size for _path, size, _keep in jobs)
         self.done_files = self.done_bytes = 0
 
-    def read(self, size: int) -> None:
-        self.done_files += 1
-        self.done_bytes += size
+    def read(self, size: int, elsewhere: list[int] | None = None) -> None:
+        """Count one file of `size` read here (none if 0), plus [files, bytes] read elsewhere."""
+        if size:
+            self.done_files += 1
+            self.done_bytes += size
+        files, nbytes = self.done_files, self.done_bytes
+        if elsewhere is not None:
+            files, nbytes = files + elsewhere[0], nbytes + elsewhere[1]
         self.sink(
-            f"files {self.name}: hashing {self.done_files:,} of {self.files:,} "
-            f"({self.done_bytes / _MIB:,.0f} of {self.bytes / _MIB:,.0f} MiB)"
+            f"files {self.name}: hashing {files:,} of {self.files:,} "
+            f"({nbytes / _MIB:,.0f} of {self.bytes / _MIB:,.0f} MiB)"
         )
 
 
@@ -198,7 +207,54 @@ class _Progress:
 # Reading one file
 
 
-def _hash_file(
+class _Read(NamedTuple):
+    """What reading one file found; built on a hashing thread, turned into facts by the caller.
+
+    `kind` is "ok" (digest, stat after, cacheable, data), "gone" (deleted since
+    listed), "symlink" (replaced by one), "unopenable" / "unreadable" (an
+    OSError's text in `error`), "special" (swapped for a FIFO or device: its
+    fstat in `st`) or "changing" (kept changing while read).
+    """
+
+    kind: str
+    digest: str = ""
+    st: os.stat_result | None = None
+    cacheable: bool = False
+    data: bytes | None = None
+    error: str = ""
+
+
+def _read_file(path: str, keep: bool) -> _Read:
+    """Open and hash one listed regular file, keeping its bytes if `keep`; never raises OSError.
+
+    Touches no shared state, so hashing threads can run it side by side.
+    """
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except FileNotFoundError:
+        return _Read("gone")
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return _Read("symlink")
+        return _Read("unopenable", error=exc.strerror or str(exc))
+    try:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode):
+            # O_NONBLOCK kept the open from hanging and we read nothing from it.
+            return _Read("special", st=opened)
+        result = _read_stable(fd, opened, keep)
+    except OSError as exc:
+        return _Read("unreadable", error=exc.strerror or str(exc))
+    finally:
+        os.close(fd)
+    if result is None:
+        return _Read("changing")
+    digest, st, cacheable, data = result
+    return _Read("ok", digest, st, cacheable, data)
+
+
+def _read_facts(
+    read: _Read,
     path: str,
     listed: os.stat_result,
     subject: str,
@@ -206,51 +262,109 @@ def _hash_file(
     ctx: CollectContext,
     keep: dict[str, str] | None = None,
 ) -> Iterator[Fact | CollectionError]:
-    """Hash one file; with `keep` (the content fact's provenance) also yield its text."""
-    try:
-        fd = os.open(path, _OPEN_FLAGS)
-    except FileNotFoundError:
+    """The facts of one file's read; with `keep` (the content fact's provenance) its text too."""
+    kind = read.kind
+    if kind == "ok":
+        st = read.st
+        assert st is not None
+        if read.cacheable:
+            ctx.cache_updates[path] = (
+                st.st_size,
+                st.st_mtime_ns,
+                st.st_ctime_ns,
+                st.st_ino,
+                read.digest,
+            )
+        yield Fact(subject, "sha256", read.digest, provenance)
+        yield Fact(subject, "size", str(st.st_size), provenance)
+        yield Fact(subject, "mode", _mode(st), provenance)
+        if keep is not None:
+            if read.data is None:
+                yield _too_large(subject, st.st_size)
+            else:
+                yield Fact(subject, "content", read.data.decode("utf-8", "backslashreplace"), keep)
+    elif kind == "gone":
         return  # deleted since it was listed: simply not there any more
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            # Replaced by a symlink since it was listed; record what is there now.
-            yield from _symlink(path, subject, provenance)
-            return
+    elif kind == "symlink":
+        # Replaced by a symlink since it was listed; record what is there now.
+        yield from _symlink(path, subject, provenance)
+    elif kind == "unopenable":
         # lstat worked, so size and mode are known; a chmod 000 shows as a mode change.
         yield Fact(subject, "size", str(listed.st_size), provenance)
         yield Fact(subject, "mode", _mode(listed), provenance)
-        yield CollectionError(subject, "sha256", f"cannot read: {exc.strerror}")
+        yield CollectionError(subject, "sha256", f"cannot read: {read.error}")
         if keep is not None:
-            yield CollectionError(subject, "content", f"cannot read: {exc.strerror}")
-        return
-    try:
-        opened = os.fstat(fd)
-        if not stat.S_ISREG(opened.st_mode):
-            # Swapped for a FIFO or device since it was listed; O_NONBLOCK kept
-            # the open from hanging and we read nothing from it.
-            yield Fact(subject, "type", _special_type(opened.st_mode), provenance)
-            yield Fact(subject, "mode", _mode(opened), provenance)
-            return
-        result = _read_stable(fd, opened, keep is not None)
-    except OSError as exc:
-        yield CollectionError(subject, None, f"cannot read: {exc.strerror}")
-        return
-    finally:
-        os.close(fd)
-    if result is None:
+            yield CollectionError(subject, "content", f"cannot read: {read.error}")
+    elif kind == "special":
+        assert read.st is not None
+        yield Fact(subject, "type", _special_type(read.st.st_mode), provenance)
+        yield Fact(subject, "mode", _mode(read.st), provenance)
+    elif kind == "unreadable":
+        yield CollectionError(subject, None, f"cannot read: {read.error}")
+    else:
         yield CollectionError(subject, None, "changed while being read")
-        return
-    digest, st, cacheable, data = result
-    if cacheable:
-        ctx.cache_updates[path] = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, digest)
-    yield Fact(subject, "sha256", digest, provenance)
-    yield Fact(subject, "size", str(st.st_size), provenance)
-    yield Fact(subject, "mode", _mode(st), provenance)
-    if keep is not None:
-        if data is None:
-            yield _too_large(subject, st.st_size)
-        else:
-            yield Fact(subject, "content", data.decode("utf-8", "backslashreplace"), keep)
+
+
+def _read_all(jobs: list[tuple[str, int, bool]], report: _Progress | None) -> list[_Read]:
+    """Read every (path, size, keep) job; the results are in job order.
+
+    os.read and sha256 release the GIL, but the Python around each file holds
+    it, so two threads each reading small files mostly wait for each other.
+    What overlaps well is a large file's hashing with the small files' Python:
+    this thread reads in path order, a second one takes the largest files
+    first, and when this one runs out of small files it helps with the large.
+    """
+    results: list[_Read | None] = [None] * len(jobs)
+    large = sorted(
+        (i for i, (_path, size, _keep) in enumerate(jobs) if size >= _LARGE),
+        key=lambda i: -jobs[i][1],
+    )
+    if HASH_THREADS < 2 or not large or len(os.sched_getaffinity(0)) < 2:
+        for i, (path, size, keep) in enumerate(jobs):
+            results[i] = _read_file(path, keep)
+            if report is not None:
+                report.read(size)
+        return results  # type: ignore[return-value]  # every slot is filled
+
+    import threading
+
+    taken = set(large)
+    shared = iter(large)  # next() on a list iterator is atomic: each file is read once
+    done = [0, 0]  # files and bytes the other thread has read, for the progress line
+    failed: list[BaseException] = []
+
+    def read_large() -> None:
+        try:
+            for i in shared:
+                path, size, keep = jobs[i]
+                results[i] = _read_file(path, keep)
+                done[0] += 1
+                done[1] += size
+        except BaseException as exc:  # noqa: BLE001 - re-raised by the caller below
+            failed.append(exc)
+
+    helper = threading.Thread(target=read_large, name="drift-hash", daemon=True)
+    helper.start()
+    try:
+        for i, (path, size, keep) in enumerate(jobs):
+            if i in taken:
+                continue
+            results[i] = _read_file(path, keep)
+            if report is not None:
+                report.read(size, done)
+        read_large()  # help with the large files still unread
+    except BaseException:
+        for _ in shared:  # interrupted: leave the other thread nothing more to read
+            pass
+        raise
+    finally:
+        while helper.is_alive():
+            helper.join(0.1)
+            if report is not None:
+                report.read(0, done)
+    if failed:
+        raise failed[0]
+    return results  # type: ignore[return-value]  # every slot is filled
 
 
 def _too_large(subject: str, size: int) -> CollectionError:
