@@ -7,9 +7,11 @@ collector module is imported only when the config uses it.
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -90,6 +92,23 @@ def collect_all(config: Config, ctx: CollectContext) -> Iterator[Item]:
             yield from _guarded(f"health:{check.name}", partial(collect_health, check, ctx))
 
 
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Pause the cyclic garbage collector.
+
+    A record builds a few objects per fact and frees them all at the end; the
+    collector would walk them again and again (0.1 s of a 12k-file first
+    record) to find no cycles. Reference counting still frees everything.
+    """
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
 def record(
     config: Config, db: DbUrl, progress: Callable[[str], None] | None = None
 ) -> SnapshotResult:
@@ -99,6 +118,17 @@ def record(
     """
     started = time.monotonic()
     taken = now_us()
+    with _no_cycle_collection():
+        return _record(config, db, progress, started, taken)
+
+
+def _record(
+    config: Config,
+    db: DbUrl,
+    progress: Callable[[str], None] | None,
+    started: float,
+    taken: int,
+) -> SnapshotResult:
     writer = HistoryWriter.open(db)
     try:
         with writer.record_lock(config.host):

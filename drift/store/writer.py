@@ -94,12 +94,15 @@ def _digest_columns(h: Any, columns: list[list[str]]) -> None:
         h.update(array("Q", map(len, column)).tobytes())
 
 
-def _stored(fact: Fact) -> tuple[str | None, str | None, bytes | None]:
-    """(inline value, blob digest, blob bytes) for a fact's value."""
-    if fact.key in BLOB_KEYS or len(fact.value) > INLINE_MAX:
-        data = fact.value.encode("utf-8", "surrogateescape")
-        return None, hashlib.sha256(data).hexdigest(), data
-    return fact.value, None, None
+def _as_blob(value: str) -> tuple[None, str, bytes]:
+    """(no inline value, blob digest, blob bytes) for a value kept in the blob table."""
+    data = value.encode("utf-8", "surrogateescape")
+    return None, hashlib.sha256(data).hexdigest(), data
+
+
+_NewVersion = tuple[tuple[str, str], Fact, int | None, str | None, str | None, bytes | None]
+"""A version to insert: (subject, key), fact, its fact id if known, inline value, blob digest,
+blob bytes."""
 
 
 class HistoryWriter:
@@ -293,23 +296,24 @@ class HistoryWriter:
                     (host_id,),
                 )
             }
-            new_rows: list[tuple[Fact, int | None, str | None, str | None, bytes | None]] = []
+            new_rows: list[_NewVersion] = []
             closing: list[int] = []
+            reopened = 0  # new versions of facts that had one open: one change, not two
             for ident, fact in unique.items():
-                value, blob_digest, data = _stored(fact)
-                current = open_versions.get(ident)
-                if current is not None:
-                    _fid, vid, old_value, old_digest, old_secret = current
-                    if (
-                        old_value == value
-                        and old_digest == blob_digest
-                        and old_secret == fact.secret
-                    ):
-                        continue
-                    closing.append(vid)
-                new_rows.append(
-                    (fact, None if current is None else current[0], value, blob_digest, data)
-                )
+                value: str | None = fact.value
+                blob_digest = data = None
+                if fact.key in BLOB_KEYS or len(fact.value) > INLINE_MAX:
+                    value, blob_digest, data = _as_blob(fact.value)
+                current = open_versions.get(ident) if open_versions else None
+                if current is None:
+                    new_rows.append((ident, fact, None, value, blob_digest, data))
+                    continue
+                fact_id, vid, old_value, old_digest, old_secret = current
+                if old_value == value and old_digest == blob_digest and old_secret == fact.secret:
+                    continue
+                closing.append(vid)
+                reopened += 1
+                new_rows.append((ident, fact, fact_id, value, blob_digest, data))
 
             gone_files: set[str] = set()
             for ident, (_fid, vid, *_rest) in open_versions.items():
@@ -319,7 +323,7 @@ class HistoryWriter:
                 if ident[0].startswith("file:"):
                     gone_files.add(ident[0][len("file:") :])
 
-            changed = len(new_rows) + len(closing) - sum(1 for r in new_rows if r[1] is not None)
+            changed = len(new_rows) + len(closing) - reopened
             snapshot_id = self._insert_snapshot(
                 host_id, taken_us, started, len(unique), changed, errors, errors_json, digest
             )
@@ -351,13 +355,8 @@ class HistoryWriter:
             (host_id, taken_us, duration_ms, n_facts, n_changed, len(errors), errors_json, digest),
         )
 
-    def _insert_versions(
-        self,
-        host_id: int,
-        snapshot_id: int,
-        rows: list[tuple[Fact, int | None, str | None, str | None, bytes | None]],
-    ) -> None:
-        blobs = {digest: data for _f, _fid, _v, digest, data in rows if digest is not None}
+    def _insert_versions(self, host_id: int, snapshot_id: int, rows: list[_NewVersion]) -> None:
+        blobs = {digest: data for *_rest, digest, data in rows if digest is not None}
         if blobs:
             existing: set[str] = set()
             digests = list(blobs)
@@ -378,48 +377,53 @@ class HistoryWriter:
                     if d not in existing and data is not None
                 ],
             )
-        fact_ids = self._fact_ids(host_id, [r[0] for r in rows if r[1] is None])
+        fact_ids = self._fact_ids(host_id, [row[0] for row in rows if row[2] is None])
         # Collectors share one provenance dict across many facts (one per glob):
         # serialise each once.
         serialised: dict[int, str | None] = {}
-        version_rows = []
-        for fact, fact_id, value, digest, _data in rows:
-            if fact_id is None:
-                fact_id = fact_ids[(fact.subject, fact.key)]
-            key = id(fact.provenance)
-            if key not in serialised:
-                serialised[key] = (
-                    json.dumps(fact.provenance, ensure_ascii=False, sort_keys=True, default=str)
-                    if fact.provenance
+        for row in rows:
+            provenance = row[1].provenance
+            if id(provenance) not in serialised:
+                serialised[id(provenance)] = (
+                    json.dumps(provenance, ensure_ascii=False, sort_keys=True, default=str)
+                    if provenance
                     else None
                 )
-            version_rows.append((fact_id, value, digest, fact.secret, snapshot_id, serialised[key]))
         self.conn.executemany(
             "INSERT INTO versions (fact_id, value, blob_sha256, secret, first_snapshot_id, "
             "provenance) VALUES (?, ?, ?, ?, ?, ?)",
-            version_rows,
+            [
+                (
+                    fact_ids[ident] if fact_id is None else fact_id,
+                    value,
+                    digest,
+                    fact.secret,
+                    snapshot_id,
+                    serialised[id(fact.provenance)],
+                )
+                for ident, fact, fact_id, value, digest, _data in rows
+            ],
         )
 
-    def _fact_ids(self, host_id: int, facts: list[Fact]) -> dict[tuple[str, str], int]:
+    def _fact_ids(self, host_id: int, idents: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
         """Ids for facts without an open version, inserting those never seen before."""
-        if len(facts) < 200:
-            return {(f.subject, f.key): self._fact_id(host_id, f.subject, f.key) for f in facts}
+        if len(idents) < 200:
+            return {(s, k): self._fact_id(host_id, s, k) for s, k in idents}
         # Many new facts (a first record): read the host's known ids once, then
         # insert the rest in bulk.
         select = "SELECT id, subject, key FROM facts WHERE host_id = ?"
         ids = {(r[1], r[2]): int(r[0]) for r in self.conn.execute(select, (host_id,))}
-        missing = list(
-            dict.fromkeys((f.subject, f.key) for f in facts if (f.subject, f.key) not in ids)
-        )
+        missing = [ident for ident in idents if ident not in ids]  # distinct: from a dict's keys
         if self.conn.dialect == "sqlite":
             # Inside BEGIN IMMEDIATE no one else can insert, so number the new
             # rows here instead of reading 36k ids back.
             start = int(self.conn.execute("SELECT coalesce(max(id), 0) FROM facts").fetchone()[0])
-            rows = [(start + i, host_id, s, k) for i, (s, k) in enumerate(missing, 1)]
+            numbered = range(start + 1, start + 1 + len(missing))
             self.conn.executemany(
-                "INSERT INTO facts (id, host_id, subject, key) VALUES (?, ?, ?, ?)", rows
+                "INSERT INTO facts (id, host_id, subject, key) VALUES (?, ?, ?, ?)",
+                [(i, host_id, s, k) for i, (s, k) in zip(numbered, missing, strict=True)],
             )
-            ids.update({(s, k): i for i, _h, s, k in rows})
+            ids.update(zip(missing, numbered, strict=True))
             return ids
         self.conn.executemany(
             "INSERT INTO facts (host_id, subject, key) VALUES (?, ?, ?) "
