@@ -227,6 +227,57 @@ def _stderr_on_a_terminal(args: list[str], tmp_path: Path) -> tuple[str, str]:
     return result.stdout.decode(), screen.decode()
 
 
+def test_ctrl_c_while_huge_files_are_hashed_ends_at_once_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for i in range(50):
+        (tree / f"f{i:02}.txt").write_text(f"{i}\n")
+    for name, gib in (("huge.img", 64), ("big.img", 48)):  # sparse: no disk used
+        with open(tree / name, "wb") as f:
+            f.truncate(gib << 30)
+    path = tmp_path / "drift.toml"
+    path.write_text(f'host = "rec"\n[[files]]\nname = "tree"\npaths = ["{tree}/*"]\n')
+    db = tmp_path / "d.db"
+    proc = subprocess.Popen(
+        [DRIFT, "record", "--config", str(path), "--db", str(db)],
+        env=drift_env(tmp_path),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    # Both threads are hashing once both images are open.
+    while {"huge.img", "big.img"} - {os.path.basename(t) for t in _open_files(proc.pid)}:
+        assert time.monotonic() < deadline, "drift never opened both images"
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=30)
+    assert time.monotonic() - sent < 5, "drift waited for the other thread's file to be hashed"
+    assert proc.returncode == 130 and err == "drift: interrupted\n"
+    assert snapshots(db) == 0
+
+
+def _open_files(pid: int) -> list[str]:
+    """What process `pid` has open, by path; fds that close while we look are skipped."""
+    folder = f"/proc/{pid}/fd"
+    targets = []
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return []
+    for name in names:
+        try:
+            targets.append(os.readlink(os.path.join(folder, name)))
+        except OSError:
+            continue
+    return targets
+
+
 def test_a_terminal_sees_hashing_progress_and_cron_sees_none(tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     tree.mkdir()

@@ -334,16 +334,19 @@ def _read_all(jobs: list[tuple[str, int, bool]], report: _Progress | None) -> li
     failed: list[BaseException] = []
 
     def read_large() -> None:
+        for i in shared:
+            path, size, keep = jobs[i]
+            results[i] = _read_file(path, keep)
+            done[0] += 1
+            done[1] += size
+
+    def run_helper() -> None:
         try:
-            for i in shared:
-                path, size, keep = jobs[i]
-                results[i] = _read_file(path, keep)
-                done[0] += 1
-                done[1] += size
-        except BaseException as exc:  # noqa: BLE001 - re-raised by the caller below
+            read_large()
+        except BaseException as exc:  # noqa: BLE001 - re-raised on this thread below
             failed.append(exc)
 
-    helper = threading.Thread(target=read_large, name="drift-hash", daemon=True)
+    helper = threading.Thread(target=run_helper, name="drift-hash", daemon=True)
     helper.start()
     try:
         for i, (path, size, keep) in enumerate(jobs):
@@ -354,14 +357,15 @@ def _read_all(jobs: list[tuple[str, int, bool]], report: _Progress | None) -> li
                 report.read(size, done)
         read_large()  # help with the large files still unread
     except BaseException:
-        for _ in shared:  # interrupted: leave the other thread nothing more to read
+        # Interrupted (Ctrl-C): leave the other thread nothing more to read and
+        # do not wait for the file it is on, which may be huge; it is a daemon.
+        for _ in shared:
             pass
         raise
-    finally:
-        while helper.is_alive():
-            helper.join(0.1)
-            if report is not None:
-                report.read(0, done)
+    while helper.is_alive():
+        helper.join(0.1)
+        if report is not None:
+            report.read(0, done)
     if failed:
         raise failed[0]
     return results  # type: ignore[return-value]  # every slot is filled
