@@ -109,6 +109,7 @@ def _no_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
+@_no_cycle_collection()
 def record(
     config: Config, db: DbUrl, progress: Callable[[str], None] | None = None
 ) -> SnapshotResult:
@@ -118,17 +119,6 @@ def record(
     """
     started = time.monotonic()
     taken = now_us()
-    with _no_cycle_collection():
-        return _record(config, db, progress, started, taken)
-
-
-def _record(
-    config: Config,
-    db: DbUrl,
-    progress: Callable[[str], None] | None,
-    started: float,
-    taken: int,
-) -> SnapshotResult:
     writer = HistoryWriter.open(db)
     try:
         with writer.record_lock(config.host):

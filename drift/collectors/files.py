@@ -122,16 +122,16 @@ def collect_files(
     matches = sorted(found.matches.items())
     # The regular files the stat cache does not vouch for must be read.
     cached: list[str | None] = []
-    jobs: list[tuple[str, int, bool]] = []
+    jobs: list[tuple[str, int]] = []
     for path, (_pattern, st) in matches:
         digest = None
         if stat.S_ISREG(st.st_mode):
             digest = _cached_digest(cache.get(path), st, spec.content)
             if digest is None:
-                jobs.append((path, st.st_size, spec.content))
+                jobs.append((path, st.st_size))
         cached.append(digest)
     report = None if ctx.progress is None or not jobs else _Progress(ctx.progress, spec.name, jobs)
-    reads = iter(_read_all(jobs, report))
+    reads = iter(_read_all(jobs, spec.content, report))
     for (path, (pattern, st)), digest in zip(matches, cached, strict=True):
         subject = "file:" + path
         provenance = provenances.get(pattern)
@@ -181,12 +181,10 @@ def _cached_digest(cached: CachedStat | None, st: os.stat_result, content: bool)
 class _Progress:
     """Reports "hashing N of M files, X of Y MiB" for the files a set must read."""
 
-    def __init__(
-        self, sink: Callable[[str], None], name: str, jobs: list[tuple[str, int, bool]]
-    ) -> None:
+    def __init__(self, sink: Callable[[str], None], name: str, jobs: list[tuple[str, int]]) -> None:
         self.sink = sink
         self.name = name
-        self.files, self.bytes = len(jobs), sum(size for _path, size, _keep in jobs)
+        self.files, self.bytes = len(jobs), sum(size for _path, size in jobs)
         self.done_files = self.done_bytes = 0
 
     def read(self, size: int, elsewhere: list[int] | None = None) -> None:
@@ -305,8 +303,8 @@ def _read_facts(
         yield CollectionError(subject, None, "changed while being read")
 
 
-def _read_all(jobs: list[tuple[str, int, bool]], report: _Progress | None) -> list[_Read]:
-    """Read every (path, size, keep) job; the results are in job order.
+def _read_all(jobs: list[tuple[str, int]], keep: bool, report: _Progress | None) -> list[_Read]:
+    """Read every (path, size) job, keeping the bytes if `keep`; the results are in job order.
 
     os.read and sha256 release the GIL, but the Python around each file holds
     it, so two threads each reading small files mostly wait for each other.
@@ -316,11 +314,11 @@ def _read_all(jobs: list[tuple[str, int, bool]], report: _Progress | None) -> li
     """
     results: list[_Read | None] = [None] * len(jobs)
     large = sorted(
-        (i for i, (_path, size, _keep) in enumerate(jobs) if size >= _LARGE),
+        (i for i, (_path, size) in enumerate(jobs) if size >= _LARGE),
         key=lambda i: -jobs[i][1],
     )
     if HASH_THREADS < 2 or not large or len(os.sched_getaffinity(0)) < 2:
-        for i, (path, size, keep) in enumerate(jobs):
+        for i, (path, size) in enumerate(jobs):
             results[i] = _read_file(path, keep)
             if report is not None:
                 report.read(size)
@@ -335,7 +333,7 @@ def _read_all(jobs: list[tuple[str, int, bool]], report: _Progress | None) -> li
 
     def read_large() -> None:
         for i in shared:
-            path, size, keep = jobs[i]
+            path, size = jobs[i]
             results[i] = _read_file(path, keep)
             done[0] += 1
             done[1] += size
@@ -349,7 +347,7 @@ def _read_all(jobs: list[tuple[str, int, bool]], report: _Progress | None) -> li
     helper = threading.Thread(target=run_helper, name="drift-hash", daemon=True)
     helper.start()
     try:
-        for i, (path, size, keep) in enumerate(jobs):
+        for i, (path, size) in enumerate(jobs):
             if i in taken:
                 continue
             results[i] = _read_file(path, keep)
