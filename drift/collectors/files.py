@@ -131,7 +131,8 @@ def collect_files(
                 jobs.append((path, st.st_size))
         cached.append(digest)
     report = None if ctx.progress is None or not jobs else _Progress(ctx.progress, spec.name, jobs)
-    reads = iter(_read_all(jobs, spec.content, report))
+    reads = _read_all(jobs, spec.content, report)
+    reads.reverse()  # popped in path order, so each read is freed once it is facts
     for (path, (pattern, st)), digest in zip(matches, cached, strict=True):
         subject = "file:" + path
         provenance = provenances.get(pattern)
@@ -152,7 +153,7 @@ def collect_files(
                 if keep is not None:
                     yield _too_large(subject, st.st_size)
                 continue
-            yield from _read_facts(next(reads), path, st, subject, provenance, ctx, keep)
+            yield from _read_facts(reads.pop(), path, st, subject, provenance, ctx, keep)
         elif stat.S_ISLNK(st.st_mode):
             yield from _symlink(path, subject, provenance)
         else:
