@@ -40,6 +40,18 @@ def run_drift(
     return result
 
 
+def start_drift(args: list[str], tmp_path: Path) -> subprocess.Popen[str]:
+    """Start the installed drift command in the background, its output captured as text."""
+    return subprocess.Popen(
+        [DRIFT, *args],
+        env=drift_env(tmp_path),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 @pytest.fixture
 def sandbox(tmp_path: Path) -> Iterator:
     """The incident's deployment (scripts, git checkout, drift.toml) with its services running."""

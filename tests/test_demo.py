@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import re
 import signal
-import subprocess
 import time
 from pathlib import Path
 
 import psutil
-from conftest import DRIFT, drift_env, run_drift
+from conftest import run_drift, start_drift
 
 from drift.demo import CULPRIT, DEMO_TOKEN
 
@@ -43,14 +42,7 @@ def test_demo_names_the_line_writes_the_report_and_cleans_up(tmp_path: Path) -> 
 
 def test_ctrl_c_stops_the_services_and_removes_the_sandbox(tmp_path: Path) -> None:
     before = {p.pid for p in demo_servers()}
-    proc = subprocess.Popen(
-        [DRIFT, "demo", "-o", str(tmp_path / "r.html")],
-        env=drift_env(tmp_path),
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_drift(["demo", "-o", str(tmp_path / "r.html")], tmp_path)
     assert proc.stdout is not None
     first = proc.stdout.readline()  # "sandbox ...: ... running": the servers are up
     sandbox = Path(first.split()[1].rstrip(":"))

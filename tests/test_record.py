@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import DRIFT, drift_env, run_drift
+from conftest import DRIFT, drift_env, run_drift, start_drift
 
 from drift.store.db import resolve_db_url
 from drift.store.writer import HistoryWriter
@@ -58,14 +58,7 @@ def test_overlapping_record_exits_at_once_and_writes_nothing(tmp_path: Path) -> 
         str(db),
     ]
     run_drift(["init", *cfg], tmp_path)
-    first = subprocess.Popen(
-        [DRIFT, "record", *cfg],
-        env=drift_env(tmp_path),
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    first = start_drift(["record", *cfg], tmp_path)
     time.sleep(1.0)  # the first record is inside its slow command now
     started = time.monotonic()
     second = run_drift(["record", *cfg], tmp_path, check=False)
@@ -240,14 +233,7 @@ def test_ctrl_c_while_huge_files_are_hashed_ends_at_once_and_writes_nothing(
     path = tmp_path / "drift.toml"
     path.write_text(f'host = "rec"\n[[files]]\nname = "tree"\npaths = ["{tree}/*"]\n')
     db = tmp_path / "d.db"
-    proc = subprocess.Popen(
-        [DRIFT, "record", "--config", str(path), "--db", str(db)],
-        env=drift_env(tmp_path),
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_drift(["record", "--config", str(path), "--db", str(db)], tmp_path)
     deadline = time.monotonic() + 30
     # Both threads are hashing once both images are open.
     while {"huge.img", "big.img"} - {os.path.basename(t) for t in _open_files(proc.pid)}:
