@@ -537,8 +537,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run every benchmark, print a table and a one-line JSON summary."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="unchanged pairs (default 7)")
-    parser.add_argument("--first-runs", type=int, default=3,
-                        help="first-record repetitions, each on a fresh database (default 3)")
+    parser.add_argument("--first-runs", type=int, default=5,
+                        help="first-record repetitions, each on a fresh database (default 5)")
     parser.add_argument("--growth-records", type=int, default=50,
                         help="unchanged records for the growth measure (default 50)")
     parser.add_argument("--files", type=int, default=12000, help="files in the tree")
