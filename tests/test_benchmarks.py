@@ -1,0 +1,40 @@
+"""The benchmark script still runs end to end; `make bench` measures, these tests do not."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+def test_bench_runs_on_a_small_tree_and_reports_what_the_issue_asks(tmp_path: Path) -> None:
+    summary = tmp_path / "bench.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "bench_record.py"),
+            *("--tree", str(tmp_path / "tree"), "--files", "150", "--mb", "3"),
+            *("--runs", "1", "--first-runs", "1", "--growth-records", "2"),
+            *("--no-aide", "--no-git", "--no-profile", "--json", str(summary)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = json.loads(summary.read_text())
+    # Three facts (sha256, size, mode) per generated file, plus the tree's manifest.
+    assert out["first_record_facts"] == 3 * (out["tree"]["files"] + 1)
+    assert out["first_record_vs_hashlib"] > 0
+    # An unchanged record adds one snapshot row and nothing else.
+    assert out["growth"]["rows_added"] == {"snapshots": 2}
+    assert 0 < out["used_bytes_per_unchanged_record"] <= 200
+    assert out["heavy_imports_in_record"] == []
+    assert "first record drift / hashlib" in result.stdout
