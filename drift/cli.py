@@ -205,20 +205,25 @@ def init(obj: DriftContext) -> None:
 class StatusLine:
     """One status line on a terminal, rewritten in place at most ten times a second.
 
-    For long work (hashing a large tree on a first record). `clear` blanks it
-    again, so the one-line result prints on a clean line.
+    For long work (hashing a large tree on a first record, then storing it).
+    A new kind of work, the text before its first ": ", shows at once, so
+    that a switch from hashing to storing is never lost to the rate limit.
+    `clear` blanks the line again, so the one-line result prints on a clean line.
     """
 
     def __init__(self, stream: Any) -> None:
         self.stream = stream
         self.next_at = 0.0
         self.width = 0
+        self.kind = ""
 
     def __call__(self, text: str) -> None:
         now = time.monotonic()
-        if now < self.next_at:
+        kind = text.partition(": ")[0]
+        if now < self.next_at and kind == self.kind:
             return
         self.next_at = now + 0.1
+        self.kind = kind
         try:
             columns = os.get_terminal_size(self.stream.fileno()).columns
         except (OSError, ValueError):
@@ -245,7 +250,7 @@ def record(obj: DriftContext, quiet: bool) -> None:
     \b
     One line on success: snapshot number, facts, changed, errors, seconds.
     On a terminal, stderr shows how far hashing has got while it runs (a
-    first record of a large tree reads every byte).
+    first record of a large tree reads every byte), then that it is storing.
     Exit 3 at once, writing nothing, if another record of the same history is
     running. Never migrates: on an older schema it asks for `drift db upgrade`.
     """

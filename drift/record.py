@@ -115,7 +115,7 @@ def record(
 ) -> SnapshotResult:
     """Take one snapshot of everything in `config` and store what changed since the last one.
 
-    `progress`, if given, receives a one-line status of long work (hashing).
+    `progress`, if given, receives a one-line status of long work (hashing, storing).
     """
     started = time.monotonic()
     taken = now_us()
@@ -151,6 +151,11 @@ def record(
             errors = [
                 CollectionError(e.subject, e.key, redactor.mask_text(e.message)) for e in errors
             ]
+            if progress is not None:
+                count = sum(
+                    len(f.subjects) * len(f.keys) if isinstance(f, FactBlock) else 1 for f in facts
+                )
+                progress(f"store: {count:,} facts, writing what changed")
             return writer.write_snapshot(
                 config.host, taken, facts, errors, ctx.cache_updates, started=started
             )
