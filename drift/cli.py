@@ -7,6 +7,7 @@ Imports stay light (click and the config parser): `drift --help` and
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -205,9 +206,9 @@ def init(obj: DriftContext) -> None:
 class StatusLine:
     """One status line on a terminal, rewritten in place at most ten times a second.
 
-    For long work (hashing a large tree on a first record, then storing it).
-    A new kind of work, the text before its first ": ", shows at once, so
-    that a switch from hashing to storing is never lost to the rate limit.
+    For long work (listing and hashing a large tree on a first record, then
+    storing it). A new kind of work, the text before its first digit, shows at
+    once, so that a switch from hashing to storing is never lost to the limit.
     `clear` blanks the line again, so the one-line result prints on a clean line.
     """
 
@@ -219,11 +220,10 @@ class StatusLine:
 
     def __call__(self, text: str) -> None:
         now = time.monotonic()
-        kind = text.partition(": ")[0]
-        if now < self.next_at and kind == self.kind:
+        if now < self.next_at and text.startswith(self.kind):
             return
         self.next_at = now + 0.1
-        self.kind = kind
+        self.kind = re.split(r"\d", text, maxsplit=1)[0]
         try:
             columns = os.get_terminal_size(self.stream.fileno()).columns
         except (OSError, ValueError):
@@ -249,8 +249,9 @@ def record(obj: DriftContext, quiet: bool) -> None:
 
     \b
     One line on success: snapshot number, facts, changed, errors, seconds.
-    On a terminal, stderr shows how far hashing has got while it runs (a
-    first record of a large tree reads every byte), then that it is storing.
+    On a terminal, stderr shows how far listing and hashing have got while
+    it runs (a first record of a large tree reads every byte), then that it
+    is storing.
     Exit 3 at once, writing nothing, if another record of the same history is
     running. Never migrates: on an older schema it asks for `drift db upgrade`.
     """

@@ -277,6 +277,7 @@ def test_a_terminal_sees_hashing_progress_and_cron_sees_none(tmp_path: Path) -> 
 
     stdout, screen = _stderr_on_a_terminal(["record", *cfg], tmp_path)
     assert stdout.startswith("snapshot #1: 96 facts, 96 changed")
+    assert re.search(r"\rfiles tree: listing, \d+ found", screen), screen
     assert re.search(r"\rfiles tree: hashing [123] of 32 \(\d of 10 MiB\)", screen), screen
     # Storing follows at once: a new kind of work is not held back by the rate limit.
     assert "\rstore: 96 facts, writing what changed" in screen

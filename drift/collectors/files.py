@@ -107,7 +107,12 @@ def collect_files(
     Files the stat cache vouches for come last, as one FactBlock of their
     sha256, size and mode; every other file's facts come first, in path order.
     """
-    found = _expand(spec.paths, ctx.exclude)
+    sink = ctx.progress
+    found = _expand(
+        spec.paths,
+        ctx.exclude,
+        None if sink is None else lambda n: sink(f"files {spec.name}: listing, {n:,} found"),
+    )
     cache = ctx.file_cache
     # One provenance dict per pattern, shared by its files: the store
     # serialises each distinct dict once.
@@ -526,7 +531,12 @@ class _Glob:
         return always, checks
 
 
-def _expand(patterns: Sequence[str], exclude: frozenset[str]) -> _Expansion:
+def _expand(
+    patterns: Sequence[str],
+    exclude: frozenset[str],
+    listed: Callable[[int], None] | None = None,
+) -> _Expansion:
+    """Walk the patterns; `listed`, if given, hears how many files are found so far."""
     excluded = _exclusion_set(exclude)
     matches: dict[str, tuple[str, os.stat_result]] = {}
     errors: list[CollectionError] = []
@@ -537,7 +547,7 @@ def _expand(patterns: Sequence[str], exclude: frozenset[str]) -> _Expansion:
         found = (
             _walk_literal(glob, excluded, matches, errors)
             if glob.literal
-            else _walk(glob, excluded, matches, errors)
+            else _walk(glob, excluded, matches, errors, listed)
         )
         if not found and len(errors) == before:
             empty.append(pattern)
@@ -582,6 +592,7 @@ def _walk(
     excluded: frozenset[str],
     matches: dict[str, tuple[str, os.stat_result]],
     errors: list[CollectionError],
+    listed: Callable[[int], None] | None = None,
 ) -> bool:
     """Walk from the fixed directory, never through a symlink; True if anything matched."""
     base = glob.base
@@ -594,6 +605,8 @@ def _walk(
     found = False
     stack: list[tuple[str, frozenset[int]]] = [(base, glob.closure[0])]
     while stack:
+        if listed is not None:
+            listed(len(matches))
         directory, states = stack.pop()
         prefix = directory if directory.endswith("/") else directory + "/"
         try:
