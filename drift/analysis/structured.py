@@ -21,7 +21,7 @@ import difflib
 import json
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -220,23 +220,20 @@ def _wrap_bools(doc: Any) -> Any:
     this, ``[true]`` -> ``[1]`` would read as unchanged. Parsed documents hold
     no tuples of their own, so a tuple always means a wrapped boolean.
     """
-    if isinstance(doc, bool):
-        return (doc,)
-    if isinstance(doc, dict):
-        return {key: _wrap_bools(value) for key, value in doc.items()}
-    if isinstance(doc, list):
-        return [_wrap_bools(value) for value in doc]
-    return doc
+    return _map_leaves(doc, lambda leaf: (leaf,) if isinstance(leaf, bool) else leaf)
 
 
 def _unwrap_bools(doc: Any) -> Any:
-    if isinstance(doc, tuple):
-        return doc[0]
+    return _map_leaves(doc, lambda leaf: leaf[0] if isinstance(leaf, tuple) else leaf)
+
+
+def _map_leaves(doc: Any, change: Callable[[Any], Any]) -> Any:
+    """`doc` with `change` applied to every value that is not a mapping or a list."""
     if isinstance(doc, dict):
-        return {key: _unwrap_bools(value) for key, value in doc.items()}
+        return {key: _map_leaves(value, change) for key, value in doc.items()}
     if isinstance(doc, list):
-        return [_unwrap_bools(value) for value in doc]
-    return doc
+        return [_map_leaves(value, change) for value in doc]
+    return change(doc)
 
 
 def _short(value: Any) -> str:
