@@ -94,10 +94,12 @@ def _digest_columns(h: Any, columns: list[list[str]]) -> None:
         h.update(array("Q", map(len, column)).tobytes())
 
 
-def _as_blob(value: str) -> tuple[None, str, bytes]:
-    """(no inline value, blob digest, blob bytes) for a value kept in the blob table."""
-    data = value.encode("utf-8", "surrogateescape")
-    return None, hashlib.sha256(data).hexdigest(), data
+def _stored(fact: Fact) -> tuple[str | None, str | None, bytes | None]:
+    """(inline value, blob digest, blob bytes) for a fact's value."""
+    if fact.key in BLOB_KEYS or len(fact.value) > INLINE_MAX:
+        data = fact.value.encode("utf-8", "surrogateescape")
+        return None, hashlib.sha256(data).hexdigest(), data
+    return fact.value, None, None
 
 
 _NewVersion = tuple[tuple[str, str], Fact, int | None, str | None, str | None, bytes | None]
@@ -300,10 +302,7 @@ class HistoryWriter:
             closing: list[int] = []
             reopened = 0  # new versions of facts that had one open: one change, not two
             for ident, fact in unique.items():
-                value: str | None = fact.value
-                blob_digest = data = None
-                if fact.key in BLOB_KEYS or len(fact.value) > INLINE_MAX:
-                    value, blob_digest, data = _as_blob(fact.value)
+                value, blob_digest, data = _stored(fact)
                 current = open_versions.get(ident) if open_versions else None
                 if current is None:
                     new_rows.append((ident, fact, None, value, blob_digest, data))
