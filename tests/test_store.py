@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from drift.facts import CollectionError, Fact, FactBlock
-from drift.store.db import resolve_db_url
+from drift.store.db import connect_dbapi, resolve_db_url
 from drift.store.query import History
 from drift.store.writer import HistoryWriter, now_us
 
@@ -223,3 +223,30 @@ def test_a_fact_block_stores_exactly_the_facts_it_holds(
             0,
             len(expected),
         )
+
+
+def test_a_large_first_record_reads_back_whole(tmp_path: Path) -> None:
+    # More facts than one multi-row INSERT holds, and not a multiple of it,
+    # with blob-sized values among them: every one must come back.
+    db = tmp_path / "drift.db"
+    facts = [
+        Fact(f"file:/srv/{i:05d}.py", key, f"{key}-{i}" * (200 if i % 97 == 0 else 1))
+        for i in range(2_345)
+        for key in ("sha256", "size", "mode")
+    ]
+    snapshot = write(db, list(facts))
+    assert state(db, snapshot) == {(f.subject, f.key): f.value for f in facts}
+    assert count(db, "facts") == count(db, "versions") == len(facts)
+
+
+def test_insert_rows_keeps_under_the_sqlite_variable_limit(tmp_path: Path) -> None:
+    # An SQLite built with a low limit on bound values still takes every row.
+    conn = connect_dbapi(resolve_db_url(str(tmp_path / "t.db")), create=True)
+    try:
+        conn.execute("CREATE TABLE t (a INTEGER, b TEXT, c TEXT)")
+        conn.raw.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 10)
+        rows = [(i, f"b{i}", None) for i in range(1_001)]
+        conn.insert_rows("INSERT INTO t (a, b, c) VALUES (?, ?, ?)", rows)
+        assert conn.execute("SELECT a, b, c FROM t ORDER BY a").fetchall() == rows
+    finally:
+        conn.close()

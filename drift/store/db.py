@@ -12,6 +12,7 @@ import shutil
 import sqlite3
 import time
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,8 @@ HEAD_REVISION = "0002"
 KNOWN_REVISIONS = ("0001", "0002")
 
 BUSY_TIMEOUT_MS = 10_000
+# Rows in one INSERT statement (fastest between 500 and 1,000 on a first record).
+ROWS_PER_INSERT = 1_000
 
 
 def default_db_path() -> Path:
@@ -108,6 +111,31 @@ class DbapiConnection:
     def executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
         if rows:
             self.raw.cursor().executemany(self._sql(sql), rows)
+
+    def insert_rows(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        """Run `INSERT INTO t (...) VALUES (?, ...)` once per row, many rows to a statement.
+
+        Python's sqlite3 binds, steps and resets a statement for every row of
+        an executemany; its own overhead is most of the time SQLite spends
+        inserting. Statements of up to ROWS_PER_INSERT rows store a first
+        record's 36k facts and 36k versions in 40% less time. psycopg already
+        sends an executemany's rows in one round trip.
+        """
+        if self.dialect != "sqlite" or len(rows) < 2:
+            self.executemany(sql, rows)
+            return
+        head, _, one = sql.rpartition(" VALUES ")
+        assert one.startswith("(") and one.endswith(")"), sql  # nothing after the row
+        per = min(
+            ROWS_PER_INSERT,
+            self.raw.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // len(rows[0]),
+        )
+        cur = self.raw.cursor()
+        for start in range(0, len(rows), per):
+            chunk = rows[start : start + per]
+            cur.execute(
+                f"{head} VALUES {', '.join([one] * len(chunk))}", list(chain.from_iterable(chunk))
+            )
 
     def close(self) -> None:
         self.raw.close()

@@ -368,7 +368,7 @@ class HistoryWriter:
                         f"SELECT sha256 FROM blobs WHERE sha256 IN ({marks})", chunk
                     )
                 )
-            self.conn.executemany(
+            self.conn.insert_rows(
                 "INSERT INTO blobs (sha256, size, content) VALUES (?, ?, ?)",
                 [
                     (d, len(data), zlib.compress(data, 6))
@@ -388,7 +388,7 @@ class HistoryWriter:
                     if provenance
                     else None
                 )
-        self.conn.executemany(
+        self.conn.insert_rows(
             "INSERT INTO versions (fact_id, value, blob_sha256, secret, first_snapshot_id, "
             "provenance) VALUES (?, ?, ?, ?, ?, ?)",
             [
@@ -418,7 +418,7 @@ class HistoryWriter:
             # rows here instead of reading 36k ids back.
             start = int(self.conn.execute("SELECT coalesce(max(id), 0) FROM facts").fetchone()[0])
             numbered = range(start + 1, start + 1 + len(missing))
-            self.conn.executemany(
+            self.conn.insert_rows(
                 "INSERT INTO facts (id, host_id, subject, key) VALUES (?, ?, ?, ?)",
                 [(i, host_id, s, k) for i, (s, k) in zip(numbered, missing, strict=True)],
             )
