@@ -32,7 +32,7 @@ class Fact:
 
 @dataclass(slots=True)
 class FactBlock:
-    """Many facts of one shape, kept in columns: every subject has every key in `keys`.
+    """Many facts of one shape, kept in columns: each subject, once, has every key in `keys`.
 
     The files collector yields one for the files its stat cache vouches for,
     so an unchanged record of 12k files compares one digest of a few lists

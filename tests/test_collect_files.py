@@ -138,7 +138,13 @@ def test_each_path_once_sorted_with_the_first_pattern_that_matched(tree: Path) -
         (f"{tree}/x/y/c.py", spec.paths[0]),
         (f"{tree}/x/y/z/d.py", spec.paths[0]),
     ]
-    out = [f for f in collect_files(spec, CollectContext()) if isinstance(f, Fact)]
+    items = list(collect_files(spec, CollectContext()))
+    out = [
+        f
+        for i in items
+        if isinstance(i, FactBlock | Fact)
+        for f in (i if isinstance(i, FactBlock) else [i])
+    ]
     assert {f.provenance["glob"] for f in out if f.subject == f"file:{tree}/q/b.py"} == {
         spec.paths[1]
     }
@@ -277,10 +283,11 @@ import json, sys
 sys.path.insert(0, sys.argv[1])
 from drift.collectors.files import collect_files
 from drift.config import FileSpec
-from drift.facts import CollectContext, CollectionError
+from drift.facts import CollectContext, CollectionError, FactBlock
 out = []
 for pattern in sys.argv[2:]:
-    for item in collect_files(FileSpec("p", (pattern,)), CollectContext()):
+    for got in collect_files(FileSpec("p", (pattern,)), CollectContext()):
+      for item in got if isinstance(got, FactBlock) else [got]:
         out.append([pattern, type(item).__name__, item.subject, item.key,
                     getattr(item, "value", None) or getattr(item, "message", None)])
 print(json.dumps(out))
@@ -391,7 +398,7 @@ def test_unchanged_files_are_taken_from_the_cache_without_being_read(tree: Path)
     assert facts3[f"file:{path}"]["sha256"] == "f" * 64
 
 
-def test_cached_files_come_as_one_block_and_read_files_as_facts(tree: Path) -> None:
+def test_read_files_and_cached_files_come_as_two_blocks(tree: Path) -> None:
     spec = FileSpec("all", (str(tree / "**"),))
     settle()
     first = CollectContext()
@@ -400,13 +407,14 @@ def test_cached_files_come_as_one_block_and_read_files_as_facts(tree: Path) -> N
     edited.write_text("changed\n")
     settle()
     items = list(collect_files(spec, CollectContext(file_cache=dict(first.cache_updates))))
-    blocks = [i for i in items if isinstance(i, FactBlock)]
-    loose = [i for i in items if isinstance(i, Fact)]
-    assert len(blocks) == 1 and blocks[0].keys == ("sha256", "size", "mode")
-    assert f"file:{edited}" not in blocks[0].subjects
-    assert {f.subject for f in loose if f.key == "sha256"} == {f"file:{edited}"}
-    assert len(blocks[0].subjects) == len(first.cache_updates) - 1
-    (stored,) = [f for f in blocks[0] if f.subject == f"file:{tree}/x/b.py" and f.key == "sha256"]
+    read, cached = [i for i in items if isinstance(i, FactBlock)]
+    assert read.keys == cached.keys == ("sha256", "size", "mode")
+    assert read.subjects == [f"file:{edited}"]
+    assert [f.value for f in read] == [sha(b"changed\n"), "8", read.columns[2][0]]
+    assert f"file:{edited}" not in cached.subjects
+    assert not any(isinstance(i, Fact) and i.key == "sha256" for i in items)
+    assert len(cached.subjects) == len(first.cache_updates) - 1
+    (stored,) = [f for f in cached if f.subject == f"file:{tree}/x/b.py" and f.key == "sha256"]
     assert stored.value == first.cache_updates[f"{tree}/x/b.py"][4] == sha(b"b")
     assert stored.provenance == {"glob": str(tree / "**"), "set": "all"}
 

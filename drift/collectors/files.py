@@ -1,7 +1,7 @@
 """Files: expand globs without following symlinks, hash what they match, trust the stat cache.
 
 Facts are ``file:<absolute path>`` with keys ``sha256``, ``size``, ``mode``
-(for the files the stat cache vouches for, in one FactBlock);
+(in FactBlocks: one for the files read, one for those the stat cache vouches for);
 a symlink has only ``symlink`` (its target, never followed); a FIFO, socket or
 device has ``type`` and ``mode`` and is never opened. A set declared with
 ``content = true`` also gets ``content``: the text (invalid UTF-8 as
@@ -104,8 +104,10 @@ def collect_files(
 ) -> Iterator[Fact | FactBlock | CollectionError]:
     """Facts for every file the spec's globs match, reusing cached hashes of unchanged files.
 
-    Files the stat cache vouches for come last, as one FactBlock of their
-    sha256, size and mode; every other file's facts come first, in path order.
+    The sha256, size and mode of regular files come in two FactBlocks, last:
+    the files read this time, then those the stat cache vouches for. Every
+    other fact (symlinks, special files, kept content) and every error come
+    first, in path order.
     """
     sink = ctx.progress
     found = _expand(
@@ -118,12 +120,8 @@ def collect_files(
     # serialises each distinct dict once.
     provenances: dict[str, dict[str, str]] = {}
     content_provenances: dict[str, dict[str, str]] = {}
-    unchanged = FactBlock(FILE_KEYS, [], [[], [], []], [])
-    subjects, (digests, sizes, modes), sources = (
-        unchanged.subjects,
-        unchanged.columns,
-        unchanged.provenances,
-    )
+    read = _Columns()
+    unchanged = _Columns()
     matches = sorted(found.matches.items())
     # The regular files the stat cache does not vouch for must be read.
     cached: list[str | None] = []
@@ -150,15 +148,31 @@ def collect_files(
                 if keep is None:
                     keep = content_provenances[pattern] = {**provenance, "format": spec.format}
             if digest is not None:
-                subjects.append(subject)
-                digests.append(digest)
-                sizes.append(str(st.st_size))
-                modes.append(_mode(st))
-                sources.append(provenance)
+                unchanged.add(subject, digest, st, provenance)
                 if keep is not None:
                     yield _too_large(subject, st.st_size)
                 continue
-            yield from _read_facts(reads.pop(), path, st, subject, provenance, ctx, keep)
+            done = reads.pop()
+            if done.kind != "ok":
+                yield from _read_facts(done, path, st, subject, provenance, keep)
+                continue
+            after = done.st
+            assert after is not None
+            if done.cacheable:
+                ctx.cache_updates[path] = (
+                    after.st_size,
+                    after.st_mtime_ns,
+                    after.st_ctime_ns,
+                    after.st_ino,
+                    done.digest,
+                )
+            read.add(subject, done.digest, after, provenance)
+            if keep is not None:
+                if done.data is None:
+                    yield _too_large(subject, after.st_size)
+                else:
+                    text = done.data.decode("utf-8", "backslashreplace")
+                    yield Fact(subject, "content", text, keep)
         elif stat.S_ISLNK(st.st_mode):
             yield from _symlink(path, subject, provenance)
         else:
@@ -166,11 +180,31 @@ def collect_files(
             # starts ticking, a tape rewinds) and a FIFO would block.
             yield Fact(subject, "type", _special_type(st.st_mode), provenance)
             yield Fact(subject, "mode", _mode(st), provenance)
-    if subjects:
-        yield unchanged
     yield from found.errors
     for pattern in found.empty:
         yield CollectionError(f"files:{spec.name}", None, f"no file matches {pattern}")
+    for block in (read.block, unchanged.block):
+        if block.subjects:
+            yield block
+
+
+class _Columns:
+    """Builds a FactBlock of regular files' sha256, size and mode, one file at a time."""
+
+    def __init__(self) -> None:
+        self.block = FactBlock(FILE_KEYS, [], [[], [], []], [])
+        self._subjects = self.block.subjects
+        self._digests, self._sizes, self._modes = self.block.columns
+        self._provenances = self.block.provenances
+
+    def add(
+        self, subject: str, digest: str, st: os.stat_result, provenance: dict[str, str]
+    ) -> None:
+        self._subjects.append(subject)
+        self._digests.append(digest)
+        self._sizes.append(str(st.st_size))
+        self._modes.append(_mode(st))
+        self._provenances.append(provenance)
 
 
 def _cached_digest(cached: CachedStat | None, st: os.stat_result, content: bool) -> str | None:
@@ -263,33 +297,13 @@ def _read_facts(
     listed: os.stat_result,
     subject: str,
     provenance: dict[str, str],
-    ctx: CollectContext,
     keep: dict[str, str] | None = None,
 ) -> Iterator[Fact | CollectionError]:
-    """The facts of one file's read; with `keep` (the content fact's provenance) its text too."""
+    """The facts of a read that did not simply work (gone, replaced, unreadable, changing)."""
     kind = read.kind
-    if kind == "ok":
-        st = read.st
-        assert st is not None
-        if read.cacheable:
-            ctx.cache_updates[path] = (
-                st.st_size,
-                st.st_mtime_ns,
-                st.st_ctime_ns,
-                st.st_ino,
-                read.digest,
-            )
-        yield Fact(subject, "sha256", read.digest, provenance)
-        yield Fact(subject, "size", str(st.st_size), provenance)
-        yield Fact(subject, "mode", _mode(st), provenance)
-        if keep is not None:
-            if read.data is None:
-                yield _too_large(subject, st.st_size)
-            else:
-                yield Fact(subject, "content", read.data.decode("utf-8", "backslashreplace"), keep)
-    elif kind == "gone":
-        return  # deleted since it was listed: simply not there any more
-    elif kind == "symlink":
+    assert kind != "ok"
+    # "gone": deleted since it was listed, simply not there any more: no facts.
+    if kind == "symlink":
         # Replaced by a symlink since it was listed; record what is there now.
         yield from _symlink(path, subject, provenance)
     elif kind == "unopenable":
@@ -305,7 +319,7 @@ def _read_facts(
         yield Fact(subject, "mode", _mode(read.st), provenance)
     elif kind == "unreadable":
         yield CollectionError(subject, None, f"cannot read: {read.error}")
-    else:
+    elif kind == "changing":
         yield CollectionError(subject, None, "changed while being read")
 
 
