@@ -36,10 +36,11 @@ class FactBlock:
 
     The files collector yields one for the files its stat cache vouches for,
     so an unchanged record of 12k files compares one digest of a few lists
-    instead of building 36k Facts. Iterating a block gives its Facts, subject
-    by subject, in `keys` order; `columns[i][j]` is the value of `keys[i]` for
-    `subjects[j]`, whose provenance is `provenances[j]`. A block whose keys
-    redaction would look at is expanded and redacted like any other facts.
+    instead of building 36k Facts, and one for the files it read. Iterating
+    a block gives its Facts, subject by subject, in `keys` order;
+    `columns[i][j]` is the value of `keys[i]` for `subjects[j]`, whose
+    provenance is `provenances[j]`. A block whose keys redaction would look
+    at is expanded and redacted like any other facts.
     """
 
     keys: tuple[str, ...]

@@ -116,10 +116,11 @@ class DbapiConnection:
         """Run `INSERT INTO t (...) VALUES (?, ...)` once per row, many rows to a statement.
 
         Python's sqlite3 binds, steps and resets a statement for every row of
-        an executemany; its own overhead is most of the time SQLite spends
-        inserting. Statements of up to ROWS_PER_INSERT rows store a first
-        record's 36k facts and 36k versions in 40% less time. psycopg already
-        sends an executemany's rows in one round trip.
+        an executemany, and that overhead is most of an insert's time.
+        Statements of up to ROWS_PER_INSERT rows (fewer if this SQLite allows
+        fewer bound values) store a first record's 36k facts and 36k versions
+        in 40% less time. psycopg already sends an executemany's rows in one
+        round trip.
         """
         if self.dialect != "sqlite" or len(rows) < 2:
             self.executemany(sql, rows)

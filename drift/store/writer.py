@@ -115,8 +115,9 @@ blob digest, blob bytes."""
 def _merge_block(unique: dict[tuple[str, str], _Entry], block: FactBlock) -> None:
     """Add a block's facts to `unique` in the block's order; facts already there stay.
 
-    Built column-wise by comprehensions: a first record's block holds every
-    file's three facts, and 36k Facts built one by one cost more than the rest.
+    Built column-wise by comprehensions: a first record's blocks hold every
+    file's three facts, and building 36k Facts one by one, here and in the
+    collector, cost about 0.1 s of a first record of the bench tree.
     """
     keys = block.keys
     entries: dict[tuple[str, str], _Entry] = dict(
