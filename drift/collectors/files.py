@@ -120,8 +120,8 @@ def collect_files(
     # serialises each distinct dict once.
     provenances: dict[str, dict[str, str]] = {}
     content_provenances: dict[str, dict[str, str]] = {}
-    read = _Columns()
-    unchanged = _Columns()
+    read = FactBlock(FILE_KEYS, [], [[], [], []], [])
+    unchanged = FactBlock(FILE_KEYS, [], [[], [], []], [])
     matches = sorted(found.matches.items())
     # The regular files the stat cache does not vouch for must be read.
     cached: list[str | None] = []
@@ -148,7 +148,7 @@ def collect_files(
                 if keep is None:
                     keep = content_provenances[pattern] = {**provenance, "format": spec.format}
             if digest is not None:
-                unchanged.add(subject, digest, st, provenance)
+                _add_file(unchanged, subject, digest, st, provenance)
                 if keep is not None:
                     yield _too_large(subject, st.st_size)
                 continue
@@ -166,7 +166,7 @@ def collect_files(
                     after.st_ino,
                     done.digest,
                 )
-            read.add(subject, done.digest, after, provenance)
+            _add_file(read, subject, done.digest, after, provenance)
             if keep is not None:
                 if done.data is None:
                     yield _too_large(subject, after.st_size)
@@ -183,28 +183,21 @@ def collect_files(
     yield from found.errors
     for pattern in found.empty:
         yield CollectionError(f"files:{spec.name}", None, f"no file matches {pattern}")
-    for block in (read.block, unchanged.block):
+    for block in (read, unchanged):
         if block.subjects:
             yield block
 
 
-class _Columns:
-    """Builds a FactBlock of regular files' sha256, size and mode, one file at a time."""
-
-    def __init__(self) -> None:
-        self.block = FactBlock(FILE_KEYS, [], [[], [], []], [])
-        self._subjects = self.block.subjects
-        self._digests, self._sizes, self._modes = self.block.columns
-        self._provenances = self.block.provenances
-
-    def add(
-        self, subject: str, digest: str, st: os.stat_result, provenance: dict[str, str]
-    ) -> None:
-        self._subjects.append(subject)
-        self._digests.append(digest)
-        self._sizes.append(str(st.st_size))
-        self._modes.append(_mode(st))
-        self._provenances.append(provenance)
+def _add_file(
+    block: FactBlock, subject: str, digest: str, st: os.stat_result, provenance: dict[str, str]
+) -> None:
+    """Append a regular file's sha256, size and mode to a block of FILE_KEYS."""
+    digests, sizes, modes = block.columns
+    block.subjects.append(subject)
+    digests.append(digest)
+    sizes.append(str(st.st_size))
+    modes.append(_mode(st))
+    block.provenances.append(provenance)
 
 
 def _cached_digest(cached: CachedStat | None, st: os.stat_result, content: bool) -> str | None:
@@ -302,7 +295,8 @@ def _read_facts(
     """The facts of a read that did not simply work (gone, replaced, unreadable, changing)."""
     kind = read.kind
     assert kind != "ok"
-    # "gone": deleted since it was listed, simply not there any more: no facts.
+    if kind == "gone":
+        return  # deleted since it was listed: simply not there any more
     if kind == "symlink":
         # Replaced by a symlink since it was listed; record what is there now.
         yield from _symlink(path, subject, provenance)
@@ -319,7 +313,7 @@ def _read_facts(
         yield Fact(subject, "mode", _mode(read.st), provenance)
     elif kind == "unreadable":
         yield CollectionError(subject, None, f"cannot read: {read.error}")
-    elif kind == "changing":
+    else:
         yield CollectionError(subject, None, "changed while being read")
 
 
