@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from drift.facts import CollectionError, Fact, FactBlock
 from drift.store.db import connect_dbapi, resolve_db_url
 from drift.store.query import History
-from drift.store.writer import HistoryWriter, now_us
+from drift.store.writer import FRESH_MIN, HistoryWriter, now_us
 
 HOST = "test-host"
 
@@ -250,3 +250,96 @@ def test_insert_rows_keeps_under_the_sqlite_variable_limit(tmp_path: Path) -> No
         assert conn.execute("SELECT a, b, c FROM t ORDER BY a").fetchall() == rows
     finally:
         conn.close()
+
+
+def file_block(paths: list[str], tag: str, provenance: dict[str, str] | None = None) -> FactBlock:
+    """A block of regular files as the files collector yields it, values marked with `tag`."""
+    subjects = [f"file:{p}" for p in paths]
+    shared = provenance if provenance is not None else {"glob": "/srv/**", "set": "srv"}
+    return FactBlock(
+        ("sha256", "size", "mode"),
+        subjects,
+        [[f"{tag}-{p}" for p in paths], [str(len(p)) for p in paths], ["0644"] * len(paths)],
+        [shared] * len(paths),
+    )
+
+
+def test_a_first_record_of_blocks_reads_back_whole_and_the_first_set_wins(
+    tmp_path: Path,
+) -> None:
+    # A first record stores its blocks column-wise. Two globs of two sets
+    # match the same files and a loose fact repeats one: the first wins, a
+    # fact of another key stays, and each fact is stored once.
+    db = tmp_path / "drift.db"
+    paths = [f"/srv/{i:05d}.py" for i in range(2_345)]
+    first = file_block(paths[:1_500], "a", {"glob": "/srv/0*", "set": "one"})
+    second = file_block(paths[1_500:], "a", {"glob": "/srv/**", "set": "one"})
+    overlap = file_block(paths[1_000:], "b", {"glob": "/srv/**", "set": "two"})
+    loose = [
+        Fact("file:/srv/00001.py", "sha256", "loose"),  # already in `first`: dropped
+        Fact("file:/srv/00001.py", "content", "print(1)\n"),  # another key: kept
+    ]
+    env = Fact("service:decode", "env:MODE", "fast")
+    snapshot = write(db, [env, first, second, *loose, overlap])
+    expected = {(f.subject, f.key): f.value for f in [*first, *second]}
+    expected[("file:/srv/00001.py", "content")] = "print(1)\n"
+    expected[("service:decode", "env:MODE")] = "fast"
+    assert state(db, snapshot) == expected
+    assert count(db, "facts") == count(db, "versions") == len(expected)
+    with sqlite3.connect(db) as conn:
+        row = conn.execute(
+            "SELECT n_facts, n_changed FROM snapshots WHERE id = ?", (snapshot,)
+        ).fetchone()
+        provenances = dict(
+            conn.execute(
+                "SELECT f.subject, v.provenance FROM facts f JOIN versions v ON v.fact_id = f.id "
+                "WHERE f.key = 'size' AND f.subject IN ('file:/srv/00000.py', 'file:/srv/02344.py')"
+            ).fetchall()
+        )
+    assert row == (len(expected), len(expected))
+    assert provenances == {
+        "file:/srv/00000.py": '{"glob": "/srv/0*", "set": "one"}',
+        "file:/srv/02344.py": '{"glob": "/srv/**", "set": "one"}',
+    }
+    # Recorded again, the same state adds nothing.
+    again = write(db, [env, first, second, *loose, overlap])
+    assert count(db, "versions") == len(expected)
+    assert state(db, again) == expected
+
+
+def test_many_new_files_on_a_known_host_reuse_the_ids_of_files_seen_before(
+    tmp_path: Path,
+) -> None:
+    # Past FRESH_MIN new files an established host's blocks go in column-wise
+    # too; files that were removed and came back keep their facts, so their
+    # history runs on.
+    db = tmp_path / "drift.db"
+    old = [f"/srv/old/{i:04d}.py" for i in range(300)]
+    new = [f"/srv/new/{i:04d}.py" for i in range(FRESH_MIN + 50)]
+    write(db, [file_block(old, "v1")])
+    write(db, [file_block(old[100:], "v1")])  # 100 removed
+    back = write(db, [file_block(sorted(old + new), "v2")])
+    assert state(db, back) == {
+        (f.subject, f.key): f.value for f in file_block(sorted(old + new), "v2")
+    }
+    assert count(db, "facts") == 3 * (len(old) + len(new))
+    history = History.open(resolve_db_url(str(db)), HOST)
+    try:
+        versions = history.versions_of("file:/srv/old/0000.py sha256")
+    finally:
+        history.close()
+    assert [(v.value, v.first_snapshot_id, v.until_snapshot_id) for v in versions] == [
+        ("v1-/srv/old/0000.py", 1, 2),
+        ("v2-/srv/old/0000.py", 3, None),
+    ]
+
+
+def test_a_block_whose_values_json_cannot_carry_is_stored_all_the_same(tmp_path: Path) -> None:
+    # NUL ends a text inside SQLite's json_each and a long value belongs in a
+    # blob: such a block is stored fact by fact, every value intact.
+    db = tmp_path / "drift.db"
+    block = file_block([f"/srv/{i}.bin" for i in range(5)], "x")
+    block.columns[0][1] = "a\0b"
+    block.columns[0][2] = "y" * 2_000
+    snapshot = write(db, [block])
+    assert state(db, snapshot) == {(f.subject, f.key): f.value for f in block}

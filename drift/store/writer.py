@@ -18,6 +18,7 @@ from array import array
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 from drift.errors import RecordLocked, StoreError
@@ -112,9 +113,15 @@ _NewVersion = tuple[
 blob digest, blob bytes."""
 
 
-def _merge_block(unique: dict[tuple[str, str], _Entry], block: FactBlock) -> None:
+def _merge_block(
+    unique: dict[tuple[str, str], _Entry],
+    block: FactBlock,
+    claimed: dict[str, tuple[str, ...]] | None = None,
+) -> None:
     """Add a block's facts to `unique` in the block's order; facts already there stay.
 
+    So do facts an earlier fresh block `claimed` (subject -> its keys): the
+    first set to match a file wins, whichever way its facts are stored.
     Built column-wise by comprehensions: a first record's blocks hold every
     file's three facts, and building 36k Facts one by one, here and in the
     collector, cost about 0.1 s of a first record of the bench tree.
@@ -131,9 +138,52 @@ def _merge_block(unique: dict[tuple[str, str], _Entry], block: FactBlock) -> Non
             strict=True,
         )
     )
-    for ident in entries.keys() & unique.keys():
+    taken = entries.keys() & unique.keys()
+    if claimed:
+        taken |= entries.keys() & {
+            (subject, key)
+            for subject in block.subjects
+            if subject in claimed
+            for key in claimed[subject]
+        }
+    for ident in taken:
         del entries[ident]
     unique.update(entries)
+
+
+FRESH_MIN = 200
+"""New subjects a block must bring before an established host's known subjects are read
+to find which of them are fresh; fewer go the ordinary way, fact by fact."""
+
+
+def _columnar(block: FactBlock) -> bool:
+    """True if every value of `block` is stored inline and survives a trip through JSON.
+
+    SQLite's json_each ends a text at NUL, and a value past INLINE_MAX (or
+    of a blob key) belongs in the blob table.
+    """
+    if BLOB_KEYS.intersection(block.keys):
+        return False
+    for column in (block.subjects, list(block.keys), *block.columns):
+        if max(map(len, column), default=0) > INLINE_MAX or "\0" in "".join(column):
+            return False
+    return True
+
+
+def _split_block(block: FactBlock, fresh: set[str]) -> tuple[FactBlock, FactBlock]:
+    """(the part of `block` whose subjects are in `fresh`, the rest), both in block order."""
+    inside = [j for j, subject in enumerate(block.subjects) if subject in fresh]
+    outside = [j for j, subject in enumerate(block.subjects) if subject not in fresh]
+
+    def part(indexes: list[int]) -> FactBlock:
+        return FactBlock(
+            block.keys,
+            [block.subjects[j] for j in indexes],
+            [[column[j] for j in indexes] for column in block.columns],
+            [block.provenances[j] for j in indexes],
+        )
+
+    return part(inside), part(outside)
 
 
 class HistoryWriter:
@@ -309,15 +359,6 @@ class HistoryWriter:
                     snapshot_id, taken_us, n_facts, 0, errors, time.monotonic() - started
                 )
 
-            # Two globs matching one file: the first wins.
-            unique: dict[tuple[str, str], _Entry] = {}
-            for item in facts:
-                if isinstance(item, Fact):
-                    entry = (item.value, item.provenance, item.secret)
-                    unique.setdefault((item.subject, item.key), entry)
-                else:
-                    _merge_block(unique, item)
-
             open_versions: dict[tuple[str, str], tuple[int, int, str | None, str | None, bool]] = {
                 (r[0], r[1]): (r[2], r[3], r[4], r[5], bool(r[6]))
                 for r in self.conn.execute(
@@ -327,6 +368,8 @@ class HistoryWriter:
                     (host_id,),
                 )
             }
+            new_host = not open_versions and not self._has_facts(host_id)
+            unique, fresh = self._gather(host_id, facts, open_versions, new_host)
             new_rows: list[_NewVersion] = []
             closing: list[int] = []
             reopened = 0  # new versions of facts that had one open: one change, not two
@@ -351,19 +394,128 @@ class HistoryWriter:
                 if ident[0].startswith("file:"):
                     gone_files.add(ident[0][len("file:") :])
 
-            changed = len(new_rows) + len(closing) - reopened
+            n_fresh = sum(len(block.subjects) * len(block.keys) for block in fresh)
+            n_facts = len(unique) + n_fresh
+            changed = n_fresh + len(new_rows) + len(closing) - reopened
             snapshot_id = self._insert_snapshot(
-                host_id, taken_us, started, len(unique), changed, errors, errors_json, digest
+                host_id, taken_us, started, n_facts, changed, errors, errors_json, digest
             )
             self.conn.executemany(
                 "UPDATE versions SET until_snapshot_id = ? WHERE id = ?",
                 [(snapshot_id, vid) for vid in closing],
             )
-            self._insert_versions(host_id, snapshot_id, new_rows)
+            self._insert_fresh(host_id, snapshot_id, fresh)
+            self._insert_versions(host_id, snapshot_id, new_rows, new_host)
             self._write_cache(host_id, cache_updates, gone_files)
         return SnapshotResult(
-            snapshot_id, taken_us, len(unique), changed, errors, time.monotonic() - started
+            snapshot_id, taken_us, n_facts, changed, errors, time.monotonic() - started
         )
+
+    def _has_facts(self, host_id: int) -> bool:
+        query = "SELECT 1 FROM facts WHERE host_id = ? LIMIT 1"
+        return self.conn.execute(query, (host_id,)).fetchone() is not None
+
+    def _gather(
+        self,
+        host_id: int,
+        items: list[Fact | FactBlock],
+        open_versions: dict[tuple[str, str], Any],
+        new_host: bool,
+    ) -> tuple[dict[tuple[str, str], _Entry], list[FactBlock]]:
+        """Sort what was collected into facts to compare one by one and fresh blocks.
+
+        A fresh block holds only subjects this host has never recorded, so
+        every fact in it is new and needs no comparison: _insert_fresh stores
+        it column by column. That is every file of a first record. On SQLite
+        only, and for an established host only past FRESH_MIN new subjects in
+        one block, as finding them reads every subject the host has known.
+        Two globs matching one file: the first wins, whichever way it is stored.
+        """
+        unique: dict[tuple[str, str], _Entry] = {}
+        fresh: list[FactBlock] = []
+        claimed: dict[str, tuple[str, ...]] = {}  # subject -> keys, of the fresh blocks
+        open_subjects = {ident[0] for ident in open_versions}
+        known: set[str] | None = set() if new_host else None
+        for item in items:
+            if isinstance(item, Fact):
+                keys = claimed.get(item.subject)
+                if keys is None or item.key not in keys:
+                    entry = (item.value, item.provenance, item.secret)
+                    unique.setdefault((item.subject, item.key), entry)
+                continue
+            subjects = set(item.subjects)
+            candidates = subjects - open_subjects
+            if (
+                self.conn.dialect != "sqlite"
+                or len(subjects) != len(item.subjects)  # a repeated subject: one by one
+                or not candidates
+                or (not new_host and len(candidates) < FRESH_MIN)
+                or not _columnar(item)
+            ):
+                _merge_block(unique, item, claimed)
+                continue
+            if known is None:
+                known = self._known_subjects(host_id)
+            candidates -= known
+            candidates -= claimed.keys()
+            candidates.difference_update(ident[0] for ident in unique)
+            if len(candidates) == len(subjects):
+                block, rest = item, None
+            elif candidates:
+                block, rest = _split_block(item, candidates)
+            else:
+                block, rest = None, item
+            if block is not None:
+                fresh.append(block)
+                claimed.update(dict.fromkeys(block.subjects, block.keys))
+            if rest is not None:
+                _merge_block(unique, rest, claimed)
+        return unique, fresh
+
+    def _known_subjects(self, host_id: int) -> set[str]:
+        query = "SELECT DISTINCT subject FROM facts WHERE host_id = ?"
+        return {row[0] for row in self.conn.execute(query, (host_id,))}
+
+    def _insert_fresh(self, host_id: int, snapshot_id: int, blocks: list[FactBlock]) -> None:
+        """Store blocks of facts the host never had, column by column (SQLite only).
+
+        SQLite reads each column from one JSON array (json_each), so a block's
+        facts and versions go in with a few statements and no Python per fact:
+        for the bench tree's 36k facts, 0.22 s of CPU against 0.35 s for the
+        same rows bound 1,000 to a statement. Fact ids are numbered here, as
+        inside BEGIN IMMEDIATE no one else inserts.
+        """
+        if not blocks:
+            return
+        next_id = self._next_fact_id()
+        for block in blocks:
+            width = len(block.keys)
+            self.conn.execute(
+                "INSERT INTO facts (id, host_id, subject, key) "
+                "SELECT ? + s.key * ? + k.key, ?, s.value, k.value "
+                "FROM json_each(?) AS s CROSS JOIN json_each(?) AS k",
+                (next_id, width, host_id, _json_array(block.subjects), _json_array(block.keys)),
+            )
+            # One statement per run of subjects that share a provenance (one per glob).
+            for start, end, provenance in _runs(block.provenances):
+                values = chain.from_iterable(
+                    zip(*(column[start:end] for column in block.columns), strict=True)
+                )
+                self.conn.execute(
+                    "INSERT INTO versions (fact_id, value, blob_sha256, secret, "
+                    "first_snapshot_id, provenance) "
+                    "SELECT ? + key, value, NULL, 0, ?, ? FROM json_each(?)",
+                    (
+                        next_id + start * width,
+                        snapshot_id,
+                        _provenance_json(provenance),
+                        _json_array(values),
+                    ),
+                )
+            next_id += len(block.subjects) * width
+
+    def _next_fact_id(self) -> int:
+        return int(self.conn.execute("SELECT coalesce(max(id), 0) + 1 FROM facts").fetchone()[0])
 
     def _insert_snapshot(
         self,
@@ -383,7 +535,9 @@ class HistoryWriter:
             (host_id, taken_us, duration_ms, n_facts, n_changed, len(errors), errors_json, digest),
         )
 
-    def _insert_versions(self, host_id: int, snapshot_id: int, rows: list[_NewVersion]) -> None:
+    def _insert_versions(
+        self, host_id: int, snapshot_id: int, rows: list[_NewVersion], new_host: bool = False
+    ) -> None:
         blobs = {row[5]: row[6] for row in rows if row[5] is not None}
         if blobs:
             existing: set[str] = set()
@@ -405,15 +559,11 @@ class HistoryWriter:
                     if d not in existing and data is not None
                 ],
             )
-        fact_ids = self._fact_ids(host_id, [row[0] for row in rows if row[3] is None])
+        fact_ids = self._fact_ids(host_id, [row[0] for row in rows if row[3] is None], new_host)
         # Collectors share one provenance dict across many facts (one per glob):
         # serialise each once.
         serialised = {
-            key: (
-                json.dumps(provenance, ensure_ascii=False, sort_keys=True, default=str)
-                if provenance
-                else None
-            )
+            key: _provenance_json(provenance)
             for key, provenance in {id(row[1]): row[1] for row in rows}.items()
         }
         self.conn.insert_rows(
@@ -432,20 +582,29 @@ class HistoryWriter:
             ],
         )
 
-    def _fact_ids(self, host_id: int, idents: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
-        """Ids for facts without an open version, inserting those never seen before."""
-        if len(idents) < 200:
+    def _fact_ids(
+        self, host_id: int, idents: list[tuple[str, str]], new_host: bool = False
+    ) -> dict[tuple[str, str], int]:
+        """Ids for facts without an open version, inserting those never seen before.
+
+        `new_host`: the host had no facts before this record, so none is looked up.
+        """
+        if not new_host and len(idents) < 200:
             return {(s, k): self._fact_id(host_id, s, k) for s, k in idents}
         # Many new facts (a first record): read the host's known ids once, then
         # insert the rest in bulk.
         select = "SELECT id, subject, key FROM facts WHERE host_id = ?"
-        ids = {(r[1], r[2]): int(r[0]) for r in self.conn.execute(select, (host_id,))}
+        ids: dict[tuple[str, str], int] = (
+            {}
+            if new_host
+            else {(r[1], r[2]): int(r[0]) for r in self.conn.execute(select, (host_id,))}
+        )
         missing = [ident for ident in idents if ident not in ids]  # distinct: from a dict's keys
         if self.conn.dialect == "sqlite":
             # Inside BEGIN IMMEDIATE no one else can insert, so number the new
             # rows here instead of reading 36k ids back.
-            start = int(self.conn.execute("SELECT coalesce(max(id), 0) FROM facts").fetchone()[0])
-            numbered = range(start + 1, start + 1 + len(missing))
+            start = self._next_fact_id()
+            numbered = range(start, start + len(missing))
             self.conn.insert_rows(
                 "INSERT INTO facts (id, host_id, subject, key) VALUES (?, ?, ?, ?)",
                 [(i, host_id, s, k) for i, (s, k) in zip(numbered, missing, strict=True)],
@@ -508,6 +667,32 @@ class HistoryWriter:
             "ON CONFLICT (host_id, shard) DO UPDATE SET entries = excluded.entries",
             rows,
         )
+
+
+def _provenance_json(provenance: dict[str, Any]) -> str | None:
+    return (
+        json.dumps(provenance, ensure_ascii=False, sort_keys=True, default=str)
+        if provenance
+        else None
+    )
+
+
+def _json_array(values: Iterable[str]) -> str:
+    # ensure_ascii=False: a lone surrogate fails to bind, as it would as a
+    # plain parameter, instead of reaching SQLite as an escape it cannot decode.
+    return json.dumps(list(values), ensure_ascii=False)
+
+
+def _runs(provenances: list[dict[str, Any]]) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """(start, end, provenance) for each run of equal provenances."""
+    start = 0
+    for j in range(1, len(provenances)):
+        current = provenances[j]
+        if current is not provenances[start] and current != provenances[start]:
+            yield start, j, provenances[start]
+            start = j
+    if provenances:
+        yield start, len(provenances), provenances[start]
 
 
 STAT_SHARDS = 64
