@@ -83,6 +83,17 @@ class CollectionError:
         return key == self.key
 
 
+def printable(text: str) -> str:
+    """`text` with undecodable bytes (surrogate escapes) as ``\\xNN``: valid UTF-8 for any store."""
+    if text.isascii():
+        return text
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        # A lone surrogate that did not come from a byte.
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 CachedStat = tuple[int, int, int, int, str]
 """What the stat cache remembers of a file: (size, mtime_ns, ctime_ns, inode, sha256).
 

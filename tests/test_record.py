@@ -169,6 +169,32 @@ def test_drift_never_hashes_its_own_files_and_forgets_deleted_ones(tmp_path: Pat
     assert "removed" in run_drift(["since", "--stable", "#2", *cfg], tmp_path).stdout
 
 
+def test_a_file_name_that_is_not_utf8_is_recorded_cached_and_forgotten(tmp_path: Path) -> None:
+    # A Latin-1 name (bytes no UTF-8 decoder takes) once made every record
+    # fail; it is stored with the odd byte as \\xNN, and the stat cache knows it.
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    odd = os.fsencode(tree) + b"/caf\xe9.conf"
+    with open(odd, "wb") as handle:
+        handle.write(b"workers = 4\n")
+    os.symlink(b"caf\xe9.conf", os.fsencode(tree) + b"/latest")
+    path = tmp_path / "drift.toml"
+    path.write_text(f'host = "rec"\n[[files]]\nname = "t"\npaths = ["{tree}/*"]\n')
+    cfg = ["--config", str(path), "--db", str(tmp_path / "d.db")]
+    assert run_drift(["record", *cfg], tmp_path).stdout.startswith("snapshot #1: 4 facts")
+    shown = run_drift(["show", *cfg], tmp_path).stdout
+    assert f"file:{tree}/caf\\xe9.conf" in shown
+    assert "symlink = caf\\xe9.conf" in shown
+    assert ", 0 changed," in run_drift(["record", *cfg], tmp_path).stdout
+    os.unlink(odd)
+    assert ", 3 changed," in run_drift(["record", *cfg], tmp_path).stdout
+    writer = HistoryWriter.open(resolve_db_url(str(tmp_path / "d.db")))
+    try:
+        assert writer.load_file_cache("rec") == {}
+    finally:
+        writer.close()
+
+
 def test_a_chmod_of_a_cached_file_is_a_change_and_an_untouched_tree_is_not(tmp_path: Path) -> None:
     # Cached files go to the store as one block compared by digest: the block
     # must still tell a mode change, and say nothing when nothing moved.

@@ -1,7 +1,8 @@
 """Files: expand globs without following symlinks, hash what they match, trust the stat cache.
 
 Facts are ``file:<absolute path>`` with keys ``sha256``, ``size``, ``mode``
-(in FactBlocks: one for the files read, one for those the stat cache vouches for);
+(in FactBlocks: one for the files read, one for those the stat cache vouches for;
+a byte of a path that is not UTF-8 is stored as ``\\xNN``, as it is in the stat cache);
 a symlink has only ``symlink`` (its target, never followed); a FIFO, socket or
 device has ``type`` and ``mode`` and is never opened. A set declared with
 ``content = true`` also gets ``content``: the text (invalid UTF-8 as
@@ -35,7 +36,7 @@ from fnmatch import translate
 from typing import NamedTuple
 
 from drift.config import FileSpec
-from drift.facts import CachedStat, CollectContext, CollectionError, Fact, FactBlock
+from drift.facts import CachedStat, CollectContext, CollectionError, Fact, FactBlock, printable
 
 CHUNK = 1 << 20
 # os.read into a fresh bytes object measured faster here than os.readv into a
@@ -129,7 +130,7 @@ def collect_files(
     for path, (_pattern, st) in matches:
         digest = None
         if stat.S_ISREG(st.st_mode):
-            digest = _cached_digest(cache.get(path), st, spec.content)
+            digest = _cached_digest(cache.get(printable(path)), st, spec.content)
             if digest is None:
                 jobs.append((path, st.st_size))
         cached.append(digest)
@@ -137,7 +138,8 @@ def collect_files(
     reads = _read_all(jobs, spec.content, report)
     reads.reverse()  # popped in path order, so each read is freed once it is facts
     for (path, (pattern, st)), digest in zip(matches, cached, strict=True):
-        subject = "file:" + path
+        name = printable(path)  # the stored path: valid UTF-8 whatever the bytes
+        subject = "file:" + name
         provenance = provenances.get(pattern)
         if provenance is None:
             provenance = provenances[pattern] = {"glob": pattern, "set": spec.name}
@@ -159,7 +161,7 @@ def collect_files(
             after = done.st
             assert after is not None
             if done.cacheable:
-                ctx.cache_updates[path] = (
+                ctx.cache_updates[name] = (
                     after.st_size,
                     after.st_mtime_ns,
                     after.st_ctime_ns,
@@ -460,7 +462,7 @@ def _symlink(
         else:
             yield CollectionError(subject, None, f"cannot read link: {exc.strerror}")
         return
-    yield Fact(subject, "symlink", target, provenance)
+    yield Fact(subject, "symlink", printable(target), provenance)
 
 
 _MODES: dict[int, str] = {}
@@ -587,7 +589,9 @@ def _walk_literal(
     except (FileNotFoundError, NotADirectoryError):
         return False
     except OSError as exc:
-        errors.append(CollectionError("file:" + path, None, f"cannot stat: {exc.strerror}"))
+        errors.append(
+            CollectionError("file:" + printable(path), None, f"cannot stat: {exc.strerror}")
+        )
         return False
     if stat.S_ISDIR(st.st_mode):
         return False  # a directory is not a file; "no file matches" tells the user
@@ -624,7 +628,9 @@ def _walk(
             continue  # gone, or never a directory: nothing below it
         except OSError as exc:
             errors.append(
-                CollectionError(f"file:{prefix}", None, f"cannot list directory: {exc.strerror}")
+                CollectionError(
+                    f"file:{printable(prefix)}", None, f"cannot list directory: {exc.strerror}"
+                )
             )
             continue
         always, checks = glob.plan(states)
@@ -662,7 +668,9 @@ def _walk(
             except FileNotFoundError:
                 continue
             except OSError as exc:
-                errors.append(CollectionError("file:" + path, None, f"cannot stat: {exc.strerror}"))
+                errors.append(
+                    CollectionError("file:" + printable(path), None, f"cannot stat: {exc.strerror}")
+                )
                 continue
             found = True
             if path not in matches:

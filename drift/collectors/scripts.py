@@ -36,8 +36,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from drift.collectors.services import parse_flags, printable
-from drift.facts import CollectContext, CollectionError, Fact
+from drift.collectors.services import parse_flags
+from drift.facts import CollectContext, CollectionError, Fact, printable
 
 MAX_SCRIPT_BYTES = 8 << 20
 """A "script" larger than this is a misconfiguration (a log, a binary), not read each minute."""

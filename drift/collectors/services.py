@@ -29,7 +29,7 @@ import psutil
 
 from drift.config import ServiceSpec
 from drift.errors import DriftError
-from drift.facts import CollectContext, CollectionError, Fact
+from drift.facts import CollectContext, CollectionError, Fact, printable
 
 # psutil.PROCFS_PATH is process-global; collecting two services from two
 # threads with different proc roots must not interleave.
@@ -116,17 +116,6 @@ def _python_options(argv: Sequence[str], add: Callable[[str, str], None]) -> int
         # Not an option CPython knows: let the generic rules read it.
         return i
     return i
-
-
-def printable(text: str) -> str:
-    """`text` with undecodable bytes (surrogate escapes) as ``\\xNN``: valid UTF-8 for any store."""
-    if text.isascii():
-        return text
-    try:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    except UnicodeEncodeError:
-        # A lone surrogate that did not come from a byte.
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 @dataclass
