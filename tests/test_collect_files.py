@@ -441,12 +441,20 @@ def test_large_files_read_on_a_second_thread_give_the_facts_of_a_read_in_turn(
 
     two = CollectContext()
     items_two = list(collect_files(spec, two))
+    # With a progress line every size is known first, so the large files are
+    # handed over before any is opened; at most one waiting at a time, the
+    # collecting thread reads the others itself.
+    sized = CollectContext(progress=lambda line: None)
+    items_sized = list(collect_files(spec, sized))
+    monkeypatch.setattr(files, "_MAX_HANDED", 1)
+    capped = CollectContext()
+    items_capped = list(collect_files(spec, capped))
     monkeypatch.setattr(files, "HASH_THREADS", 1)
     one = CollectContext()
     items_one = list(collect_files(spec, one))
 
-    assert items_two == items_one  # the same facts in the same order
-    assert two.cache_updates == one.cache_updates
+    assert items_two == items_sized == items_capped == items_one  # the same facts, same order
+    assert two.cache_updates == sized.cache_updates == capped.cache_updates == one.cache_updates
     facts, errors = run(spec)
     assert errors == []
     for rel, data in contents.items():
