@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import socket
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,7 +123,7 @@ def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:
     """Find and parse the config; with none anywhere, an empty config for this host."""
     path = find_config(explicit)
     if path is None:
-        return Config(path=None, host=socket.gethostname())
+        return Config(path=None, host=os.uname().nodename)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
@@ -318,7 +317,7 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
 
     return Config(
         path=path,
-        host=top.string("host") or socket.gethostname(),
+        host=top.string("host") or os.uname().nodename,
         services=tuple(services),
         files=tuple(files),
         repos=tuple(repos),
