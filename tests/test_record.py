@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import DRIFT, drift_env, run_drift, start_drift
 
-from drift.store.db import resolve_db_url
+from drift.store.db import HEAD_REVISION, connect_dbapi, current_revision_dbapi, resolve_db_url
 from drift.store.writer import HistoryWriter
 
 
@@ -111,6 +111,81 @@ def test_record_killed_at_any_point_leaves_complete_snapshots(tmp_path: Path) ->
                 assert open_at == n_facts, f"snapshot {snap} is incomplete"
     after = run_drift(["record", *cfg], tmp_path).stdout
     assert after.startswith(f"snapshot #{snapshots(db)}: 4502 facts")  # 1500 files x 3 + 2
+
+
+def _many_files(tree: Path, count: int) -> Path:
+    for i in range(count):
+        folder = tree / f"d{i % 40}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"f{i}.py").write_text(f"value = {i}\n")
+    return tree
+
+
+def test_a_first_record_killed_in_its_journaled_write_leaves_a_usable_database(
+    tmp_path: Path,
+) -> None:
+    # A database's first snapshot is written through a rollback journal; a
+    # record killed while the journal exists leaves it hot, and the next
+    # connection rolls it back: no snapshot, an intact schema, WAL again.
+    tree = _many_files(tmp_path / "tree", 6_000)
+    path = config(tmp_path, f'[[files]]\nname = "t"\npaths = ["{tree}/**"]\n')
+    db = tmp_path / "d.db"
+    journal = tmp_path / "d.db-journal"
+    cfg = ["--config", str(path), "--db", str(db)]
+    for _attempt in range(5):
+        for stale in tmp_path.glob("d.db*"):
+            stale.unlink()
+        run_drift(["init", *cfg], tmp_path)
+        proc = start_drift(["record", *cfg], tmp_path)
+        while proc.poll() is None and not journal.exists():
+            time.sleep(0.0005)
+        killed = proc.poll() is None
+        if killed:
+            # Meanwhile a reader can open the database and read it.
+            reader = connect_dbapi(resolve_db_url(str(db)))
+            try:
+                assert current_revision_dbapi(reader) == HEAD_REVISION
+            finally:
+                reader.close()
+            proc.send_signal(signal.SIGKILL)
+        proc.communicate()  # closes its pipes
+        if killed:
+            break
+    else:
+        pytest.skip("every record finished before its journal could be seen")
+    assert journal.exists(), "the kill did not land inside the journaled write"
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert conn.execute("SELECT count(*) FROM snapshots").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM versions").fetchone()[0] == 0
+    out = run_drift(["record", *cfg], tmp_path).stdout
+    assert out.startswith("snapshot #1: 18002 facts, 18002 changed")
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert not journal.exists()
+
+
+def test_a_first_record_beside_an_open_reader_goes_through_the_wal_at_once(
+    tmp_path: Path,
+) -> None:
+    # The rollback journal needs the database to itself: with a reader
+    # holding it open the first record neither waits for it nor fails.
+    tree = _many_files(tmp_path / "tree", 600)
+    path = config(tmp_path, f'[[files]]\nname = "t"\npaths = ["{tree}/**"]\n')
+    db = tmp_path / "d.db"
+    cfg = ["--config", str(path), "--db", str(db)]
+    run_drift(["init", *cfg], tmp_path)
+    reader = sqlite3.connect(db)
+    try:
+        assert reader.execute("SELECT count(*) FROM snapshots").fetchone()[0] == 0
+        started = time.monotonic()
+        out = run_drift(["record", *cfg], tmp_path).stdout
+        assert time.monotonic() - started < 5  # not the 10 s busy timeout
+        assert out.startswith("snapshot #1: 1802 facts, 1802 changed")
+        assert reader.execute("SELECT count(*) FROM versions").fetchone()[0] == 1802
+        assert reader.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        reader.close()
 
 
 def test_record_refuses_a_database_from_a_newer_drift(tmp_path: Path) -> None:

@@ -93,6 +93,21 @@ def sqlite_side_files(path: Path) -> list[Path]:
 # ---------------------------------------------------------------- DB-API (hot path)
 
 
+def ask_for_wal(raw: sqlite3.Connection) -> None:
+    """Put the database in WAL mode, unless a first record is being written right now.
+
+    That write goes through a rollback journal (HistoryWriter), and while it
+    runs the switch fails at once, without waiting; this connection then
+    works in rollback mode, waiting on the writer's lock like any reader,
+    and the database is in WAL mode again when the write ends.
+    """
+    try:
+        raw.execute("PRAGMA journal_mode = WAL")
+    except sqlite3.OperationalError as exc:
+        if "locked" not in str(exc):
+            raise
+
+
 class DbapiConnection:
     """A thin DB-API wrapper that takes `?` placeholders on both SQLite and PostgreSQL."""
 
@@ -155,7 +170,7 @@ def connect_dbapi(db: DbUrl, *, create: bool = False) -> DbapiConnection:
         try:
             raw = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
             raw.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            raw.execute("PRAGMA journal_mode = WAL")
+            ask_for_wal(raw)
             raw.execute("PRAGMA synchronous = NORMAL")
             raw.execute("PRAGMA foreign_keys = ON")
         except sqlite3.DatabaseError as exc:
@@ -240,9 +255,9 @@ def open_engine(db: DbUrl) -> Engine:
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
             cur = dbapi_conn.cursor()
             cur.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            cur.execute("PRAGMA journal_mode = WAL")
-            cur.execute("PRAGMA foreign_keys = ON")
             cur.close()
+            ask_for_wal(dbapi_conn)
+            dbapi_conn.execute("PRAGMA foreign_keys = ON")
 
         return engine
     return create_engine(db.url, pool_pre_ping=True)
