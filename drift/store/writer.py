@@ -152,8 +152,8 @@ def _merge_block(
 
 
 FRESH_MIN = 200
-"""New subjects a block must bring before an established host's known subjects are read
-to find which of them are fresh; fewer go the ordinary way, fact by fact."""
+"""New facts (or, in a block, new subjects) past which an established host's known ones
+are read in one query, to tell which are fresh; fewer are looked up one by one."""
 
 
 def _columnar(block: FactBlock) -> bool:
@@ -630,7 +630,7 @@ class HistoryWriter:
 
         `new_host`: the host had no facts before this record, so none is looked up.
         """
-        if not new_host and len(idents) < 200:
+        if not new_host and len(idents) < FRESH_MIN:
             return {(s, k): self._fact_id(host_id, s, k) for s, k in idents}
         # Many new facts (a first record): read the host's known ids once, then
         # insert the rest in bulk.
