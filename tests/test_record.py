@@ -113,12 +113,16 @@ def test_record_killed_at_any_point_leaves_complete_snapshots(tmp_path: Path) ->
     assert after.startswith(f"snapshot #{snapshots(db)}: 4502 facts")  # 1500 files x 3 + 2
 
 
-def _many_files(tree: Path, count: int) -> Path:
+def _tree_to_record(tmp_path: Path, count: int) -> tuple[Path, list[str]]:
+    """`count` small files in a tree, and the database and options that record them."""
+    tree = tmp_path / "tree"
     for i in range(count):
         folder = tree / f"d{i % 40}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"f{i}.py").write_text(f"value = {i}\n")
-    return tree
+    path = config(tmp_path, f'[[files]]\nname = "t"\npaths = ["{tree}/**"]\n')
+    db = tmp_path / "d.db"
+    return db, ["--config", str(path), "--db", str(db)]
 
 
 def test_a_first_record_killed_in_its_journaled_write_leaves_a_usable_database(
@@ -127,11 +131,8 @@ def test_a_first_record_killed_in_its_journaled_write_leaves_a_usable_database(
     # A database's first snapshot is written through a rollback journal; a
     # record killed while the journal exists leaves it hot, and the next
     # connection rolls it back: no snapshot, an intact schema, WAL again.
-    tree = _many_files(tmp_path / "tree", 6_000)
-    path = config(tmp_path, f'[[files]]\nname = "t"\npaths = ["{tree}/**"]\n')
-    db = tmp_path / "d.db"
+    db, cfg = _tree_to_record(tmp_path, 6_000)
     journal = tmp_path / "d.db-journal"
-    cfg = ["--config", str(path), "--db", str(db)]
     for _attempt in range(5):
         for stale in tmp_path.glob("d.db*"):
             stale.unlink()
@@ -170,10 +171,7 @@ def test_a_first_record_beside_an_open_reader_goes_through_the_wal_at_once(
 ) -> None:
     # The rollback journal needs the database to itself: with a reader
     # holding it open the first record neither waits for it nor fails.
-    tree = _many_files(tmp_path / "tree", 600)
-    path = config(tmp_path, f'[[files]]\nname = "t"\npaths = ["{tree}/**"]\n')
-    db = tmp_path / "d.db"
-    cfg = ["--config", str(path), "--db", str(db)]
+    db, cfg = _tree_to_record(tmp_path, 600)
     run_drift(["init", *cfg], tmp_path)
     reader = sqlite3.connect(db)
     try:
