@@ -253,9 +253,7 @@ def open_engine(db: DbUrl) -> Engine:
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
-            cur = dbapi_conn.cursor()
-            cur.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            cur.close()
+            dbapi_conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             ask_for_wal(dbapi_conn)
             dbapi_conn.execute("PRAGMA foreign_keys = ON")
 

@@ -12,6 +12,7 @@ import hashlib
 import json
 import marshal
 import os
+import sqlite3
 import time
 import zlib
 from array import array
@@ -313,8 +314,6 @@ class HistoryWriter:
         ):
             yield
             return
-        import sqlite3
-
         try:
             # Fails at once, without the busy handler, while another connection is open.
             mode = self.conn.execute("PRAGMA journal_mode = DELETE").fetchone()[0]
