@@ -281,9 +281,10 @@ def test_local_zone_honours_tz(monkeypatch: pytest.MonkeyPatch) -> None:
 
 # --- properties ------------------------------------------------------------------------
 
+# Whole minutes: an ISO 8601 offset is +hh:mm (a sub-second offset has no meaning).
 fixed_offsets = st.builds(
-    timezone,
-    st.timedeltas(min_value=timedelta(hours=-23, minutes=-59), max_value=timedelta(hours=23)),
+    lambda minutes: timezone(timedelta(minutes=minutes)),
+    st.integers(min_value=-(23 * 60 + 59), max_value=23 * 60 + 59),
 )
 aware_datetimes = st.datetimes(
     min_value=datetime(1900, 1, 1), max_value=datetime(2200, 1, 1), timezones=fixed_offsets
