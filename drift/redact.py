@@ -503,6 +503,8 @@ class Redactor:
                     provenances[id(provenance)] = masked_provenance
                 provenance = masked_provenance
             if i in secret_at:
+                if isinstance(fact.provenance.get("possible"), list):
+                    provenance = self._digest_possible(fact.provenance, provenance)
                 out.append(
                     Fact(fact.subject, fact.key, self.digest(fact.value), provenance, secret=True)
                 )
@@ -512,6 +514,23 @@ class Redactor:
                 out.append(fact)
             else:
                 out.append(Fact(fact.subject, fact.key, masked, provenance))
+        return out
+
+    def _digest_possible(self, original: dict[str, Any], masked: dict[str, Any]) -> dict[str, Any]:
+        """A secret script value's possibilities: each literal as a keyed digest, never the text.
+
+        The analysis can still tell which line gave a live secret (whose
+        digest is the same) without either value being stored.
+        """
+        out = dict(masked)
+        listed: list[dict[str, Any]] = []
+        for raw, shown in zip(original["possible"], masked.get("possible") or [], strict=False):
+            entry = {k: v for k, v in shown.items() if k != "match"} if shown else {}
+            match = raw.get("match") if isinstance(raw, dict) else None
+            if isinstance(match, list) and all(isinstance(part, str) for part in match):
+                entry["digest"] = self.digest("".join(match))
+            listed.append(entry)
+        out["possible"] = listed
         return out
 
 

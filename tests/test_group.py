@@ -290,13 +290,15 @@ def test_without_a_readable_environment_the_start_time_decides() -> None:
     assert story_for(restarted=True).status == "live"
 
 
-def test_export_with_shell_expansion_is_judged_by_the_start_time() -> None:
-    """`$HOME/cache` never equals the live value; a start after the edit means it is applied."""
+def test_export_with_shell_expansion_is_matched_against_the_live_value() -> None:
+    """`$HOME/cache` can give /root/cache: the live process has the new export."""
     s = States()
     s.restart("decode", 100, 200, NOW - MIN)
     s.script_text("decode", changed_at=NOW)
     line = s.script_line("decode", 6, "export HF_HOME=$HOME/cache")
-    s.new(DECODE, "export:HF_HOME", "$HOME/cache", **line)
+    # As the collector records it: $HOME is a hole the live value fills.
+    possible = [{**line, "match": [["$HOME"], "/cache"]}]
+    s.new(DECODE, "export:HF_HOME", "$HOME/cache", **line, possible=possible)
     s.new("service:decode", "env:HF_HOME", "/root/cache", pid=200)
 
     (story,) = group_changes(s.changes(), s.after)[0]

@@ -32,6 +32,7 @@ from datetime import datetime
 from typing import Literal
 
 from drift.analysis.diff import Change, State
+from drift.analysis.origins import Attribution, attribute, possibilities
 from drift.store.query import StoredVersion, from_us, to_us
 from drift.timespec import local_zone
 
@@ -385,7 +386,13 @@ class _Grouper:
                     evidence.append(self.free(live, "argv"))
             if i == 0:
                 evidence += extra
-            self.add(root, evidence, status, label, _script_title(root), _listed(service))
+            spot = None
+            if service is not None and root.after is not None:
+                live_key = f"env:{name}" if root.key.startswith("export:") else f"flag:{name}"
+                found = attribute(root.after, self.after.get((f"service:{service}", live_key)))
+                spot = found.single if found is not None else None
+            title = _script_title(root, spot)
+            self.add(root, evidence, status, label, title, _listed(service))
 
     def applied(
         self, service: str | None, source: Change, live_key: str
@@ -407,16 +414,37 @@ class _Grouper:
         readable = subject in (
             self.argv_readable if live_key.startswith("flag:") else self.env_readable
         )
-        if not readable or _expands(source.before) or _expands(source.after):
-            # `$HOME/x` in a script is expanded by the shell, so its text cannot
-            # match the live value: whether the process started since decides.
+        live = self.after.get((subject, live_key))
+        if not readable or source.kind == "removed" and live is not None and _holes(source.before):
+            # Without the live value (or with a removed value that had unknown
+            # parts), whether the process started since decides.
             status, label = self.restarted_status(service, source)
             appeared = (mirror.after is None) == (source.after is None) if mirror else False
             return status, label, mirror if status == "live" and appeared else None
-        if mirror is not None and not _same(mirror.after, source.after):
+        now = attribute(source.after, live) if live is not None else None
+        before = attribute(source.before, live) if live is not None else None
+        if (
+            mirror is not None
+            and attribute(source.after, mirror.after) is None
+            and not (source.after is None and mirror.after is None)
+        ):
             mirror = None  # the live value moved elsewhere: not this source's doing
-        if _same(self.after.get((subject, live_key)), source.after):
-            return "live", self.live_label(service, removed=source.after is None), mirror
+        if source.after is None:
+            applied_now = live is None
+        elif now is None:
+            applied_now = False
+        elif before is None or _exact(now) and not _exact(before):
+            applied_now = True
+        else:
+            # Both the old and the new text can give the live value (unknown
+            # parts): a start after the change decides.
+            status, label = self.restarted_status(service, source)
+            return status, label, mirror if status == "live" else None
+        if applied_now:
+            label = self.live_label(service, removed=source.after is None)
+            if now is not None and now.single is not None and now.single.when:
+                label += f" (branch taken: {now.single.when})"
+            return "live", label, mirror
         if self.started_since(service, source):
             pid = _value(self.after.get((subject, "pid")))
             where = f"{service} (pid {pid})" if pid else service
@@ -587,12 +615,9 @@ class _Grouper:
         name = change.key.removeprefix("env:")
         if change.after is None:
             return f"removed; {SOURCE_UNKNOWN}"
-        for script, owner in sorted(self.script_service.items()):
-            found = self.after.get((script, f"export:{name}"))
-            if owner == service and found is not None and _same(found, change.after):
-                line = found.provenance.get("line")
-                spot = f"{script.removeprefix('script:')}" + (f":{line}" if line else "")
-                return f"from {spot} (unchanged since the baseline)"
+        found = self.script_origin(service, f"export:{name}", change.after)
+        if found is not None:
+            return f"{found.words()} (unchanged since the baseline)"
         unit = self.after.get((f"service:{service}", f"unit:environment:{name}"))
         if unit is not None and _same(unit, change.after):
             where = unit.provenance.get("unit")
@@ -604,16 +629,23 @@ class _Grouper:
         name = change.key.removeprefix("flag:")
         if change.after is None:
             return f"removed; {SOURCE_UNKNOWN}"
-        for script, owner in sorted(self.script_service.items()):
-            found = self.after.get((script, change.key))
-            if owner == service and found is not None and _same(found, change.after):
-                line = found.provenance.get("line")
-                spot = f"{script.removeprefix('script:')}" + (f":{line}" if line else "")
-                return f"from {spot} (unchanged since the baseline)"
+        found = self.script_origin(service, change.key, change.after)
+        if found is not None:
+            return f"{found.words()} (unchanged since the baseline)"
         exec_start = _value(self.after.get((f"service:{service}", "unit:exec_start")))
         if exec_start and name in exec_start.split():
             return "from unit ExecStart="
         return SOURCE_UNKNOWN
+
+    def script_origin(self, service: str, key: str, live: StoredVersion) -> Attribution | None:
+        """The script lines of `service` that can give the live value of `key`, if any."""
+        for script, owner in sorted(self.script_service.items()):
+            if owner != service:
+                continue
+            found = attribute(self.after.get((script, key)), live)
+            if found is not None:
+                return found
+        return None
 
     # ------------------------------------------------------------ files, repos, commands
 
@@ -706,14 +738,19 @@ def _same(a: StoredVersion | None, b: StoredVersion | None) -> bool:
     return (a.value, a.blob_sha256, a.secret) == (b.value, b.blob_sha256, b.secret)
 
 
-def _expands(version: StoredVersion | None) -> bool:
-    """True for a script value the shell still expands (``$VAR``, ``$(cmd)``, backticks)."""
-    return (
-        version is not None
-        and not version.secret
-        and version.value is not None
-        and ("$" in version.value or "`" in version.value)
+def _holes(version: StoredVersion | None) -> bool:
+    """True for a script value with parts drift cannot know (``$(cmd)``, the caller's value)."""
+    if version is None or version.secret:
+        return False
+    return any(
+        not all(isinstance(part, str) for part in p.get("match") or [""])
+        for p in possibilities(version)
     )
+
+
+def _exact(found: Attribution | None) -> bool:
+    """True if the attribution rests on a literal value, not on a pattern with holes."""
+    return found is not None and found.exact
 
 
 def _line(change: Change) -> int:
@@ -743,17 +780,31 @@ def shown(version: StoredVersion | None, limit: int = 80) -> str:
 
 
 def _where(change: Change) -> str:
+    """FILE:LINE of a script fact; its candidate lines when several may give it."""
     latest = change.after or change.before
     assert latest is not None
     file = latest.provenance.get("file") or change.subject.split(":", 1)[1]
     line = latest.provenance.get("line")
-    return f"{file}:{line}" if line else str(file)
+    if line:
+        return f"{file}:{line}"
+    spots: dict[str, list[str]] = {}
+    for p in possibilities(latest):
+        if isinstance(p.get("file"), str) and isinstance(p.get("line"), int):
+            lines = spots.setdefault(p["file"], [])
+            if str(p["line"]) not in lines:
+                lines.append(str(p["line"]))
+    if spots:
+        return " or ".join(f"{f}:{'|'.join(lines)}" for f, lines in spots.items())
+    return str(file)
 
 
-def _script_title(change: Change) -> str:
-    """``export K=V added to FILE:LINE``, ``flag --x V changed in FILE:LINE (was W)`` ..."""
+def _script_title(change: Change, spot: object = None) -> str:
+    """``export K=V added to FILE:LINE``, ``flag --x V changed in FILE:LINE (was W)`` ...
+
+    `spot` is the line the live process singles out, when the script has several.
+    """
     kind, _, name = change.key.partition(":")
-    where = _where(change)
+    where = str(spot) if spot is not None else _where(change)
     if kind == "export":
         what = f"export {name}"
         new = f"{what}={shown(change.after)}"

@@ -1,84 +1,40 @@
-"""Serve scripts: their text, the variables they export, and the command they exec.
+"""Serve scripts: their text, the variables they hand over, and the command they launch.
 
 Facts are ``script:<path>`` with keys ``content`` (the whole text), one
-``export:<NAME>`` per variable the script hands to the process it starts,
-``exec`` (that command, shell-joined) and one ``flag:<name>`` per flag of it,
-each with the file, line and line text it comes from.
+``export:<NAME>`` per variable the launched command may receive, ``exec``
+(that command) and one ``flag:<name>`` per flag of it. A file the script
+sources is ``script:<that path>`` with its own ``content``.
 
-The script is read, never run: values are the shell words after quote
-removal, with ``$VAR``, ``${VAR}`` and ``$(cmd)`` kept as written. Bytes that
-are not UTF-8 appear as ``\\xNN`` escapes, so the text is valid for any store
-and a change to such a byte still changes the value.
-
-What counts as exported to the command: ``export K=V`` (several per line),
-``export K`` (with the value of an earlier ``K=V``, else "" marked
-``inherited``: it passes on whatever the script itself was given),
-``declare -x``/``typeset -x``, assignments while ``set -a`` is on, a later
-``K=V`` to an exported name, ``K=V exec cmd`` / ``K=V cmd`` on the command
-line itself, and ``exec env K=V cmd`` (``env -u K`` and ``env -i`` remove).
-``unset K`` and ``export -n K`` remove. The command is the last ``exec`` that
-runs a program (``exec >log 2>&1`` only redirects); without one, the last
-command that is not a shell builtin or housekeeping (cd, echo, mkdir ...);
-exports after an exec cannot reach it and are ignored, while without exec
-every export counts, since the command is only a guess. Sourced files
-are not followed, and conditionals and functions are read as straight-line
-code: an export inside ``if`` counts as if it ran.
+The script is read, never run: `drift.shell.evaluate` walks it with every
+value each variable may have. A fact's value shows those possibilities
+(``8`` or ``prefill | decode``; what drift cannot know, such as ``$(cmd)``
+or a variable the script inherits, as written), and its provenance says
+where each comes from: ``file`` and ``line`` when one line gives them all,
+else ``possible``, a list of ``{file, line, text, when, match}`` where
+``match`` is the value as a pattern (`drift.shell.patterns`) and ``when``
+the branch it sits under. The analysis matches the live process's values
+against these to name the line a live value came from. Bytes that are not
+UTF-8 appear as ``\\xNN`` escapes.
 """
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
-import re
 import shlex
 import stat
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
-from drift.collectors.services import parse_flags
+from drift.collectors.services import flag_words
 from drift.facts import CollectContext, CollectionError, Fact, printable
 
 MAX_SCRIPT_BYTES = 8 << 20
 """A "script" larger than this is a misconfiguration (a log, a binary), not read each minute."""
 
-MAX_LOGICAL_LINES = 500
-"""A quote left open for this many lines is a broken line, not a long string."""
-
-
-@dataclass(frozen=True, slots=True)
-class Export:
-    """One variable the command receives, and the line that gave it its value.
-
-    `inherited` means the script exports a name it never assigns (value "");
-    `export_line` is where it was exported when that differs from `line`.
-    """
-
-    name: str
-    value: str
-    line: int
-    text: str
-    inherited: bool = False
-    export_line: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Command:
-    """The command the script runs: `argv` as written after ``exec``, `program` after ``env``."""
-
-    argv: tuple[str, ...]
-    program: tuple[str, ...]
-    line: int
-    text: str
-    via_exec: bool
-
-
-@dataclass(frozen=True, slots=True)
-class ParsedScript:
-    """What a script hands to its command: the exported variables and the command itself."""
-
-    exports: dict[str, Export]
-    command: Command | None
+_CACHE: dict[tuple[str, bytes], tuple[Any, tuple[tuple[str, bytes], ...]]] = {}
 
 
 def collect_script(
@@ -105,26 +61,54 @@ def collect_script(
 
     where = {"file": script_path, "service": service_name}
     yield Fact(subject, "content", data.decode("utf-8", "backslashreplace"), dict(where))
+    model = script_model(script_path, data, ctx.exclude)
+    for sourced in model.sourced:
+        if sourced.path == script_path:
+            continue
+        yield Fact(
+            f"script:{sourced.path}",
+            "content",
+            sourced.data.decode("utf-8", "backslashreplace"),
+            {
+                "file": sourced.path,
+                "service": service_name,
+                "sourced_by": f"{sourced.origin.file}:{sourced.origin.line}",
+            },
+        )
+    if model.broken:
+        # What the script exports and runs cannot be read: those facts keep
+        # their last values rather than read as removed or as a guess.
+        message = printable(model.broken[0])
+        for key in ("export:", "flag:", "exec"):
+            yield CollectionError(subject, key, message)
+        return
+    for gap in model.gaps:
+        yield CollectionError(subject, "reading", printable(gap))
+    yield from script_facts(subject, model, where)
 
-    # Parse the real bytes (a backslash escape would be read as shell
-    # quoting); make each value printable afterwards.
-    parsed = parse_script(data.decode("utf-8", "surrogateescape"))
-    for name, export in parsed.exports.items():
-        provenance: dict[str, Any] = {**where, "line": export.line, "text": printable(export.text)}
-        if export.inherited:
-            provenance["inherited"] = True
-        if export.export_line is not None:
-            provenance["exported_at"] = export.export_line
-        yield Fact(subject, f"export:{name}", printable(export.value), provenance)
 
-    command = parsed.command
-    if command is not None:
-        provenance = {**where, "line": command.line, "text": printable(command.text)}
-        if not command.via_exec:
-            provenance["via"] = "last command (no exec)"
-        yield Fact(subject, "exec", printable(shlex.join(command.argv)), dict(provenance))
-        for name, value in parse_flags(command.program).items():
-            yield Fact(subject, f"flag:{printable(name)}", printable(value), dict(provenance))
+def script_model(path: str, data: bytes, exclude: Iterable[str] = ()) -> Any:
+    """The evaluated script, from a cache while neither it nor a file it sources changed."""
+    from drift.shell.evaluate import evaluate, read_regular
+
+    key = (path, hashlib.blake2b(data, digest_size=16).digest())
+    cached = _CACHE.get(key)
+    if cached is not None:
+        model, sourced = cached
+        if all(read_regular(p) == content for p, content in sourced):
+            return model
+    excluded = frozenset(exclude)
+
+    def read(target: str) -> bytes | None:
+        if os.path.abspath(target) in excluded:
+            return None
+        return read_regular(target)
+
+    model = evaluate(path, data, read)
+    if len(_CACHE) > 64:
+        _CACHE.clear()
+    _CACHE[key] = (model, tuple((s.path, s.data) for s in model.sourced))
+    return model
 
 
 def _read_regular_file(path: str) -> bytes:
@@ -139,661 +123,231 @@ def _read_regular_file(path: str) -> bytes:
         return f.read(MAX_SCRIPT_BYTES + 1)
 
 
-def parse_script(text: str) -> ParsedScript:
-    """Read a shell script without running it: what it exports to the command it runs."""
-    reader = _Reader()
-    for line, shown, statements in _logical_lines(text):
-        for words in statements:
-            reader.statement(words, line, shown)
-    return reader.result()
-
-
-# --- words -------------------------------------------------------------------
-
-
-class _Incomplete(Exception):
-    """The text ends inside a quote or substitution: the line goes on below.
-
-    `closer` is the character that must come for the outermost open
-    construct to end, so lines without it are taken in without re-reading.
-    """
-
-    def __init__(self, closer: str = "") -> None:
-        super().__init__(closer)
-        self.closer = closer
+# ---------------------------------------------------------------- facts
 
 
 @dataclass(frozen=True, slots=True)
-class _Word:
-    """A shell word after quote removal; `plain` counts its leading unquoted characters.
+class Possibility:
+    """One value a fact may have and where it comes from."""
 
-    ``K=v`` is an assignment only if ``K=`` is written bare (``"K=v"`` is not).
-    """
+    pattern: Any  # drift.shell.patterns.Pattern
+    origin: Any  # drift.shell.evaluate.Origin | None
+    conds: tuple[str, ...]
+    kind: str  # "set", "caller" (the script's caller's value) or "unknown"
+    written: str | None = field(default=None, compare=False)  # how the line writes it
 
-    text: str
-    plain: int
+    def as_json(self) -> dict[str, Any]:
+        from drift.shell.patterns import to_json
 
-
-@dataclass(frozen=True, slots=True)
-class _Op:
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Redirect:
-    text: str
-
-
-_Token = _Word | _Op | _Redirect
-
-_META = frozenset(" \t\n;&|()<>")
-_OPERATORS = ("&&", "||", ";;", "|&", ";", "&", "|", "(", ")")
-_REDIRECTIONS = ("&>>", "&>", "<<<", "<<-", "<<", ">>", ">&", "<&", "<>", ">|", ">", "<")
-_PLAIN_RUN = re.compile(r"[^ \t\n;&|()<>\\'\"$`]+|\$")
-_DOUBLE_QUOTED_SPECIAL = re.compile(r'["\\$`]')
-_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_CLOSERS = {"(": ")", "{": "}"}
-_ANSI_ESCAPES = {
-    "n": "\n",
-    "t": "\t",
-    "r": "\r",
-    "a": "\a",
-    "b": "\b",
-    "f": "\f",
-    "v": "\v",
-    "e": "\x1b",
-    "E": "\x1b",
-    "\\": "\\",
-    "'": "'",
-    '"': '"',
-    "?": "?",
-}
-
-
-def _tokenize(s: str) -> list[_Token]:
-    """Split one logical line into words, operators and redirections; raises _Incomplete."""
-    tokens: list[_Token] = []
-    i, n = 0, len(s)
-    while i < n:
-        c = s[i]
-        if c in " \t":
-            i += 1
-        elif c == "\n":
-            tokens.append(_Op(";"))
-            i += 1
-        elif c == "#":
-            # A comment starts only where a word could.
-            end = s.find("\n", i)
-            i = n if end < 0 else end
-        elif c in "<>" and s.startswith("(", i + 1):
-            # Process substitution, as in `exec > >(tee -a log) 2>&1`: one word.
-            try:
-                end = _skip_balanced(s, i + 1)
-            except _Incomplete:
-                raise _Incomplete(")") from None
-            tokens.append(_Word(s[i:end], 0))
-            i = end
-        elif c in "&;|()<>":
-            redirect = next((r for r in _REDIRECTIONS if s.startswith(r, i)), None)
-            if redirect is not None:
-                tokens.append(_Redirect(redirect))
-                i += len(redirect)
-            else:
-                op = next(o for o in _OPERATORS if s.startswith(o, i))
-                tokens.append(_Op(op))
-                i += len(op)
-        else:
-            word, i = _read_word(s, i)
-            if word.plain == len(word.text) and word.text.isdigit() and i < n and s[i] in "<>":
-                continue  # the file descriptor of `2>&1`, not an argument
-            tokens.append(word)
-    return tokens
-
-
-def _read_word(s: str, i: int) -> tuple[_Word, int]:
-    """One word starting at s[i], quotes removed, expansions kept as written."""
-    parts: list[str] = []
-    length = 0
-    plain = -1  # -1 while nothing quoted or expanded has been seen
-    n = len(s)
-    construct = i
-    try:
-        while i < n:
-            construct = i
-            c = s[i]
-            if c in _META:
-                if c == "(" and plain < 0 and _ASSIGNMENT.fullmatch("".join(parts)):
-                    # An array assignment `K=(a b)`: one word, kept as written.
-                    end = _skip_balanced(s, i)
-                    piece, i = s[i:end], end
-                else:
-                    break
-            elif c == "\\":
-                piece = s[i + 1 : i + 2]
-                i += 2
-            elif c == "'":
-                end = s.find("'", i + 1)
-                if end < 0:
-                    raise _Incomplete
-                piece, i = s[i + 1 : end], end + 1
-            elif c == '"':
-                piece, i = _read_double_quoted(s, i + 1)
-            elif s.startswith("$'", i):
-                piece, i = _read_ansi_c(s, i + 2)
-            elif s.startswith('$"', i):
-                piece, i = _read_double_quoted(s, i + 2)
-            elif s.startswith("$(", i) or s.startswith("${", i):
-                end = _skip_balanced(s, i + 1)
-                piece, i = s[i:end], end
-            elif c == "`":
-                end = _skip_backticks(s, i)
-                piece, i = s[i:end], end
-            else:
-                match = _PLAIN_RUN.match(s, i)
-                assert match is not None  # every other character starts a plain run
-                parts.append(match.group())
-                length += match.end() - i
-                i = match.end()
-                continue
-            if plain < 0:
-                plain = length
-            parts.append(piece)
-            length += len(piece)
-    except _Incomplete:
-        opener = s[construct + 1] if s[construct] == "$" else s[construct]
-        raise _Incomplete(_CLOSERS.get(opener, opener)) from None
-    text = "".join(parts)
-    return _Word(text, len(text) if plain < 0 else plain), i
-
-
-def _read_double_quoted(s: str, i: int) -> tuple[str, int]:
-    """The inside of "..." from s[i]; returns it and the index after the closing quote."""
-    parts: list[str] = []
-    n = len(s)
-    while True:
-        match = _DOUBLE_QUOTED_SPECIAL.search(s, i)
-        if match is None:
-            raise _Incomplete
-        j = match.start()
-        parts.append(s[i:j])
-        c = s[j]
-        if c == '"':
-            return "".join(parts), j + 1
-        if c == "\\":
-            if j + 1 >= n:
-                raise _Incomplete
-            escaped = s[j + 1]
-            # Inside double quotes a backslash only escapes these; elsewhere it stays.
-            if escaped in '$`"\\':
-                parts.append(escaped)
-            elif escaped != "\n":
-                parts.append("\\" + escaped)
-            i = j + 2
-        elif c == "$":
-            if s.startswith("$(", j) or s.startswith("${", j):
-                end = _skip_balanced(s, j + 1)
-                parts.append(s[j:end])
-                i = end
-            else:
-                parts.append("$")
-                i = j + 1
-        else:
-            end = _skip_backticks(s, j)
-            parts.append(s[j:end])
-            i = end
-
-
-def _read_ansi_c(s: str, i: int) -> tuple[str, int]:
-    """The inside of $'...' from s[i], with its backslash escapes decoded."""
-    parts: list[str] = []
-    n = len(s)
-    while i < n:
-        c = s[i]
-        if c == "'":
-            return "".join(parts), i + 1
-        if c == "\\" and i + 1 < n:
-            escaped = s[i + 1]
-            parts.append(_ANSI_ESCAPES.get(escaped, "\\" + escaped))
-            i += 2
-            continue
-        parts.append(c)
-        i += 1
-    raise _Incomplete
-
-
-def _skip_balanced(s: str, i: int) -> int:
-    """Index after the bracket closing the "(" or "{" at s[i], skipping quoted text."""
-    opening = s[i]
-    closing = ")" if opening == "(" else "}"
-    depth = 0
-    n = len(s)
-    while i < n:
-        c = s[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "'":
-            end = s.find("'", i + 1)
-            if end < 0:
-                raise _Incomplete
-            i = end + 1
-            continue
-        if c == '"':
-            _, i = _read_double_quoted(s, i + 1)
-            continue
-        if c == "`":
-            i = _skip_backticks(s, i)
-            continue
-        if c == "#" and opening == "(" and s[i - 1] in " \t\n":
-            # A comment inside $( ... ) spanning lines may hold an apostrophe.
-            end = s.find("\n", i)
-            i = n if end < 0 else end
-            continue
-        if c == opening:
-            depth += 1
-        elif c == closing:
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    raise _Incomplete
-
-
-def _skip_backticks(s: str, i: int) -> int:
-    """Index after the backtick closing the one at s[i]."""
-    j, n = i + 1, len(s)
-    while j < n:
-        if s[j] == "\\":
-            j += 2
-        elif s[j] == "`":
-            return j + 1
-        else:
-            j += 1
-    raise _Incomplete
-
-
-# --- lines and statements ----------------------------------------------------
-
-
-def _logical_lines(text: str) -> Iterator[tuple[int, str, list[list[_Word]]]]:
-    """(first line number, line text, simple commands) per logical line; heredoc bodies skipped.
-
-    Backslash-newline joins lines; a quote or $( ) left open takes in the
-    next lines until it closes. A line whose quote never closes is skipped.
-    """
-    lines = text.split("\n")
-    n = len(lines)
-    i = 0
-    while i < n:
-        start = i
-        buffer = lines[i]
-        shown = [lines[i].strip()]
-        i += 1
-        tokens: list[_Token] | None = None
-        while True:
-            while _continues(buffer) and i < n:
-                buffer = buffer[:-1] + lines[i]
-                shown.append(lines[i].strip())
-                i += 1
-            try:
-                tokens = _tokenize(buffer)
-                break
-            except _Incomplete as open_construct:
-                closer = open_construct.closer
-            if i >= n or i - start >= MAX_LOGICAL_LINES:
-                break
-            # Take in the next line, and with it every line that lacks the
-            # closing character: those cannot end the construct, so they need
-            # no new tokenizing (which keeps a long string linear, not quadratic).
-            while True:
-                buffer += "\n" + lines[i]
-                shown.append(lines[i].strip())
-                i += 1
-                if not closer or closer in lines[i - 1] or i >= n or i - start >= MAX_LOGICAL_LINES:
-                    break
-        if tokens is None:
-            i = start + 1
-            continue
-        statements, heredocs = _split(tokens)
-        for delimiter, strip_tabs in heredocs:
-            while i < n:
-                body = lines[i]
-                i += 1
-                if (body.lstrip("\t") if strip_tabs else body) == delimiter:
-                    break
-        if statements:
-            joined = " ".join(part.removesuffix("\\").strip() for part in shown)
-            yield start + 1, joined.strip(), statements
-
-
-def _continues(buffer: str) -> bool:
-    """True if the line ends in an unescaped backslash (and is not a comment)."""
-    trailing = len(buffer) - len(buffer.rstrip("\\"))
-    return trailing % 2 == 1 and not buffer.lstrip().startswith("#")
-
-
-def _split(tokens: list[_Token]) -> tuple[list[list[_Word]], list[tuple[str, bool]]]:
-    """Simple commands (redirections removed) and the heredocs the line opens."""
-    statements: list[list[_Word]] = []
-    heredocs: list[tuple[str, bool]] = []
-    current: list[_Word] = []
-    depth = 0
-    k = 0
-    while k < len(tokens):
-        token = tokens[k]
-        k += 1
-        if isinstance(token, _Word):
-            current.append(token)
-            continue
-        if isinstance(token, _Redirect):
-            target = tokens[k] if k < len(tokens) else None
-            if isinstance(target, _Word):
-                k += 1
-                if token.text in ("<<", "<<-"):
-                    heredocs.append((target.text, token.text == "<<-"))
-            continue
-        if token.text == "(":
-            if len(current) == 1 and k < len(tokens) and tokens[k] == _Op(")"):
-                # `name() {` defines a function; the name is not a command.
-                current = []
-                k += 1
-                continue
-            depth += 1
-        elif token.text == ")":
-            if depth == 0:
-                current = []  # `pattern)` of a case branch
-                continue
-            depth -= 1
-        if current:
-            statements.append(current)
-            current = []
-    if current:
-        statements.append(current)
-    return statements, heredocs
-
-
-# --- what the shell would do --------------------------------------------------
-
-# Words that open or continue a compound command; the command follows them.
-_LEADING_KEYWORDS = frozenset(
-    {"if", "then", "else", "elif", "do", "while", "until", "!", "{", "time"}
-)
-# Statements that start with these run no command of their own.
-_NOT_COMMANDS = frozenset({"fi", "done", "esac", "}", "for", "case", "select", "function", "in"})
-# Commands that prepare the ground; the service is something else.
-_HOUSEKEEPING = frozenset(
-    {
-        ".",
-        ":",
-        "[",
-        "[[",
-        "alias",
-        "break",
-        "cat",
-        "cd",
-        "chmod",
-        "chown",
-        "continue",
-        "cp",
-        "date",
-        "declare",
-        "echo",
-        "exit",
-        "export",
-        "false",
-        "hash",
-        "kill",
-        "let",
-        "ln",
-        "local",
-        "logger",
-        "mkdir",
-        "mv",
-        "popd",
-        "printf",
-        "pushd",
-        "read",
-        "readonly",
-        "return",
-        "rm",
-        "set",
-        "shift",
-        "shopt",
-        "sleep",
-        "source",
-        "tee",
-        "test",
-        "touch",
-        "trap",
-        "true",
-        "typeset",
-        "ulimit",
-        "umask",
-        "unalias",
-        "unset",
-        "wait",
-    }
-)
-
-
-@dataclass(frozen=True, slots=True)
-class _Value:
-    value: str
-    line: int
-    text: str
-
-
-class _Reader:
-    """Follows a script's variables statement by statement, as straight-line code."""
-
-    def __init__(self) -> None:
-        self.variables: dict[str, _Value] = {}
-        # name -> (line, text) of the statement that exported it
-        self.exported: dict[str, tuple[int, str]] = {}
-        self.allexport = False
-        # The last exec'd command and the environment it gets.
-        self.command: Command | None = None
-        self.command_env: dict[str, Export] = {}
-        # Without exec: the last command that looks like the service.
-        self.last_command: tuple[list[str], list[tuple[str, str]], int, str] | None = None
-
-    def result(self) -> ParsedScript:
-        """What the script hands to its command; without exec, everything it exports."""
-        if self.command is not None:
-            return ParsedScript(self.command_env, self.command)
-        env = self.exports()
-        if self.last_command is None:
-            return ParsedScript(env, None)
-        # Which command is the service is a guess without exec, so every
-        # export of the script counts: a wrong guess must not hide one.
-        argv, prefix, line, text = self.last_command
-        for name, value in prefix:
-            env[name] = Export(name, value, line, text)
-        program, env = _strip_env(argv, env, line, text)
-        return ParsedScript(env, Command(tuple(argv), tuple(program), line, text, via_exec=False))
-
-    def exports(self) -> dict[str, Export]:
-        """The variables exported right now, as the next command would receive them."""
-        out: dict[str, Export] = {}
-        for name, (line, text) in self.exported.items():
-            var = self.variables.get(name)
-            if var is None:
-                out[name] = Export(name, "", line, text, inherited=True)
-            else:
-                out[name] = Export(
-                    name,
-                    var.value,
-                    var.line,
-                    var.text,
-                    export_line=line if line != var.line else None,
-                )
+        out: dict[str, Any] = {"match": to_json(self.pattern)}
+        if self.origin is not None:
+            out.update(file=self.origin.file, line=self.origin.line, text=self.origin.text)
+        if self.conds:
+            out["when"] = " and ".join(self.conds)
+        if self.kind != "set":
+            out["kind"] = self.kind
         return out
 
-    def statement(self, words: list[_Word], line: int, text: str) -> None:
-        while words and words[0].text in _LEADING_KEYWORDS and words[0].plain == len(words[0].text):
-            words = words[1:]
-        if not words or words[0].text in _NOT_COMMANDS:
-            return
-        prefix: list[tuple[str, str]] = []
-        while words and (assignment := _assignment(words[0])) is not None:
-            prefix.append(self._resolve(*assignment))
-            words = words[1:]
-        if not words:
-            for name, value in prefix:
-                self.assign(name, value, line, text)
-            return
-        name, args = words[0].text, [w.text for w in words[1:]]
-        if name == "export":
-            self.export(args, line, text)
-        elif name in ("declare", "typeset", "local", "readonly"):
-            self.declare(args, line, text)
-        elif name == "unset":
-            self.unset(args)
-        elif name == "set":
-            self.set_options(args)
-        elif name == "exec":
-            self.exec(prefix, args, line, text)
-        elif name not in _HOUSEKEEPING and self.command is None:
-            self.last_command = ([name, *args], prefix, line, text)
 
-    def _resolve(self, name: str, append: bool, value: str) -> tuple[str, str]:
-        """(name, value) of an assignment, with ``K+=v`` appended to K's current value."""
-        if append and name in self.variables:
-            value = self.variables[name].value + value
-        return name, value
+def script_facts(subject: str, model: Any, where: dict[str, Any]) -> Iterator[Fact]:
+    """The export, exec and flag facts of an evaluated script."""
+    for name, (possible, exported_at, inherited) in _exports(model).items():
+        yield _fact(subject, f"export:{name}", possible, where, exported_at, inherited)
+    if model.launches:
+        yield _exec_fact(subject, model, where)
+        for name, possible in _flags(model).items():
+            yield _fact(subject, f"flag:{printable(name)}", possible, where)
 
-    def assign(self, name: str, value: str, line: int, text: str) -> None:
-        self.variables[name] = _Value(value, line, text)
-        if self.allexport and name not in self.exported:
-            self.exported[name] = (line, text)
 
-    def export(self, args: Sequence[str], line: int, text: str) -> None:
-        self._declare(args, line, text, is_export=True)
+def _exports(model: Any) -> dict[str, tuple[list[Possibility], Any, bool]]:
+    """name -> (its possibilities, the line that exported it, whether it is only inherited)."""
+    from drift.shell.patterns import is_literal
 
-    def declare(self, args: Sequence[str], line: int, text: str) -> None:
-        self._declare(args, line, text, is_export=False)
-
-    def _declare(self, args: Sequence[str], line: int, text: str, *, is_export: bool) -> None:
-        """`export` (is_export) or `declare`/`typeset`/`local`/`readonly` with their options."""
-        exporting, unexport = is_export, False
-        for arg in args:
-            if arg[:1] in "-+" and len(arg) > 1 and _ASSIGNMENT.match(arg) is None:
-                letters = arg[1:]
-                if arg == "--":
+    envs: list[tuple[dict[str, Any], tuple[str, ...]]] = []
+    if model.launches:
+        envs = [(launch.env, launch.conds) for launch in model.launches if not launch.cleared]
+        envs += [(launch.env, launch.conds) for launch in model.launches if launch.cleared]
+    else:
+        envs = [(model.exported, ())]
+    unknown_all: list[Possibility] = []
+    out: dict[str, tuple[list[Possibility], Any, bool]] = {}
+    for env, _conds in envs:
+        for b in env.get("\0unknown", ()):
+            unknown_all.append(Possibility(b.alts[0].pattern, b.origin, b.conds, "unknown"))
+        for name, bindings in env.items():
+            if name.startswith("\0"):
+                continue
+            possible, exported_at, inherited = out.get(name, ([], None, True))
+            for b in bindings:
+                if not b.exported or b.alts is None:
+                    if b.elems is None:
+                        continue
+                if b.kind == "caller" and b.export_origin is None:
+                    possible.append(Possibility(b.alts[0].pattern, None, b.conds, "caller"))
                     continue
-                if any(c in letters for c in "fFp"):
-                    return  # functions or printing: no variable changes
-                if is_export and "n" in letters:
-                    exporting, unexport = False, True
-                if not is_export and "x" in letters:
-                    exporting, unexport = arg[0] == "-", arg[0] == "+"
-                continue
-            match = _ASSIGNMENT.match(arg)
-            if match is not None:
-                name = match.group(1)
-                value = arg[match.end() :]
-                self.assign(*self._resolve(name, bool(match.group(2)), value), line, text)
-            elif _NAME.fullmatch(arg):
-                name = arg
-            else:
-                continue
-            if unexport:
-                self.exported.pop(name, None)
-            elif exporting:
-                self.exported[name] = (line, text)
-
-    def unset(self, args: Sequence[str]) -> None:
-        for arg in args:
-            if arg.startswith("-"):
-                if "f" in arg:
-                    return
-                continue
-            self.variables.pop(arg, None)
-            self.exported.pop(arg, None)
-
-    def set_options(self, args: Sequence[str]) -> None:
-        k = 0
-        while k < len(args):
-            arg = args[k]
-            k += 1
-            if len(arg) < 2 or arg[0] not in "-+" or arg == "--":
-                break  # positional parameters follow
-            on = arg[0] == "-"
-            if "a" in arg[1:]:
-                self.allexport = on
-            if arg.endswith("o") and k < len(args):
-                # -o NAME (also combined, as in `set -euo pipefail`)
-                if args[k] == "allexport":
-                    self.allexport = on
-                k += 1
-
-    def exec(
-        self, prefix: list[tuple[str, str]], args: Sequence[str], line: int, text: str
-    ) -> None:
-        k = 0
-        clear = False
-        while k < len(args) and args[k].startswith("-") and len(args[k]) > 1:
-            option = args[k]
-            k += 1
-            if option == "--":
-                break
-            clear = clear or "c" in option
-            if "a" in option:
-                k += 1  # -a NAME sets argv[0]
-        argv = list(args[k:])
-        if not argv:
-            # `exec >log 2>&1` only redirects the shell's own output; it goes on.
-            for name, value in prefix:
-                self.assign(name, value, line, text)
-            return
-        env: dict[str, Export] = {}
-        if not clear:  # exec -c runs the command with an empty environment
-            env = self.exports()
-            for name, value in prefix:
-                env[name] = Export(name, value, line, text)
-        program, env = _strip_env(argv, env, line, text)
-        self.command = Command(tuple(argv), tuple(program), line, text, via_exec=True)
-        self.command_env = env
+                exported_at = exported_at or b.export_origin
+                if b.kind == "caller":
+                    possible.append(Possibility(b.alts[0].pattern, None, b.conds, "caller"))
+                    continue
+                inherited = False
+                alts = b.alts if b.alts is not None else _first_elements(b)
+                literal = all(is_literal(a.pattern) for a in alts)
+                for alt in alts:
+                    conds = tuple(dict.fromkeys(b.conds + alt.conds))
+                    written = None if literal else b.written
+                    possible.append(Possibility(alt.pattern, b.origin, conds, b.kind, written))
+            out[name] = (possible, exported_at, inherited)
+    result: dict[str, tuple[list[Possibility], Any, bool]] = {}
+    for name, (possible, exported_at, inherited) in out.items():
+        if exported_at is None and all(p.kind == "caller" for p in possible):
+            continue  # never exported by the script itself
+        if unknown_all:
+            possible = possible + unknown_all
+        result[name] = (_unique(possible), exported_at, inherited)
+    return result
 
 
-def _assignment(word: _Word) -> tuple[str, bool, str] | None:
-    """(name, append, value) if the word is a bare ``NAME=value`` or ``NAME+=value``."""
-    match = _ASSIGNMENT.match(word.text)
-    if match is None or match.end() > word.plain:
-        return None
-    return match.group(1), bool(match.group(2)), word.text[match.end() :]
+def _first_elements(b: Any) -> tuple[Any, ...]:
+    """An exported array hands over its first element only."""
+    return b.elems[0] if b.elems else ()
 
 
-def _strip_env(
-    argv: list[str], env: dict[str, Export], line: int, text: str
-) -> tuple[list[str], dict[str, Export]]:
-    """For ``env [-i] [-u K] [K=V ...] cmd``: the program it runs and the environment it gets."""
-    if not argv or os.path.basename(argv[0]) != "env":
-        return argv, env
-    env = dict(env)
-    k = 1
-    while k < len(argv):
-        arg = argv[k]
-        if arg in ("-i", "--ignore-environment", "-"):
-            env = {}
-        elif arg in ("-u", "--unset"):
-            k += 1
-            if k < len(argv):
-                env.pop(argv[k], None)
-        elif arg.startswith("--unset="):
-            env.pop(arg.removeprefix("--unset="), None)
-        elif arg.startswith("-u"):
-            env.pop(arg[2:], None)
-        elif arg in ("-C", "--chdir", "-S", "--split-string"):
-            k += 1
-        elif arg.startswith("-"):
-            pass  # -0, -v, --chdir=DIR ...: nothing about the environment
-        else:
-            match = _ASSIGNMENT.match(arg)
-            if match is None or match.group(2):
-                break
-            name = match.group(1)
-            env[name] = Export(name, arg[match.end() :], line, text)
-        k += 1
-    return argv[k:], env
+def _unique(possible: list[Possibility]) -> list[Possibility]:
+    return list(dict.fromkeys(possible))
+
+
+def _exec_fact(subject: str, model: Any, where: dict[str, Any]) -> Fact:
+    from drift.shell.patterns import shown
+
+    renderings: list[str] = []
+    for launch in model.launches:
+        for variant in launch.written or launch.variants:
+            words = [shown(f.pattern) for f in variant]
+            renderings.append(shlex.join(words))
+    value = " | ".join(dict.fromkeys(renderings))
+    provenance: dict[str, Any] = dict(where)
+    origins = list(dict.fromkeys(launch.origin for launch in model.launches))
+    if len(origins) == 1:
+        origin = origins[0]
+        provenance.update(file=origin.file, line=origin.line, text=printable(origin.text))
+    else:
+        provenance["possible"] = [
+            {
+                "file": launch.origin.file,
+                "line": launch.origin.line,
+                "text": printable(launch.origin.text),
+                **({"when": " and ".join(launch.conds)} if launch.conds else {}),
+            }
+            for launch in model.launches
+        ]
+    hows = {launch.how for launch in model.launches}
+    if "exec" not in hows:
+        provenance["via"] = "last command (no exec)"
+    if "background" in hows:
+        provenance["background"] = True
+    conds = {launch.conds for launch in model.launches}
+    if len(conds) == 1 and (only := conds.pop()):
+        provenance["when"] = " and ".join(only)
+    return Fact(subject, "exec", printable(value), provenance)
+
+
+def _flags(model: Any) -> dict[str, list[Possibility]]:
+    """flag name -> its possibilities, over every launch and command line the script may run."""
+    from drift.shell.evaluate import Field
+    from drift.shell.patterns import Hole, pattern
+
+    def text(f: Field) -> str | None:
+        if f.spread or not all(isinstance(p, str) for p in f.pattern):
+            # An unknown word never names a flag; `--x=$V` still does.
+            head = f.pattern[0] if f.pattern and not f.spread else None
+            if isinstance(head, str) and head.startswith("-") and "=" in head:
+                return head
+            return None
+        return "".join(f.pattern)  # type: ignore[arg-type]
+
+    out: dict[str, list[Possibility]] = {}
+    for launch in model.launches:
+        for variant in launch.variants:
+            seen: dict[str, list[tuple[Any, Any, tuple[str, ...]]]] = {}
+            for name, word, value, inline in flag_words(variant, text):
+                if inline is not None:
+                    head = word.pattern[0]
+                    value_pattern = pattern(head.partition("=")[2], *word.pattern[1:])
+                    origin = word.origin
+                elif value is not None:
+                    value_pattern = (
+                        value.pattern
+                        if not value.spread
+                        else (Hole(value.pattern[0].text if value.pattern else "?"),)
+                    )
+                    origin = value.origin
+                else:
+                    value_pattern, origin = ("",), word.origin
+                conds = tuple(dict.fromkeys(launch.conds + word.conds))
+                seen.setdefault(name, []).append((value_pattern, origin, conds))
+            for name, occurrences in seen.items():
+                if len(occurrences) == 1:
+                    value_pattern, origin, conds = occurrences[0]
+                else:
+                    parts: list[Any] = []
+                    for i, (p, _o, _c) in enumerate(occurrences):
+                        if i:
+                            parts.append("\n")
+                        parts.extend(p)
+                    value_pattern = pattern(*parts) or ("",)
+                    origin = occurrences[-1][1]
+                    conds = tuple(dict.fromkeys(c for o in occurrences for c in o[2]))
+                out.setdefault(name, []).append(Possibility(value_pattern, origin, conds, "set"))
+    return {name: _unique(possible) for name, possible in out.items()}
+
+
+def _fact(
+    subject: str,
+    key: str,
+    possible: list[Possibility],
+    where: dict[str, Any],
+    exported_at: Any = None,
+    inherited: bool = False,
+) -> Fact:
+    """One fact from its possibilities: the value shows them, the provenance says where."""
+    from drift.shell.patterns import is_literal, shown
+
+    provenance: dict[str, Any] = dict(where)
+    if inherited:
+        # `export NAME` of a variable the script never sets: whatever it was given.
+        value = ""
+        provenance["inherited"] = True
+        if exported_at is not None:
+            provenance.update(
+                file=exported_at.file, line=exported_at.line, text=printable(exported_at.text)
+            )
+        return Fact(subject, key, value, provenance)
+    own = [p for p in possible if p.kind == "set"]
+    value = " | ".join(
+        dict.fromkeys(
+            printable(p.written if p.written is not None else shown(p.pattern))
+            for p in own or possible
+        )
+    )
+    origins = list(dict.fromkeys(p.origin for p in possible if p.kind != "caller"))
+    if len(origins) == 1 and origins[0] is not None:
+        origin = origins[0]
+        provenance.update(file=origin.file, line=origin.line, text=printable(origin.text))
+        whens = {p.conds for p in possible if p.kind != "caller"}
+        if len(whens) == 1 and (only := whens.pop()):
+            provenance["when"] = printable(" and ".join(only))
+    if len(possible) > 1 or not all(is_literal(p.pattern) for p in possible):
+        provenance["possible"] = [_printable_json(p.as_json()) for p in possible]
+    if exported_at is not None and exported_at != (origins[0] if len(origins) == 1 else None):
+        provenance["exported_at"] = exported_at.line
+    return Fact(subject, key, value, provenance)
+
+
+def _printable_json(data: Any) -> Any:
+    if isinstance(data, str):
+        return printable(data)
+    if isinstance(data, list):
+        return [_printable_json(x) for x in data]
+    if isinstance(data, dict):
+        return {k: _printable_json(v) for k, v in data.items()}
+    return data

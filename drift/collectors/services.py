@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TypeVar
 
 import psutil
 
@@ -57,26 +58,56 @@ def parse_flags(argv: Sequence[str]) -> dict[str, str]:
     ``-c`` take the next word).
     """
     values: dict[str, list[str]] = {}
+    for name, _word, value, inline in flag_words(argv, lambda w: w):
+        if inline is not None:
+            values.setdefault(name, []).append(inline)
+        else:
+            values.setdefault(name, []).append(value if value is not None else "")
+    return {name: "\n".join(vals) for name, vals in values.items()}
 
-    def add(name: str, value: str) -> None:
-        values.setdefault(name, []).append(value)
 
+W = TypeVar("W")
+
+
+def flag_words(
+    argv: Sequence[W], text: Callable[[W], str | None]
+) -> list[tuple[str, W, W | None, str | None]]:
+    """The flags of a command line whose words may be unknown, in order.
+
+    `text` gives a word's text, or None where it is not known (such a word is
+    never a flag, but may be a value). Each flag is ``(name, word, value word,
+    inline)``: `inline` is the text after ``=`` of ``--name=value`` (then the
+    value is inside `word`), else the value is the next word or None (bare).
+    The rules are parse_flags'.
+    """
+    out: list[tuple[str, W, W | None, str | None]] = []
     i = 1
-    if argv and _PYTHON.fullmatch(os.path.basename(argv[0])):
-        i = _python_options(argv, add)
+    head = text(argv[0]) if argv else None
+    if head is not None and _PYTHON.fullmatch(os.path.basename(head)):
+        i = _python_options(argv, text, out)
     while i < len(argv):
         word = argv[i]
+        written = text(word)
         i += 1
-        if word == "--":
+        if written == "--":
             break
-        if not _looks_like_flag(word):
+        if written is None or not _looks_like_flag(written):
             continue
-        name, eq, value = word.partition("=")
-        if not eq and i < len(argv) and argv[i] != "--" and not _looks_like_flag(argv[i]):
-            value = argv[i]
+        name, eq, value = written.partition("=")
+        if eq:
+            out.append((name, word, None, value))
+            continue
+        following = text(argv[i]) if i < len(argv) else "--"
+        if (
+            i < len(argv)
+            and following != "--"
+            and (following is None or not _looks_like_flag(following))
+        ):
+            out.append((name, word, argv[i], None))
             i += 1
-        add(name, value)
-    return {name: "\n".join(vals) for name, vals in values.items()}
+        else:
+            out.append((name, word, None, None))
+    return out
 
 
 def _looks_like_flag(word: str) -> bool:
@@ -84,33 +115,39 @@ def _looks_like_flag(word: str) -> bool:
     return len(word) > 1 and word[0] == "-" and not (word[1].isdigit() or word[1] == ".")
 
 
-def _python_options(argv: Sequence[str], add: Callable[[str, str], None]) -> int:
+def _python_options(
+    argv: Sequence[W],
+    text: Callable[[W], str | None],
+    out: list[tuple[str, W, W | None, str | None]],
+) -> int:
     """Read the interpreter's options; return where the program's own arguments start."""
     i = 1
     while i < len(argv):
-        word = argv[i]
-        if word == "--" or word == "-" or not word.startswith("-"):
+        word = text(argv[i])
+        if word is None or word == "--" or word == "-" or not word.startswith("-"):
             # A script path (or stdin) ends the interpreter's options; the
             # script's arguments follow it.
             return i + 1
         if word.startswith("--"):
             # --version, --help-env ...: none of CPython's long options take a value.
-            add(word, "")
+            out.append((word, argv[i], None, None))
             i += 1
             continue
         letter = word[1]
         if letter in _PYTHON_VALUED:
-            value = word[2:]
-            if not value and i + 1 < len(argv):
-                value = argv[i + 1]
+            if word[2:]:
+                out.append((word[:2], argv[i], None, word[2:]))
+            elif i + 1 < len(argv):
+                out.append((word[:2], argv[i], argv[i + 1], None))
                 i += 1
-            add(word[:2], value)
+            else:
+                out.append((word[:2], argv[i], None, None))
             i += 1
             if letter in "cm":
                 return i
             continue
         if all(c in _PYTHON_BARE for c in word[1:]):
-            add(word, "")
+            out.append((word, argv[i], None, None))
             i += 1
             continue
         # Not an option CPython knows: let the generic rules read it.

@@ -413,6 +413,7 @@ class HistoryWriter:
             new_rows: list[_NewVersion] = []
             closing: list[int] = []
             reopened = 0  # new versions of facts that had one open: one change, not two
+            placed = self._placed_provenance(host_id, unique)
             for ident, (text, provenance, secret) in unique.items():
                 value, blob_digest, data = _stored(ident[1], text)
                 current = open_versions.get(ident) if open_versions else None
@@ -420,7 +421,12 @@ class HistoryWriter:
                     new_rows.append((ident, provenance, secret, None, value, blob_digest, data))
                     continue
                 fact_id, vid, old_value, old_digest, old_secret = current
-                if old_value == value and old_digest == blob_digest and old_secret == secret:
+                if (
+                    old_value == value
+                    and old_digest == blob_digest
+                    and old_secret == secret
+                    and (ident not in placed or placed[ident] == _provenance_json(provenance))
+                ):
                     continue
                 closing.append(vid)
                 reopened += 1
@@ -450,6 +456,25 @@ class HistoryWriter:
         return SnapshotResult(
             snapshot_id, taken_us, n_facts, changed, errors, time.monotonic() - started
         )
+
+    def _placed_provenance(
+        self, host_id: int, unique: dict[tuple[str, str], _Entry]
+    ) -> dict[tuple[str, str], str | None]:
+        """Stored provenance of the open script facts, whose line is part of what they say.
+
+        A line added above an export moves it without changing its value; the
+        new line must be stored (a new version with the same value, which the
+        diff does not count as a change), or drift would keep naming the old one.
+        """
+        if not any(subject.startswith("script:") for subject, _key in unique):
+            return {}
+        rows = self.conn.execute(
+            "SELECT f.subject, f.key, v.provenance FROM facts f "
+            "JOIN versions v ON v.fact_id = f.id "
+            "WHERE f.host_id = ? AND v.until_snapshot_id IS NULL AND f.subject LIKE 'script:%'",
+            (host_id,),
+        )
+        return {(r[0], r[1]): r[2] for r in rows if r[1] != "content"}
 
     def _has_facts(self, host_id: int) -> bool:
         query = "SELECT 1 FROM facts WHERE host_id = ? LIMIT 1"

@@ -1,0 +1,149 @@
+"""Which script line gave a live value: the script's possibilities matched against the process.
+
+A script fact (``export:NAME``, ``flag:--x``) records every value the
+script may give, each with its file, line and branch (see
+`drift.collectors.scripts`). The live process is the truth that picks
+between them: the lines whose value can equal the live one remain. An exact
+literal beats a value with unknown parts (``$(cmd)``, the caller's value);
+a line drift could not follow (an unreadable sourced file) that may have
+set anything keeps the answer unsure. One line left is a claim ("from
+decode.sh:12"); several are named as candidates; none is "source unknown".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from drift.shell.patterns import from_json, is_literal, matches
+from drift.store.query import StoredVersion
+
+
+@dataclass(frozen=True)
+class Spot:
+    """One line a value may come from, and the branch it sits under."""
+
+    file: str
+    line: int
+    when: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """The lines a live value can have come from, most specific first.
+
+    `caller`: the value may also be the one the script was given (it
+    inherits it); `unsure`: a line drift could not follow may have set it.
+    """
+
+    spots: tuple[Spot, ...]
+    caller: bool = False
+    unsure: bool = False
+    exact: bool = False  # the value is written literally at those lines
+
+    @property
+    def single(self) -> Spot | None:
+        """The one line the evidence singles out, if it does."""
+        if len(self.spots) == 1 and not self.caller and not self.unsure:
+            return self.spots[0]
+        return None
+
+    def words(self) -> str:
+        """The attribution as the report says it."""
+        spot = self.single
+        if spot is not None:
+            taken = f" (branch taken: {spot.when})" if spot.when else ""
+            return f"from {spot}{taken}"
+        names = [str(s) for s in self.spots]
+        if self.caller:
+            names.append("the value the script was given")
+        if self.unsure:
+            names.append("a line drift could not follow")
+        if not self.spots and self.caller:
+            return "inherited: not set by the script (from the unit or the shell that started it)"
+        if not self.spots:
+            return "the same value"
+        return "one of " + ", ".join(names)
+
+
+def possibilities(version: StoredVersion) -> list[dict[str, Any]]:
+    """The values a script fact may have, each with its file and line."""
+    listed = version.provenance.get("possible")
+    if isinstance(listed, list):
+        return [p for p in listed if isinstance(p, dict)]
+    if version.value is None:
+        return []
+    line = version.provenance.get("line")
+    file = version.provenance.get("file")
+    if not isinstance(line, int) or not isinstance(file, str):
+        return [{"match": [version.value]}]  # a value without a line (a unit setting)
+    return [{"file": file, "line": line, "match": [version.value]}]
+
+
+def attribute(script: StoredVersion | None, live: StoredVersion | None) -> Attribution | None:
+    """Where in the script the live value came from; None if no possibility can equal it."""
+    if script is None or live is None or live.value is None:
+        return None
+    if script.secret or live.secret:
+        return _attribute_secret(script, live)
+    found: list[tuple[dict[str, Any], bool]] = []
+    for possible in possibilities(script):
+        match = possible.get("match")
+        if not isinstance(match, list):
+            continue
+        pattern = from_json(match)
+        if matches(pattern, live.value):
+            found.append((possible, is_literal(pattern)))
+    if not found:
+        return None
+    unsure = any(p.get("kind") == "unknown" for p, _ in found)
+    exact = [p for p, literal in found if literal and p.get("kind") != "caller"]
+    chosen = [p for p, _ in found] if unsure or not exact else exact
+    spots: dict[tuple[str, int], Spot] = {}
+    caller = False
+    for p in chosen:
+        kind = p.get("kind")
+        if kind == "caller":
+            caller = True
+            continue
+        if kind == "unknown":
+            continue
+        file, line = p.get("file"), p.get("line")
+        if isinstance(file, str) and isinstance(line, int):
+            when = p.get("when") if isinstance(p.get("when"), str) else None
+            spot = spots.get((file, line))
+            if spot is not None and spot.when != when:
+                when = None  # two branches on one line give this value
+            spots[(file, line)] = Spot(file, line, when)
+    ordered = sorted(spots.values(), key=lambda s: (s.file, -s.line))
+    return Attribution(
+        tuple(ordered), caller=caller, unsure=unsure, exact=bool(exact) and not unsure
+    )
+
+
+def _attribute_secret(script: StoredVersion, live: StoredVersion) -> Attribution | None:
+    """Secrets are stored as keyed digests: a value compares only where it is written literally."""
+    if not (script.secret and live.secret):
+        return None
+    listed = script.provenance.get("possible")
+    spots: dict[tuple[str, int], Spot] = {}
+    if isinstance(listed, list):
+        for p in listed:
+            if not isinstance(p, dict) or p.get("digest") != live.value:
+                continue
+            file, line = p.get("file"), p.get("line")
+            if isinstance(file, str) and isinstance(line, int):
+                spots[(file, line)] = Spot(file, line, p.get("when"))
+        unsure = any(isinstance(p, dict) and p.get("kind") == "unknown" for p in listed)
+        if not spots:
+            return None
+        return Attribution(tuple(spots.values()), unsure=unsure, exact=not unsure)
+    if script.value != live.value:
+        return None
+    line, file = script.provenance.get("line"), script.provenance.get("file")
+    if isinstance(line, int) and isinstance(file, str):
+        return Attribution((Spot(file, line, script.provenance.get("when")),), exact=True)
+    return Attribution((), exact=True)

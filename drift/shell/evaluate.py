@@ -1,0 +1,2417 @@
+"""Evaluate a bash script without running it: what it may launch, with which environment.
+
+The script is parsed with tree-sitter's bash grammar and walked in order
+with an abstract environment. Each variable holds every value it may have
+(`Binding`), each with the line that assigned it and the conditions it sits
+under (``if [ "$MODE" = x ]``, ``case $1 in serve)``). Branches fork the
+environment and merge it again; a branch that ``exec``s or ``exit``s ends.
+Expansions are evaluated where the value is known (``${X:-d}``, ``${X:=d}``,
+``${X:+w}``, ``$X``, arrays, ``$(dirname "$0")``, ``~``); anything else
+(``$(cmd)``, a variable the script inherits, its arguments) stays a hole
+with its text (see `drift.shell.patterns`). ``source`` and ``.`` are
+followed into regular files, ``bash -c "..."`` and ``eval "..."`` strings are
+parsed again, and functions run where they are called.
+
+The launch is every ``exec`` that runs a program, and on each path that
+does not exec, the last command that looks like the server (a Python
+module, ``vllm``, ``sglang``, ... ranks above a helper; ``curl``, ``sleep``
+and the like never count), in the foreground or with ``&``. Each launch
+keeps the environment it receives at that point. Nothing here reads the
+live process: the collector and the analysis match its values against the
+possibilities.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import stat
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from typing import Any, Literal
+
+from drift.shell.patterns import Hole, Part, Pattern, pattern
+
+MAX_ALTERNATIVES = 24
+"""Values one word may have before drift stops telling them apart (then: one hole)."""
+MAX_VARIANTS = 48
+"""Command lines one launch may have (the product of its words' values)."""
+MAX_DEPTH = 8
+"""Nesting of sourced files, functions and ``bash -c`` strings followed."""
+MAX_UNROLL = 16
+"""Iterations of a ``for`` loop over known words evaluated one by one."""
+MAX_SOURCED_BYTES = 4 << 20
+
+Node = Any  # tree_sitter.Node: typed loosely so this module imports without it for mypy
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a value was written: file, physical line (from 1) and that line's text."""
+
+    file: str
+    line: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Seg:
+    """A piece of a word: its text (or hole), where it was written, and whether IFS splits it."""
+
+    part: Part
+    origin: Origin | None
+    split: bool = False
+    brk: bool = False  # a field boundary ("${ARR[@]}", "$@")
+
+
+_BREAK = Seg("", None, brk=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Alt:
+    """One value a word or variable may have, and the conditions under which it has it."""
+
+    segs: tuple[Seg, ...]
+    conds: tuple[str, ...] = ()
+
+    @property
+    def pattern(self) -> Pattern:
+        return pattern(*(s.part for s in self.segs if not s.brk))
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """One value a variable may hold: set at `origin`, inherited from the caller, or unset.
+
+    `alts` is None for an unset variable; `elems` holds an indexed array's
+    elements (each with its own alternatives and origins). `kind` is
+    "caller" for a value the script was given and "unknown" for one a line
+    drift could not follow (an unreadable sourced file, ``eval $x``) may
+    have set. `exported` is the variable's export attribute.
+    """
+
+    alts: tuple[Alt, ...] | None
+    origin: Origin | None
+    exported: bool
+    conds: tuple[str, ...] = ()
+    kind: Literal["set", "caller", "unknown"] = "set"
+    elems: tuple[tuple[Alt, ...], ...] | None = None
+    export_origin: Origin | None = None
+    written: str | None = None  # the value as the line writes it (``${TP:-8}``)
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """One word of a command line: its value, the line that produced it, its conditions."""
+
+    pattern: Pattern
+    origin: Origin | None
+    conds: tuple[str, ...] = ()
+    spread: bool = False  # an unknown number of words ("$@", an unquoted unknown value)
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """A command the script may start as the service, and the environment it receives.
+
+    `variants` are the program's possible command lines, wrappers such as
+    ``env K=V``, ``numactl ...`` or ``nohup`` removed (`written` keeps them).
+    `env` maps each variable the script touched to its possible bindings;
+    `cleared` means the command gets nothing else (``env -i``, ``exec -c``).
+    """
+
+    variants: tuple[tuple[Field, ...], ...]
+    env: dict[str, tuple[Binding, ...]]
+    origin: Origin
+    conds: tuple[str, ...]
+    how: Literal["exec", "background", "foreground"]
+    cleared: bool = False
+    written: tuple[tuple[Field, ...], ...] = ()  # the command lines with their wrappers
+
+
+@dataclass(frozen=True, slots=True)
+class SourcedFile:
+    """A file the script reads as shell code (``source``, ``.``) or as KEY=VALUE lines."""
+
+    path: str
+    data: bytes
+    origin: Origin
+
+
+@dataclass
+class ScriptModel:
+    """What a script may launch and hand over, and where drift's reading of it has gaps."""
+
+    launches: list[Launch]
+    exported: dict[str, tuple[Binding, ...]]  # at the end of the script, when nothing launched
+    sourced: list[SourcedFile]
+    gaps: list[str]  # lines drift could not follow, in words
+    broken: list[str]  # lines that do not parse: then nothing derived from the script holds
+
+
+# ---------------------------------------------------------------- the grammar
+
+
+@lru_cache(maxsize=1)
+def _parser() -> Any:
+    import tree_sitter
+    import tree_sitter_bash
+
+    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+
+
+def parse(data: bytes) -> Any:
+    """The tree-sitter tree of a bash script."""
+    return _parser().parse(data)
+
+
+def _text(node: Node) -> str:
+    return bytes(node.text).decode("utf-8", "surrogateescape")
+
+
+# ---------------------------------------------------------------- the state
+
+
+@dataclass
+class _Frame:
+    """A function call: its arguments and the variables it made local (with their saved values)."""
+
+    args: tuple[Field, ...] | None
+    saved: dict[str, tuple[Binding, ...] | None] = field(default_factory=dict)
+
+
+@dataclass
+class _State:
+    """One path through the script (after merges: several paths that agree)."""
+
+    vars: dict[str, tuple[Binding, ...]]
+    conds: tuple[str, ...] = ()
+    allexport: bool = False
+    cwd: str | None = None
+    args: tuple[Field, ...] | None = None  # the positional parameters; None: unknown
+    frames: tuple[_Frame, ...] = ()
+    stop: Literal["exit", "exec", "return"] | None = None
+    last: tuple[tuple[int, Launch], ...] = ()  # best server-looking commands on this path
+
+    def fork(self, cond: str | None = None) -> _State:
+        return _State(
+            dict(self.vars),
+            self.conds + ((cond,) if cond else ()),
+            self.allexport,
+            self.cwd,
+            self.args,
+            self.frames,
+            self.stop,
+            self.last,
+        )
+
+
+def _caller(name: str) -> tuple[Binding, ...]:
+    """A variable the script never set: whatever its caller gave it, if anything."""
+    hole = Seg(Hole("$" + name, "caller"), None, split=True)
+    return (Binding((Alt((hole,)),), None, exported=True, kind="caller"),)
+
+
+def _dedupe(items: Iterable[Any]) -> tuple[Any, ...]:
+    return tuple(dict.fromkeys(items))
+
+
+def _same_launches(
+    items: Iterable[tuple[int, Launch]],
+) -> tuple[tuple[int, Launch], ...]:
+    """Launch candidates without repeats (the same object reached by two paths)."""
+    return tuple({id(launch): (score, launch) for score, launch in items}.values())
+
+
+def _merge(states: Sequence[_State], base: _State) -> _State:
+    """Join paths after a branch: every value any live path may hold."""
+    live = [s for s in states if s.stop is None]
+    out = base.fork()
+    if not live:
+        out.stop = "exit"
+        out.last = _same_launches(x for s in states for x in s.last)
+        return out
+    if len(live) == 1:
+        only = live[0]
+        out.vars, out.allexport, out.cwd, out.args = only.vars, only.allexport, only.cwd, only.args
+        out.last = only.last
+        out.frames = only.frames
+        return out
+    names = set().union(*(s.vars for s in live))
+    merged: dict[str, tuple[Binding, ...]] = {}
+    for name in names:
+        bindings: list[Binding] = []
+        for s in live:
+            bindings.extend(s.vars.get(name) or _caller(name))
+        merged[name] = _dedupe(bindings)[-MAX_ALTERNATIVES:]
+    out.vars = merged
+    out.allexport = any(s.allexport for s in live)
+    cwds = {s.cwd for s in live}
+    out.cwd = cwds.pop() if len(cwds) == 1 else None
+    argses = {s.args for s in live}
+    out.args = argses.pop() if len(argses) == 1 else None
+    out.last = _same_launches(x for s in live for x in s.last)
+    out.frames = live[0].frames
+    return out
+
+
+# ---------------------------------------------------------------- programs
+
+# Commands that prepare the ground, wait or report: never the service.
+HOUSEKEEPING = frozenset(
+    """. : [ [[ alias awk basename bg break builtin caller cat cd chgrp chmod chown command
+    compgen complete continue cp curl cut date declare df dirname disown du echo enable eval
+    exit export false fg find free getopts grep hash head help history hostname id ip jobs
+    jq kill killall let ln local logger ls mapfile mkdir mktemp mv nc nproc nvidia-smi
+    pgrep pidof pip pip3 pkill popd printf ps pushd pwd read readarray readlink readonly
+    realpath return rm rmdir sed seq set shift shopt sleep sort source ss stat tail tee test
+    timeout_helper touch tput tr trap true type typeset ulimit umask unalias uniq unset wait
+    wc wget which whoami xargs yes""".split()
+)
+# Programs that run another program given after their own options.
+_WRAPPERS = frozenset(
+    {"nohup", "setsid", "numactl", "taskset", "nice", "ionice", "chrt", "stdbuf", "timeout"}
+    | {"sudo", "time", "command", "exec", "env", "caffeinate", "unbuffer", "runuser", "su"}
+)
+# Options of wrappers that take a separate value.
+_WRAPPER_VALUED = {
+    "numactl": frozenset("-N -m -C -p -i -P --cpunodebind --membind --physcpubind".split())
+    | frozenset("--preferred --interleave".split()),
+    "taskset": frozenset({"-c", "--cpu-list"}),
+    "nice": frozenset({"-n", "--adjustment"}),
+    "ionice": frozenset({"-c", "-n", "-p", "--class", "--classdata"}),
+    "stdbuf": frozenset({"-i", "-o", "-e"}),
+    "timeout": frozenset({"-s", "-k", "--signal", "--kill-after"}),
+    "sudo": frozenset({"-u", "-g", "-h", "-p", "-C", "-D", "-R", "-T", "--user", "--group"}),
+    "runuser": frozenset({"-u", "-g", "-G", "--user", "--group"}),
+    "env": frozenset({"-u", "-C", "-S", "--unset", "--chdir", "--split-string"}),
+    "exec": frozenset({"-a"}),
+    "chrt": frozenset(),
+}
+_SERVER_NAMES = frozenset(
+    """sglang vllm torchrun trtllm-serve text-generation-launcher deepspeed accelerate
+    tritonserver llama-server ollama uvicorn gunicorn hypercorn ray lmdeploy mpirun srun
+    dynamo""".split()
+)
+_PYTHON = re.compile(r"python[0-9.]*")
+_SERVERISH = re.compile(r"serve|server|launch|api|router|worker", re.IGNORECASE)
+_SHELLS = frozenset({"bash", "sh", "dash", "zsh"})
+
+
+def _basename(word: str) -> str:
+    return os.path.basename(word)
+
+
+def server_score(words: Sequence[str | None]) -> int:
+    """How much a command looks like the service: 2 a server, 1 some program, 0 housekeeping.
+
+    `words` are the program and its arguments (None where a word is unknown).
+    """
+    if not words:
+        return 0
+    name = words[0]
+    if name is None:
+        return 1
+    base = _basename(name)
+    if base in HOUSEKEEPING:
+        return 0
+    if base in _SERVER_NAMES:
+        return 2
+    if _PYTHON.fullmatch(base):
+        rest = list(words[1:])
+        while rest and rest[0] is not None and rest[0].startswith("-") and rest[0] != "-m":
+            if rest[0] == "-c":
+                return 0
+            rest = rest[1:]
+        if rest[:1] == ["-m"]:
+            module = rest[1] if len(rest) > 1 else None
+            if module is None:
+                return 1
+            if module.split(".")[0] in ("pip", "ensurepip", "venv", "json", "http", "torch"):
+                return 0 if module.split(".")[0] != "torch" else 2
+            return 2
+        script = rest[0] if rest else None
+        return 2 if script and _SERVERISH.search(_basename(script)) else 1
+    if _SERVERISH.search(base):
+        return 2
+    return 1
+
+
+# ---------------------------------------------------------------- the evaluator
+
+
+class _Evaluator:
+    """One evaluation of one script (and what it sources)."""
+
+    def __init__(self, path: str, read: Callable[[str], bytes | None]) -> None:
+        self.top = path
+        self.read = read
+        self.launches: list[Launch] = []
+        self.sourced: list[SourcedFile] = []
+        self.gaps: list[str] = []
+        self.broken: list[str] = []
+        self.functions: dict[str, tuple[Node, str, bytes, int]] = {}
+        self.depth = 0
+        # file -> its lines, for the text shown beside a line number
+        self.lines: dict[str, list[str]] = {}
+        # the file and line offset of the tree being walked (bash -c strings start mid-file)
+        self.file = path
+        self.offset = 0
+
+    # ------------------------------------------------------------ entry
+
+    def run_file(self, data: bytes) -> ScriptModel:
+        state = _State({}, cwd=None)
+        self._walk_source(self.top, data, 0, state)
+        final = state
+        if final.stop is None:
+            for _score, launch in final.last:
+                self.launches.append(launch)
+        exported = {name: bs for name, bs in final.vars.items() if any(b.exported for b in bs)}
+        return ScriptModel(self.launches, exported, self.sourced, self.gaps, self.broken)
+
+    def _walk_source(self, file: str, data: bytes, offset: int, st: _State) -> None:
+        """Walk the code in `data`, which starts at line `offset` + 1 of `file`."""
+        tree = parse(data)
+        saved = self.file, self.offset
+        self.file, self.offset = file, offset
+        if file not in self.lines:
+            self.lines[file] = data.decode("utf-8", "surrogateescape").split("\n")
+        try:
+            if tree.root_node.has_error:
+                self._note_errors(tree.root_node)
+            self.block(tree.root_node.children, st)
+        finally:
+            self.file, self.offset = saved
+
+    def _note_errors(self, root: Node) -> None:
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            if node.type == "ERROR" or node.is_missing:
+                line = node.start_point[0] + 1 + self.offset
+                self.broken.append(f"{self.file}:{line}: drift cannot parse this line as bash")
+                return
+            if node.has_error:
+                stack.extend(reversed(node.children))
+
+    def _before_cr(self, node: Node) -> bool:
+        row, column = node.end_point
+        lines = self.lines.get(self.file) or []
+        index = row + self.offset
+        if not 0 <= index < len(lines):
+            return False
+        line = lines[index].encode("utf-8", "surrogateescape")
+        return line.endswith(b"\r") and column == len(line) - 1
+
+    def origin(self, node: Node) -> Origin:
+        line = node.start_point[0] + 1 + self.offset
+        lines = self.lines.get(self.file) or []
+        text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+        return Origin(self.file, line, text)
+
+    # ------------------------------------------------------------ statements
+
+    def block(self, nodes: Sequence[Node], st: _State) -> None:
+        """A list of statements; a `&` after one runs it in the background."""
+        count = len(nodes)
+        for i, node in enumerate(nodes):
+            if st.stop is not None:
+                return
+            if not node.is_named:
+                continue
+            background = i + 1 < count and nodes[i + 1].type == "&"
+            if background:
+                child = st.fork()
+                self.statement(node, child, how="background")
+                st.last = child.last
+            else:
+                self.statement(node, st)
+
+    def statement(self, node: Node, st: _State, how: str = "foreground") -> None:
+        kind = node.type
+        handler = _STATEMENTS.get(kind)
+        if handler is not None:
+            handler(self, node, st, how)
+        elif kind == "ERROR":
+            pass  # noted once in gaps
+        elif kind in ("comment", "heredoc_body", "heredoc_end", "heredoc_start"):
+            pass
+        else:
+            # test_command, arithmetic and other expressions: look for := inside
+            self._expressions(node, st)
+
+    def _expressions(self, node: Node, st: _State) -> None:
+        for child in node.children:
+            if child.type == "expansion":
+                self.alts(child, st)
+            elif child.named_child_count:
+                self._expressions(child, st)
+
+    def s_block(self, node: Node, st: _State, how: str) -> None:
+        if how == "background":
+            self.block(node.children, st)
+            return
+        self.block(node.children, st)
+
+    def s_subshell(self, node: Node, st: _State, how: str) -> None:
+        child = st.fork()
+        child.frames = ()
+        self.block(node.children, child)
+        if how != "background":
+            st.last = child.last if child.stop is None else st.last
+            if child.stop == "exec":
+                st.last = st.last  # the subshell's exec is a launch, the script goes on
+
+    def s_redirected(self, node: Node, st: _State, how: str) -> None:
+        body = node.child_by_field_name("body")
+        heredoc = next((c for c in node.children if c.type == "heredoc_redirect"), None)
+        if body is not None and heredoc is not None and body.type == "command":
+            words = [c for c in body.children if c.type == "command_name"]
+            name = _text(words[0]).strip() if words else ""
+            argc = sum(1 for c in body.children if c.is_named) - 1
+            if _basename(name) in _SHELLS and argc == 0:
+                # `bash <<EOF ... EOF`: the heredoc is the script.
+                content = next((c for c in heredoc.children if c.type == "heredoc_body"), None)
+                if content is not None:
+                    self._nested(content, st, how, child=True)
+                    return
+        if body is not None:
+            self.statement(body, st, how)
+
+    def s_pipeline(self, node: Node, st: _State, how: str) -> None:
+        # Every part runs in a subshell; the server may be any part (`srv | tee log`).
+        best: tuple[tuple[int, Launch], ...] = st.last
+        for part in node.named_children:
+            child = st.fork()
+            child.last = ()
+            self.statement(part, child, how)
+            candidates: tuple[tuple[int, Launch], ...] = child.last
+            for found in candidates:
+                best = _better(best, found)
+        st.last = best
+
+    def s_negated(self, node: Node, st: _State, how: str) -> None:
+        for child in node.named_children:
+            self.statement(child, st, how)
+
+    def s_function(self, node: Node, st: _State, how: str) -> None:
+        name_node = node.child_by_field_name("name")
+        body = node.child_by_field_name("body")
+        if name_node is not None and body is not None:
+            data = self._file_bytes()
+            self.functions[_text(name_node)] = (body, self.file, data, self.offset)
+
+    def _file_bytes(self) -> bytes:
+        return "\n".join(self.lines.get(self.file, [])).encode("utf-8", "surrogateescape")
+
+    def s_if(self, node: Node, st: _State, how: str) -> None:
+        """if / elif / else: each branch that may run is a path; the paths merge after."""
+        branches: list[tuple[list[Node], list[Node]]] = []  # (condition, body)
+        cond: list[Node] = []
+        body: list[Node] = []
+        else_body: list[Node] | None = None
+        for child in node.children:
+            field_name = node.field_name_for_child(_index(node, child))
+            if child.type == "elif_clause":
+                branches.append((cond, body))
+                cond, body = [], []
+                seen_then = False
+                for c in child.children:
+                    if c.type == "then":
+                        seen_then = True
+                    elif c.is_named and not seen_then:
+                        cond.append(c)
+                    elif c.is_named:
+                        body.append(c)
+            elif child.type == "else_clause":
+                else_body = [c for c in child.children if c.is_named]
+            elif field_name == "condition":
+                if child.is_named:
+                    cond.append(child)
+            elif child.is_named:
+                body.append(child)
+        branches.append((cond, body))
+        self._branches(st, branches, else_body, how)
+
+    def _branches(
+        self,
+        st: _State,
+        branches: list[tuple[list[Node], list[Node]]],
+        else_body: list[Node] | None,
+        how: str,
+    ) -> None:
+        paths: list[_State] = []
+        rest = st
+        for cond_nodes, body in branches:
+            for c in cond_nodes:
+                self.statement(c, rest)
+            if rest.stop is not None:
+                break
+            text = "if " + " ".join(_text(c) for c in cond_nodes)
+            decided = self.decide(cond_nodes, rest)
+            if decided is True:
+                taken = rest.fork()
+                self.block(body, taken)
+                paths.append(taken)
+                rest = None  # type: ignore[assignment]
+                break
+            if decided is None:
+                taken = rest.fork(_short(text))
+                self.block(body, taken)
+                paths.append(taken)
+                rest = rest.fork("not: " + _short(text))
+        if rest is not None:
+            if else_body is not None:
+                self.block(else_body, rest)
+            paths.append(rest)
+        merged = _merge(paths, st)
+        _assign_state(st, merged)
+
+    def s_case(self, node: Node, st: _State, how: str) -> None:
+        value = node.child_by_field_name("value")
+        subject = self.alts(value, st) if value is not None else []
+        known = [a.pattern for a in subject]
+        words = [
+            "".join(p) if all(isinstance(x, str) for x in p) else None  # type: ignore[arg-type]
+            for p in known
+        ]
+        paths: list[_State] = []
+        matched_all = False
+        head = "case " + (_text(value) if value is not None else "")
+        for item in (c for c in node.children if c.type == "case_item"):
+            patterns = [
+                c for i, c in enumerate(item.children) if item.field_name_for_child(i) == "value"
+            ]
+            body = [
+                c
+                for i, c in enumerate(item.children)
+                if c.is_named
+                and item.field_name_for_child(i) not in ("value", "termination")
+                and c.type not in ("comment",)
+            ]
+            texts = [self._literal_word(p, st) for p in patterns]
+            label = _short(f"{head} in {'|'.join(_text(p) for p in patterns)})")
+            verdict = _case_verdict(words, texts)
+            if verdict is False:
+                continue
+            branch = st.fork(None if verdict is True else label)
+            self.block(body, branch)
+            paths.append(branch)
+            if verdict is True:
+                matched_all = True
+                break
+        if not matched_all:
+            paths.append(st.fork())
+        merged = _merge(paths, st)
+        _assign_state(st, merged)
+
+    def s_list(self, node: Node, st: _State, how: str) -> None:
+        """``a && b``, ``a || b``: `b` may or may not run."""
+        parts = node.children
+        left = parts[0]
+        op = parts[1].type if len(parts) > 2 else "&&"
+        right = parts[-1]
+        self.statement(left, st)
+        if st.stop is not None:
+            return
+        decided = self.decide([left], st)
+        if (decided is True and op == "||") or (decided is False and op == "&&"):
+            return
+        text = _short(_text(left) + (" &&" if op == "&&" else " ||"))
+        if decided is not None:
+            self.statement(right, st, how)
+            return
+        taken = st.fork(text)
+        self.statement(right, taken, how)
+        merged = _merge([taken, st.fork()], st)
+        _assign_state(st, merged)
+
+    def s_loop(self, node: Node, st: _State, how: str) -> None:
+        body = node.child_by_field_name("body")
+        variable = node.child_by_field_name("variable")
+        if node.type == "for_statement" and variable is not None:
+            values = [
+                c for i, c in enumerate(node.children) if node.field_name_for_child(i) == "value"
+            ]
+            variants = self.fields(values, st) if values else [st.args or ()]
+            name = _text(variable)
+            origin = self.origin(variable)
+            if (
+                len(variants) == 1
+                and len(variants[0]) <= MAX_UNROLL
+                and not any(f.spread for f in variants[0])
+            ):
+                for f in variants[0]:
+                    if st.stop is not None:
+                        break
+                    alt = Alt(tuple(Seg(p, origin) for p in f.pattern) or (Seg("", origin),))
+                    self._assign(st, name, (alt,), origin)
+                    if body is not None:
+                        self.block(body.children, st)
+                return
+            self._assign(st, name, (Alt((Seg(Hole("$" + name), origin),)),), origin)
+        else:
+            for i, c in enumerate(node.children):
+                if node.field_name_for_child(i) in ("condition", "initializer") and c.is_named:
+                    self.statement(c, st)
+        if body is None:
+            return
+        once = st.fork(_short(f"in loop at line {self.origin(node).line}"))
+        self.block(body.children, once)
+        if once.stop == "exec":
+            once.stop = None  # a loop body that execs: the launch counts, and so does skipping
+        merged = _merge([once, st.fork()], st)
+        _assign_state(st, merged)
+
+    # ------------------------------------------------------------ assignments
+
+    def s_assignment(self, node: Node, st: _State, how: str) -> None:
+        for name, append, value_node, origin, index in self._assignments([node]):
+            self._assign_node(st, name, append, value_node, origin, index)
+
+    def s_assignments(self, node: Node, st: _State, how: str) -> None:
+        for name, append, value_node, origin, index in self._assignments(node.named_children):
+            self._assign_node(st, name, append, value_node, origin, index)
+
+    def _assignments(
+        self, nodes: Iterable[Node]
+    ) -> Iterator[tuple[str, bool, Node | None, Origin, Node | None]]:
+        for node in nodes:
+            if node.type != "variable_assignment":
+                continue
+            name_node = node.child_by_field_name("name")
+            if name_node is None:
+                continue
+            index = None
+            if name_node.type == "subscript":
+                index = name_node.child_by_field_name("index")
+                name_node = name_node.child_by_field_name("name")
+                if name_node is None:
+                    continue
+            append = any(c.type == "+=" for c in node.children)
+            yield (
+                _text(name_node),
+                append,
+                node.child_by_field_name("value"),
+                self.origin(node),
+                index,
+            )
+
+    def _assign_node(
+        self,
+        st: _State,
+        name: str,
+        append: bool,
+        value: Node | None,
+        origin: Origin,
+        index: Node | None = None,
+        exported: bool | None = None,
+    ) -> None:
+        if value is not None and value.type == "array":
+            elems = [
+                e for c in value.named_children if c.type != "comment" for e in self._elem(c, st)
+            ]
+            if append:
+                old = self._lookup(st, name)
+                new: list[Binding] = []
+                for b in old:
+                    base: tuple[tuple[Alt, ...], ...] = ()
+                    if b.elems is not None:
+                        base = b.elems
+                    elif b.alts and b.kind == "set":
+                        base = (b.alts,)  # X=a; X+=(b) makes X the array (a b)
+                    new.append(
+                        Binding(
+                            None,
+                            origin,
+                            b.exported,
+                            _dedupe(b.conds + st.conds),
+                            elems=base + tuple(elems),
+                        )
+                    )
+                self._set(st, name, tuple(new), origin, exported)
+                return
+            binding = Binding(None, origin, False, st.conds, elems=tuple(elems))
+            self._set(st, name, (binding,), origin, exported)
+            return
+        alts = self._value_alts(value, st, origin)
+        if index is not None:
+            # A[i]=v: the array changes in a way drift does not track element by element.
+            alts = (Alt((Seg(Hole(f"${{{name}[@]}}"), origin, split=True),)),)
+            self._set(
+                st, name, (Binding(None, origin, False, st.conds, elems=(alts,)),), origin, exported
+            )
+            return
+        if append:
+            old = self._lookup(st, name)
+            joined: list[Alt] = []
+            for b in old:
+                for a in b.alts or (Alt(()),):
+                    for v in alts:
+                        joined.append(Alt(a.segs + v.segs, a.conds + v.conds))
+            alts = _dedupe(joined)[:MAX_ALTERNATIVES]
+            self._assign(st, name, alts, origin, exported)
+            return
+        self._assign(st, name, alts, origin, exported, _written(value))
+
+    def _elem(self, node: Node, st: _State) -> list[tuple[Alt, ...]]:
+        """Array elements from one word of ``(...)``: unquoted expansions split into several.
+
+        Where the word's values split into the same number of words, element i
+        has each value's i-th word as an alternative; otherwise it is one
+        element of unknown text.
+        """
+        variants = self.fields([node], st)
+        sizes = {len(v) for v in variants}
+        if len(sizes) != 1:
+            if len(variants) == 1:
+                return [(_field_alt(f),) for f in variants[0]]
+            return [(Alt((Seg(Hole(_text(node)), self.origin(node), split=True),)),)]
+        size = sizes.pop()
+        return [_dedupe(_field_alt(v[i]) for v in variants) for i in range(size)]
+
+    def _value_alts(self, value: Node | None, st: _State, origin: Origin) -> tuple[Alt, ...]:
+        if value is None:
+            return (Alt((Seg("", origin),)),)
+        alts = self.alts(value, st)
+        if self._before_cr(value):
+            # CRLF line ends: bash keeps the carriage return in the value.
+            alts = [Alt(a.segs + (Seg("\r", origin),), a.conds) for a in alts]
+        # The assignment is what gave the variable this text: restamp the pieces.
+        return _dedupe(
+            Alt(
+                tuple(Seg(s.part, origin) for s in a.segs if not s.brk) or (Seg("", origin),),
+                a.conds,
+            )
+            for a in alts
+        )
+
+    def _assign(
+        self,
+        st: _State,
+        name: str,
+        alts: tuple[Alt, ...],
+        origin: Origin,
+        exported: bool | None = None,
+        written: str | None = None,
+    ) -> None:
+        binding = Binding(alts, origin, False, st.conds, written=written)
+        self._set(st, name, (binding,), origin, exported)
+
+    def _set(
+        self,
+        st: _State,
+        name: str,
+        bindings: tuple[Binding, ...],
+        origin: Origin,
+        exported: bool | None,
+    ) -> None:
+        """Give `name` new values, keeping (or setting) its export attribute."""
+        old = st.vars.get(name)
+        if exported is None:
+            if st.allexport:
+                exported = True
+            elif old is None:
+                exported = name in _INHERITED_ENV
+            else:
+                exported = any(b.exported for b in old)
+        export_origin = None
+        if old is not None and exported:
+            export_origin = next((b.export_origin for b in old if b.export_origin), None)
+        if st.allexport or (old is None and exported):
+            export_origin = export_origin or origin
+        self._local(st, name)
+        st.vars[name] = tuple(
+            replace(b, exported=exported, export_origin=export_origin if exported else None)
+            for b in bindings
+        )
+
+    def _local(self, st: _State, name: str) -> None:
+        """Nothing: locals are recorded by `local`/`declare`; here for symmetry."""
+
+    def _lookup(self, st: _State, name: str) -> tuple[Binding, ...]:
+        return st.vars.get(name) or _caller(name)
+
+    # ------------------------------------------------------------ declarations
+
+    def s_declaration(self, node: Node, st: _State, how: str) -> None:
+        keyword = _text(node.children[0]) if node.children else ""
+        in_function = bool(st.frames)
+        export, unexport, is_global, array = keyword == "export", False, False, False
+        skip = False
+        for child in node.children[1:]:
+            if child.type == "word" and _text(child).startswith(("-", "+")):
+                flag = _text(child)
+                letters = flag[1:]
+                if any(c in letters for c in "fFp"):
+                    skip = True
+                if keyword == "export" and "n" in letters:
+                    export, unexport = False, True
+                if keyword != "export" and "x" in letters:
+                    export, unexport = flag[0] == "-", flag[0] == "+"
+                if "g" in letters:
+                    is_global = True
+                if "a" in letters or "A" in letters:
+                    array = True
+        if skip:
+            return
+        del array
+        local = keyword == "local" or (
+            keyword in ("declare", "typeset") and in_function and not is_global
+        )
+        origin = self.origin(node)
+        for child in node.children[1:]:
+            if child.type == "variable_assignment":
+                items = list(self._assignments([child]))
+                for name, append, value, where, index in items:
+                    if local:
+                        self._make_local(st, name)
+                    self._assign_node(
+                        st,
+                        name,
+                        append,
+                        value,
+                        where,
+                        index,
+                        exported=True if export else (False if unexport else None),
+                    )
+                    if export:
+                        self._mark_export(st, name, where)
+            elif child.type in ("variable_name", "word") and not _text(child).startswith(
+                ("-", "+")
+            ):
+                name = _text(child)
+                if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                    continue
+                if local:
+                    self._make_local(st, name)
+                    if name not in st.vars or st.vars[name] is None:
+                        st.vars[name] = (Binding(None, origin, False, st.conds),)
+                if export:
+                    self._mark_export(st, name, self.origin(child))
+                elif unexport:
+                    st.vars[name] = tuple(
+                        replace(b, exported=False, export_origin=None)
+                        for b in self._lookup(st, name)
+                    )
+            elif child.type in (
+                "command_substitution",
+                "simple_expansion",
+                "expansion",
+                "string",
+                "concatenation",
+            ):
+                self._export_dynamic(child, st, export)
+
+    def _mark_export(self, st: _State, name: str, origin: Origin) -> None:
+        st.vars[name] = tuple(
+            replace(b, exported=True, export_origin=b.export_origin or origin)
+            for b in self._lookup(st, name)
+        )
+
+    def _make_local(self, st: _State, name: str) -> None:
+        if not st.frames:
+            return
+        frame = st.frames[-1]
+        if name not in frame.saved:
+            frame.saved[name] = st.vars.get(name)
+
+    def _export_dynamic(self, node: Node, st: _State, export: bool) -> None:
+        """``export $(grep -v '^#' .env | xargs)``: KEY=VALUE lines of a file, each exported."""
+        origin = self.origin(node)
+        path = None
+        if node.type == "command_substitution":
+            path = self._file_in_command(node, st)
+        if path is None:
+            self._unknown_assignments(
+                st, origin, f"{_short(_text(node))} sets variables drift cannot read"
+            )
+            return
+        data = self._read_source(path, origin)
+        if data is None:
+            return
+        self.lines.setdefault(path, data.decode("utf-8", "surrogateescape").split("\n"))
+        for number, raw in enumerate(data.decode("utf-8", "surrogateescape").split("\n"), 1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            line = line.removeprefix("export ").strip()
+            name, eq, value = line.partition("=")
+            if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                continue
+            value = value.strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+                value = value[1:-1]
+            where = Origin(path, number, line)
+            self._assign(
+                st, name, (Alt((Seg(value, where),)),), where, exported=True if export else None
+            )
+            if export:
+                self._mark_export(st, name, where)
+
+    def _file_in_command(self, node: Node, st: _State) -> str | None:
+        """The file a ``$(grep ... FILE | xargs)``-style command reads KEY=VALUE lines from."""
+        candidates: list[str] = []
+        for sub in _walk(node):
+            parent = sub.parent
+            if (
+                sub.type in _WORDS
+                and parent is not None
+                and parent.type in ("command", "file_redirect")
+            ):
+                if sub.parent.type == "command" and sub.parent.child_by_field_name("name") is sub:
+                    continue
+                text = self._literal_word(sub, st)
+                if text and not text.startswith("-"):
+                    candidates.append(text)
+        for text in candidates:
+            path = self._resolve(text, st)
+            if path is not None and os.path.isfile(path):
+                return path
+        return None
+
+    def _unknown_assignments(self, st: _State, origin: Origin, why: str) -> None:
+        """A line that may set any variable: every value known so far may have been replaced."""
+        self.gaps.append(f"{origin.file}:{origin.line}: {why}")
+        unknown = Binding(
+            (Alt((Seg(Hole(origin.text or "?"), origin, split=True),)),),
+            origin,
+            True,
+            st.conds,
+            kind="unknown",
+        )
+        for name in list(st.vars):
+            st.vars[name] = _dedupe((*st.vars[name], unknown))[-MAX_ALTERNATIVES:]
+        st.vars["\0unknown"] = (unknown,)
+
+    def s_unset(self, node: Node, st: _State, how: str) -> None:
+        functions = False
+        for child in node.children[1:]:
+            text = _text(child)
+            if text.startswith("-"):
+                functions = functions or "f" in text
+                continue
+            if functions:
+                self.functions.pop(text, None)
+                continue
+            if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text):
+                st.vars[text] = (Binding(None, self.origin(child), False, st.conds),)
+
+    # ------------------------------------------------------------ simple commands
+
+    def s_command(self, node: Node, st: _State, how: str) -> None:
+        prefix: list[Prefix] = []
+        words: list[Node] = []
+        for child in node.children:
+            if child.type == "variable_assignment" and not words:
+                for name, _append, value, origin, _subscript in self._assignments([child]):
+                    alts = self._value_alts(value, st, origin)
+                    prefix.append((name, alts, origin, _written(value)))
+            elif child.type == "command_name":
+                words.extend(child.named_children or [child])
+            elif child.is_named and child.type not in (
+                "file_redirect",
+                "heredoc_redirect",
+                "herestring_redirect",
+                "comment",
+            ):
+                if node.field_name_for_child(_index(node, child)) in ("argument", "name") or words:
+                    words.append(child)
+        if not words:
+            for name, alts, origin, written in prefix:
+                self._assign(st, name, alts, origin, written=written)
+            return
+        if words[0].type == "word" and _text(words[0]) in _RESERVED:
+            # tree-sitter reads a stray `fi` as a command; bash refuses the script.
+            line = self.origin(words[0]).line
+            self.broken.append(f"{self.file}:{line}: drift cannot parse this line as bash")
+            return
+        variants = self.fields(words, st)
+        self.run_command(variants, prefix, node, st, how)
+
+    def run_command(
+        self,
+        variants: list[tuple[Field, ...]],
+        prefix: list[Prefix],
+        node: Node,
+        st: _State,
+        how: str,
+    ) -> None:
+        first = variants[0]
+        name = _lit(first[0]) if first else None
+        args = first[1:]
+        origin = self.origin(node)
+        if name in ("exec",):
+            self._exec(variants, prefix, node, st)
+            return
+        if name in ("source", "."):
+            if args:
+                self._source(args[0], st, origin, args[1:])
+            return
+        if name == "set":
+            self._set_builtin(args, st)
+            return
+        if name == "eval":
+            self._eval(node, variants, st, how)
+            return
+        if name in ("cd", "pushd"):
+            target = _lit(args[0]) if args else None
+            st.cwd = self._resolve(target, st) if target and target != "-" else None
+            return
+        if name in ("exit",):
+            st.stop = "exit"
+            return
+        if name == "return":
+            st.stop = "return" if st.frames else "exit"
+            return
+        if name in ("read", "mapfile", "readarray", "getopts", "printf"):
+            self._read_builtin(name, args, st, origin)
+            return
+        if name == "shift":
+            st.args = st.args[1:] if st.args else st.args
+            return
+        if name in self.functions and self.depth < MAX_DEPTH:
+            self._call(name, args, st, how)
+            return
+        self._candidate(variants, prefix, origin, st, how)
+
+    def _candidate(
+        self,
+        variants: list[tuple[Field, ...]],
+        prefix: list[Prefix],
+        origin: Origin,
+        st: _State,
+        how: str,
+        via_exec: bool = False,
+        cleared: bool = False,
+    ) -> None:
+        """A command that may be the service: shells and scripts are followed, else a launch."""
+        env = {} if cleared else self._environment(st, prefix)
+        stripped: list[tuple[Field, ...]] = []
+        for v in variants:
+            program, env_add, env_del, clear = _strip_wrappers(v)
+            stripped.append(program)
+            if clear and not cleared:
+                cleared = True
+                env = {}
+            for key, f in env_add:
+                env[key] = (
+                    Binding(
+                        (Alt(tuple(Seg(p, f.origin) for p in f.pattern)),), f.origin, True, f.conds
+                    ),
+                )
+            for key in env_del:
+                env[key] = (Binding(None, origin, False),)
+        program = stripped[0]
+        head = _lit(program[0]) if program else None
+        if head is not None and _basename(head) in _SHELLS and self.depth < MAX_DEPTH:
+            if self._shell_program(program, env, st, how, via_exec, origin):
+                return
+        if head is not None and head.startswith(("/", "./", "../")) and self.depth < MAX_DEPTH:
+            path = self._resolve(head, st)
+            if path is not None and _is_shell_script(path):
+                if self._child_script(path, program[1:], env, st, how, via_exec, origin):
+                    return
+        words = [_lit(f) if not f.spread else None for f in program]
+        score = server_score(words)
+        if via_exec:
+            launch = Launch(
+                tuple(stripped), env, origin, st.conds, "exec", cleared, tuple(variants)
+            )
+            self.launches.append(launch)
+            st.stop = "exec"
+            return
+        if score == 0:
+            return
+        launch = Launch(
+            tuple(stripped),
+            env,
+            origin,
+            st.conds,
+            "background" if how == "background" else "foreground",
+            cleared,
+            tuple(variants),
+        )
+        st.last = _better(st.last, (score, launch))
+
+    def _environment(self, st: _State, prefix: Sequence[Prefix]) -> dict[str, tuple[Binding, ...]]:
+        env = {
+            name: tuple(b for b in bs if b.exported)
+            for name, bs in st.vars.items()
+            if not name.startswith("\0") and any(b.exported for b in bs)
+        }
+        unknown = st.vars.get("\0unknown")
+        if unknown:
+            env["\0unknown"] = unknown
+        for name, alts, where, written in prefix:
+            env[name] = (
+                Binding(alts, where, True, st.conds, export_origin=where, written=written),
+            )
+        return env
+
+    def _exec(
+        self,
+        variants: list[tuple[Field, ...]],
+        prefix: list[Prefix],
+        node: Node,
+        st: _State,
+    ) -> None:
+        rest: list[tuple[Field, ...]] = []
+        cleared = False
+        for v in variants:
+            k = 1
+            while k < len(v):
+                word = _lit(v[k])
+                if word is None or not word.startswith("-") or word == "-":
+                    break
+                k += 1
+                if word == "--":
+                    break
+                if "c" in word:
+                    cleared = True
+                if "a" in word:
+                    k += 1
+            rest.append(v[k:])
+        if not any(rest):
+            # `exec >log 2>&1` only redirects; prefix assignments then stay in the shell.
+            for name, alts, origin, written in prefix:
+                self._assign(st, name, alts, origin, written=written)
+            return
+        self._candidate(
+            rest, prefix, self.origin(node), st, "foreground", via_exec=True, cleared=cleared
+        )
+
+    def _shell_program(
+        self,
+        program: tuple[Field, ...],
+        env: dict[str, tuple[Binding, ...]],
+        st: _State,
+        how: str,
+        via_exec: bool,
+        origin: Origin,
+    ) -> bool:
+        """``bash -c "..."`` (parsed again) or ``bash FILE`` (followed): True if handled."""
+        k = 1
+        while k < len(program):
+            word = _lit(program[k])
+            if word is None:
+                return False
+            if word == "-c":
+                if k + 1 >= len(program):
+                    return False
+                script = _lit(program[k + 1])
+                if script is None:
+                    return False
+                child = self._child_state(st, env)
+                self._walk_string(script, origin, child, how)
+                self._after_child(child, st, via_exec)
+                return True
+            if word.startswith("-"):
+                if "c" in word[1:] and not word.startswith("--"):
+                    if k + 1 < len(program) and _lit(program[k + 1]) is not None:
+                        child = self._child_state(st, env)
+                        self._walk_string(_lit(program[k + 1]) or "", origin, child, how)
+                        self._after_child(child, st, via_exec)
+                        return True
+                    return False
+                k += 1
+                continue
+            path = self._resolve(word, st)
+            if path is None:
+                return False
+            return self._child_script(path, program[k + 1 :], env, st, how, via_exec, origin)
+        return False
+
+    def _child_state(self, st: _State, env: dict[str, tuple[Binding, ...]]) -> _State:
+        child = _State({k: v for k, v in env.items()}, st.conds, False, st.cwd, None, (), None, ())
+        return child
+
+    def _after_child(self, child: _State, st: _State, via_exec: bool) -> None:
+        if child.stop is None:
+            for scored in child.last:
+                if via_exec:
+                    self.launches.append(scored[1])
+                else:
+                    st.last = _better(st.last, scored)
+        if via_exec:
+            st.stop = "exec"
+
+    def _walk_string(self, script: str, origin: Origin, st: _State, how: str) -> None:
+        """A script given as a string (``bash -c``, ``eval``): its lines count from `origin`."""
+        self.depth += 1
+        saved = self.file, self.offset
+        try:
+            data = script.encode("utf-8", "surrogateescape")
+            tree = parse(data)
+            self.offset = origin.line - 1
+            if tree.root_node.has_error:
+                self._note_errors(tree.root_node)
+            self.block(tree.root_node.children, st)
+        finally:
+            self.file, self.offset = saved
+            self.depth -= 1
+
+    def _child_script(
+        self,
+        path: str,
+        args: Sequence[Field],
+        env: dict[str, tuple[Binding, ...]],
+        st: _State,
+        how: str,
+        via_exec: bool,
+        origin: Origin,
+    ) -> bool:
+        data = self._read_source(path, origin)
+        if data is None:
+            return False
+        child = self._child_state(st, env)
+        child.args = tuple(args)
+        self.depth += 1
+        try:
+            self._walk_source(path, data, 0, child)
+        finally:
+            self.depth -= 1
+        self._after_child(child, st, via_exec)
+        return True
+
+    def _nested(self, content: Node, st: _State, how: str, child: bool) -> None:
+        """A heredoc fed to a shell: its lines are code at their own place in this file."""
+        text = _text(content)
+        origin = self.origin(content)
+        env = self._environment(st, [])
+        inner = self._child_state(st, env) if child else st
+        self._walk_string(text, replace(origin, line=origin.line), inner, how)
+        self._after_child(inner, st, via_exec=False)
+
+    def _call(self, name: str, args: Sequence[Field], st: _State, how: str) -> None:
+        body, file, data, offset = self.functions[name]
+        saved = self.file, self.offset
+        frame = _Frame(tuple(args))
+        outer_args = st.args
+        st.frames = (*st.frames, frame)
+        st.args = tuple(args)
+        self.depth += 1
+        self.file, self.offset = file, offset
+        try:
+            if how == "background":
+                child = st.fork()
+                self.block(body.children, child)
+                st.last = child.last
+            else:
+                self.block(body.children, st)
+        finally:
+            self.depth -= 1
+            self.file, self.offset = saved
+        if st.stop == "return":
+            st.stop = None
+        st.frames = st.frames[:-1]
+        st.args = outer_args
+        for var, old in frame.saved.items():
+            if old is None:
+                st.vars.pop(var, None)
+            else:
+                st.vars[var] = old
+
+    def _source(self, target: Field, st: _State, origin: Origin, args: Sequence[Field]) -> None:
+        path_text = _lit(target)
+        path = self._resolve(path_text, st, search=True) if path_text else None
+        data = self._read_source(path, origin) if path else None
+        if data is None or path is None:
+            shown = path_text or "".join(
+                p if isinstance(p, str) else p.text for p in target.pattern
+            )
+            self._unknown_assignments(st, origin, f"sources {shown}, which drift cannot read")
+            return
+        if self.depth >= MAX_DEPTH:
+            self._unknown_assignments(st, origin, f"sources {path} too deeply")
+            return
+        self.depth += 1
+        outer_args = st.args
+        if args:
+            st.args = tuple(args)
+        try:
+            self._walk_source(path, data, 0, st)
+        finally:
+            self.depth -= 1
+            st.args = outer_args
+        if st.stop == "return":
+            st.stop = None
+
+    def _read_source(self, path: str | None, origin: Origin) -> bytes | None:
+        if path is None:
+            return None
+        for known in self.sourced:
+            if known.path == path:
+                return known.data
+        data = self.read(path)
+        if data is None:
+            self.gaps.append(f"{origin.file}:{origin.line}: cannot read {path}")
+            return None
+        self.sourced.append(SourcedFile(path, data, origin))
+        return data
+
+    def _resolve(self, text: str | None, st: _State, search: bool = False) -> str | None:
+        """An absolute path for `text`, relative to the known working directory.
+
+        Without one (the script's directory is unknown at run time), a relative
+        path is taken relative to the script's own folder: services are usually
+        started there or cd there first.
+        """
+        if not text:
+            return None
+        if text.startswith("~"):
+            return None
+        if os.path.isabs(text):
+            return os.path.normpath(text)
+        base = st.cwd or os.path.dirname(os.path.abspath(self.top))
+        return os.path.normpath(os.path.join(base, text))
+
+    def _set_builtin(self, args: Sequence[Field], st: _State) -> None:
+        k = 0
+        while k < len(args):
+            word = _lit(args[k])
+            k += 1
+            if word is None:
+                return
+            if word == "--":
+                st.args = tuple(args[k:])
+                return
+            if len(word) < 2 or word[0] not in "-+":
+                st.args = tuple(args[k - 1 :])
+                return
+            on = word[0] == "-"
+            if "a" in word[1:] and not word[1:].startswith("o"):
+                st.allexport = on
+            if word.endswith("o") and k < len(args):
+                if _lit(args[k]) == "allexport":
+                    st.allexport = on
+                k += 1
+
+    def _read_builtin(self, name: str, args: Sequence[Field], st: _State, origin: Origin) -> None:
+        names: list[str] = []
+        k = 0
+        valued = {"read": "adnNptu", "mapfile": "dnOsuCc", "readarray": "dnOsuCc", "printf": "v"}
+        while k < len(args):
+            word = _lit(args[k])
+            k += 1
+            if word is None:
+                continue
+            if word.startswith("-") and len(word) > 1:
+                if name == "printf" and word == "-v" and k < len(args):
+                    target = _lit(args[k])
+                    if target:
+                        names.append(target.split("[")[0])
+                    break
+                if word[-1] in valued.get(name, ""):
+                    k += 1
+                continue
+            if name == "printf":
+                break
+            if name == "getopts":
+                if k < len(args):
+                    target = _lit(args[k])
+                    if target:
+                        names.append(target)
+                break
+            names.append(word)
+        for var in names:
+            if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
+                self._assign(
+                    st, var, (Alt((Seg(Hole(f"{name} {var}", "command"), origin),)),), origin
+                )
+
+    def _eval(self, node: Node, variants: list[tuple[Field, ...]], st: _State, how: str) -> None:
+        text: list[str] = []
+        args = variants[0][1:]
+        for f in args:
+            value = _lit(f)
+            if value is None:
+                origin = self.origin(node)
+                self._unknown_assignments(st, origin, "eval of a value drift cannot know")
+                if st.stop is None:
+                    launch = Launch(
+                        tuple(variants),
+                        self._environment(st, []),
+                        origin,
+                        st.conds,
+                        "foreground",
+                        False,
+                        tuple(variants),
+                    )
+                    st.last = _better(st.last, (1, launch))
+                return
+            text.append(value)
+        if self.depth >= MAX_DEPTH:
+            return
+        self._walk_string(" ".join(text), self.origin(node), st, how)
+
+    def s_test(self, node: Node, st: _State, how: str) -> None:
+        self._expressions(node, st)
+
+    # ------------------------------------------------------------ conditions
+
+    def decide(self, nodes: Sequence[Node], st: _State) -> bool | None:
+        """True or False if the condition's outcome is certain from known values, else None."""
+        if len(nodes) != 1:
+            return None
+        node = nodes[0]
+        if node.type == "negated_command":
+            inner = [c for c in node.named_children]
+            result = self.decide(inner, st)
+            return None if result is None else not result
+        if node.type == "test_command":
+            exprs = node.named_children
+            if len(exprs) != 1:
+                return None
+            return self._decide_expr(exprs[0], st)
+        if node.type == "command":
+            name = node.child_by_field_name("name")
+            if name is not None and _text(name) in ("true", ":"):
+                return True
+            if name is not None and _text(name) == "false":
+                return False
+        return None
+
+    def _decide_expr(self, node: Node, st: _State) -> bool | None:
+        if node.type in _WORDS:
+            # [ "$X" ]: true if not empty
+            values = self._literals(node, st)
+            if values is None:
+                return None
+            results = {v != "" for v in values}
+            return results.pop() if len(results) == 1 else None
+        if node.type == "parenthesized_expression" and node.named_child_count == 1:
+            return self._decide_expr(node.named_children[0], st)
+        if node.type == "binary_expression":
+            left = node.child_by_field_name("left")
+            right = node.child_by_field_name("right")
+            op_node = node.child_by_field_name("operator")
+            if left is None or right is None or op_node is None:
+                return None
+            op = _text(op_node)
+            if op in ("&&", "-a", "||", "-o"):
+                a, b = self._decide_expr(left, st), self._decide_expr(right, st)
+                if op in ("&&", "-a"):
+                    if a is False or b is False:
+                        return False
+                    return True if a and b else None
+                if a is True or b is True:
+                    return True
+                return False if a is False and b is False else None
+            if op not in ("=", "==", "!="):
+                return None
+            lefts = self._literals(left, st)
+            right_text = self._literal_word(right, st)
+            if lefts is None or right_text is None:
+                return None
+            glob = right.type in ("extglob_pattern", "word", "regex") and any(
+                c in right_text for c in "*?["
+            )
+            results = {
+                (fnmatch.fnmatchcase(v, right_text) if glob else v == right_text) for v in lefts
+            }
+            if len(results) != 1:
+                return None
+            result = results.pop()
+            return result if op != "!=" else not result
+        if node.type == "unary_expression":
+            op_node = node.children[0] if node.children else None
+            operand = node.named_children[-1] if node.named_children else None
+            if op_node is None or operand is None:
+                return None
+            op = _text(op_node)
+            if op not in ("-z", "-n"):
+                return None
+            values = self._literals(operand, st)
+            if values is None:
+                return None
+            results = {(v == "") == (op == "-z") for v in values}
+            return results.pop() if len(results) == 1 else None
+        return None
+
+    def _literals(self, node: Node, st: _State) -> set[str] | None:
+        """Every text a word may have, if all are known; else None."""
+        out: set[str] = set()
+        for a in self.alts(node, st):
+            p = a.pattern
+            if not all(isinstance(x, str) for x in p):
+                return None
+            out.add("".join(p))  # type: ignore[arg-type]
+        return out
+
+    def _literal_word(self, node: Node, st: _State) -> str | None:
+        """The one text a word has, if it is known and single."""
+        values = self._literals(node, st)
+        if values is None or len(values) != 1:
+            return None
+        return values.pop()
+
+    # ------------------------------------------------------------ words
+
+    def fields(self, nodes: Sequence[Node], st: _State) -> list[tuple[Field, ...]]:
+        """The command lines a list of words may expand to (each a tuple of fields), capped."""
+        variants: list[tuple[Field, ...]] = [()]
+        for node in nodes:
+            options = [self._split(node, a) for a in self.alts(node, st)]
+            options = list(dict.fromkeys(options)) or [()]
+            product = [v + o for v in variants for o in options]
+            if len(product) > MAX_VARIANTS:
+                product = product[:MAX_VARIANTS]
+            variants = product
+        return variants
+
+    def _split(self, node: Node, alt: Alt) -> tuple[Field, ...]:
+        """Word splitting of one alternative: unquoted expansion output splits at blanks."""
+        word_origin = self.origin(node)
+        fields: list[Field] = []
+        current: list[Seg] = []
+        started = False  # a field exists even if empty ("" or "$EMPTY" quoted)
+
+        def flush() -> None:
+            nonlocal current, started
+            if current or started:
+                fields.append(_field(current, word_origin, alt.conds))
+            current, started = [], False
+
+        for seg in alt.segs:
+            if seg.brk:
+                flush()
+                continue
+            if isinstance(seg.part, Hole):
+                if seg.split and not current and not started:
+                    current.append(seg)
+                    # an unquoted unknown alone: any number of words
+                    fields.append(
+                        Field((seg.part,), seg.origin or word_origin, alt.conds, spread=True)
+                    )
+                    current = []
+                    continue
+                current.append(seg)
+                continue
+            if not seg.split:
+                current.append(seg)
+                started = True
+                continue
+            pieces = re.split(r"[ \t\n]+", seg.part)
+            for i, piece in enumerate(pieces):
+                if i > 0:
+                    flush()
+                if piece:
+                    current.append(Seg(piece, seg.origin))
+        flush()
+        return tuple(fields)
+
+    def alts(self, node: Node, st: _State) -> list[Alt]:
+        """Every value a word node may have, unsplit; pieces keep where they were written."""
+        out = self._alts(node, st, quoted=False)
+        if len(out) > MAX_ALTERNATIVES:
+            return [Alt((Seg(Hole(_text(node)), self.origin(node), split=True),))]
+        return out
+
+    def _alts(self, node: Node, st: _State, quoted: bool) -> list[Alt]:
+        kind = node.type
+        origin = self.origin(node)
+        if kind in (
+            "word",
+            "number",
+            "extglob_pattern",
+            "regex",
+            "special_variable_name",
+            "variable_name",
+            "heredoc_body",
+            "file_descriptor",
+        ):
+            text = _text(node)
+            if kind == "word" and not quoted:
+                if text.startswith("~"):
+                    head, slash, tail = text.partition("/")
+                    return [
+                        Alt(
+                            (
+                                Seg(Hole(head, "caller"), origin),
+                                Seg(slash + _unescape(tail), origin),
+                            )
+                        )
+                    ]
+                text = _unescape(text)
+            return [Alt((Seg(text, origin),))]
+        if kind == "raw_string":
+            return [Alt((Seg(_text(node)[1:-1], origin),))]
+        if kind == "ansi_c_string":
+            return [Alt((Seg(_ansi_c(_text(node)[2:-1]), origin),))]
+        if kind in ("string", "translated_string"):
+            inner = node.named_children[0] if kind == "translated_string" else node
+            if kind == "translated_string":
+                return self._alts(inner, st, quoted)
+            return self._concat(node, st, quoted=True, skip_quotes=True)
+        if kind == "string_content":
+            return [Alt((Seg(_dq_unescape(_text(node)), origin),))]
+        if kind == "concatenation":
+            return self._concat(node, st, quoted=quoted, skip_quotes=False)
+        if kind == "simple_expansion":
+            return self._expand_name(node, _simple_name(node), None, st, quoted)
+        if kind == "expansion":
+            return self._expansion(node, st, quoted)
+        if kind == "command_substitution":
+            return self._substitution(node, st, quoted)
+        if kind == "arithmetic_expansion":
+            return [Alt((Seg(Hole(_text(node), "command"), origin, split=not quoted),))]
+        if kind in ("process_substitution", "brace_expression"):
+            return [Alt((Seg(Hole(_text(node), "command"), origin),))]
+        if kind == "array":
+            return [Alt((Seg(Hole(_text(node)), origin),))]
+        return [Alt((Seg(Hole(_text(node)), origin, split=not quoted),))]
+
+    def _concat(self, node: Node, st: _State, quoted: bool, skip_quotes: bool) -> list[Alt]:
+        """The pieces of a word one after another, with any source text between them."""
+        results: list[Alt] = [Alt(())]
+        data = bytes(node.text)
+        start = node.start_byte
+        cursor = start
+        children = list(node.children)
+        if skip_quotes and children and children[0].type == '"':
+            cursor = children[0].end_byte
+            children = children[1:]
+        if skip_quotes and children and children[-1].type == '"':
+            end = children[-1].start_byte
+            children = children[:-1]
+        else:
+            end = node.end_byte
+        origin = self.origin(node)
+        for child in children:
+            if child.start_byte > cursor:
+                gap = data[cursor - start : child.start_byte - start].decode(
+                    "utf-8", "surrogateescape"
+                )
+                gap = _dq_unescape(gap) if quoted else _unescape(gap)
+                results = [Alt(r.segs + (Seg(gap, origin),), r.conds) for r in results]
+            cursor = child.end_byte
+            if not child.is_named:
+                text = _text(child)
+                if text in ('"', "$"):
+                    if text == "$":
+                        results = [Alt(r.segs + (Seg("$", origin),), r.conds) for r in results]
+                    continue
+                results = [Alt(r.segs + (Seg(text, origin),), r.conds) for r in results]
+                continue
+            options = self._alts(child, st, quoted)
+            results = [
+                Alt(r.segs + o.segs, _dedupe(r.conds + o.conds)) for r in results for o in options
+            ][: MAX_ALTERNATIVES + 1]
+        if end > cursor:
+            gap = data[cursor - start : end - start].decode("utf-8", "surrogateescape")
+            gap = _dq_unescape(gap) if quoted else _unescape(gap)
+            results = [Alt(r.segs + (Seg(gap, origin),), r.conds) for r in results]
+        if quoted:
+            # "" is a word even when empty
+            results = [r if r.segs else Alt((Seg("", origin),), r.conds) for r in results]
+        return results
+
+    def _expand_name(
+        self, node: Node, name: str, index: str | None, st: _State, quoted: bool
+    ) -> list[Alt]:
+        """$NAME, ${NAME}, ${NAME[i]}: the alternatives of its bindings."""
+        origin = self.origin(node)
+        special = self._special(node, name, index, st, quoted)
+        if special is not None:
+            return special
+        out: list[Alt] = []
+        for b in self._lookup(st, name):
+            out.extend(self._binding_alts(b, index, quoted, node))
+        return out or [Alt((Seg("", origin),))]
+
+    def _binding_alts(self, b: Binding, index: str | None, quoted: bool, node: Node) -> list[Alt]:
+        origin = self.origin(node)
+        split = not quoted
+        if b.kind == "caller":
+            return [Alt((Seg(Hole(_text(node), "caller"), None, split=split),), b.conds)]
+        if b.elems is not None:
+            elems = b.elems
+            if index in ("@", "*"):
+                out: list[Alt] = [Alt((), b.conds)]
+                for i, elem in enumerate(elems):
+                    joiner = (
+                        (_BREAK,)
+                        if (index == "@" and quoted)
+                        else ((Seg(" ", None, split=split),) if i else ())
+                    )
+                    if index == "@" and quoted and i == 0:
+                        joiner = ()
+                    out = [
+                        Alt(
+                            o.segs + joiner + tuple(replace(s, split=split) for s in e.segs),
+                            _dedupe(o.conds + e.conds),
+                        )
+                        for o in out
+                        for e in elem
+                    ][:MAX_ALTERNATIVES]
+                return out
+            position = 0
+            if index is not None:
+                try:
+                    position = int(index)
+                except ValueError:
+                    return [Alt((Seg(Hole(_text(node)), origin, split=split),), b.conds)]
+            if position >= len(elems):
+                return [Alt((Seg("", origin),), b.conds)]
+            return [
+                Alt(tuple(replace(s, split=split) for s in e.segs), _dedupe(b.conds + e.conds))
+                for e in elems[position]
+            ]
+        if b.alts is None:
+            return [Alt((Seg("", b.origin, split=split),), b.conds)]
+        if index not in (None, "0", "@", "*"):
+            return [Alt((Seg("", origin),), b.conds)]
+        return [
+            Alt(tuple(replace(s, split=split) for s in a.segs), _dedupe(b.conds + a.conds))
+            for a in b.alts
+        ]
+
+    def _special(
+        self, node: Node, name: str, index: str | None, st: _State, quoted: bool
+    ) -> list[Alt] | None:
+        origin = self.origin(node)
+        if name in ("@", "*"):
+            if st.args is None:
+                return [
+                    Alt((Seg(Hole('"$@"' if name == "@" else "$*", "args"), origin, split=True),))
+                ]
+            segs: list[Seg] = []
+            for i, f in enumerate(st.args):
+                if i:
+                    segs.append(
+                        _BREAK if (name == "@" and quoted) else Seg(" ", None, split=not quoted)
+                    )
+                if f.spread:
+                    segs.append(Seg(f.pattern[0] if f.pattern else "", f.origin, split=True))
+                else:
+                    segs.extend(Seg(p, f.origin, split=not quoted) for p in f.pattern)
+            if not segs:
+                return [Alt((Seg("", origin),))] if not (name == "@" and quoted) else [Alt(())]
+            return [Alt(tuple(segs))]
+        if name.isdigit():
+            position = int(name)
+            if position == 0:
+                return [Alt((Seg(self.top, origin, split=not quoted),))]
+            if st.args is None or any(f.spread for f in st.args[:position]):
+                return [Alt((Seg(Hole("$" + name, "args"), origin, split=not quoted),))]
+            if position > len(st.args):
+                return [Alt((Seg("", origin),))]
+            f = st.args[position - 1]
+            return [Alt(tuple(Seg(p, f.origin, split=not quoted) for p in f.pattern), f.conds)]
+        if name in (
+            "#",
+            "$",
+            "!",
+            "?",
+            "-",
+            "_",
+            "RANDOM",
+            "SECONDS",
+            "BASHPID",
+            "PPID",
+            "EPOCHSECONDS",
+            "EPOCHREALTIME",
+            "HOSTNAME",
+            "UID",
+            "EUID",
+        ):
+            if name not in st.vars:
+                return [Alt((Seg(Hole("$" + name, "command"), origin, split=not quoted),))]
+        if name == "BASH_SOURCE" and name not in st.vars:
+            return [Alt((Seg(self.file, origin),))]
+        if name == "LINENO":
+            return [Alt((Seg(str(origin.line), origin),))]
+        if name == "PWD" and name not in st.vars and st.cwd is not None:
+            return [Alt((Seg(st.cwd, origin),))]
+        return None
+
+    def _expansion(self, node: Node, st: _State, quoted: bool) -> list[Alt]:
+        """${...}: the forms whose value follows from known values; anything else is a hole."""
+        origin = self.origin(node)
+        children = node.children
+        inner = [c for c in children if c.type not in ("${", "}")]
+        hole = [Alt((Seg(Hole(_text(node)), origin, split=not quoted),))]
+        if not inner:
+            return hole
+        first = inner[0]
+        if first.type in ("#", "!"):
+            # ${#X} (a length) and ${!X} (indirection)
+            return hole
+        index: str | None = None
+        if first.type == "subscript":
+            name_node = first.child_by_field_name("name")
+            index_node = first.child_by_field_name("index")
+            if name_node is None:
+                return hole
+            name = _text(name_node)
+            index = _text(index_node) if index_node is not None else None
+        elif first.type in ("variable_name", "special_variable_name"):
+            name = _text(first)
+        else:
+            return hole
+        rest = inner[1:]
+        if not rest:
+            return self._expand_name(node, name, index, st, quoted)
+        op = rest[0].type
+        operand = rest[1:]
+        # Operand text, read the same way as a word (quotes removed, expansions known).
+        if op in (":-", "-", ":=", "=", ":+", "+", ":?", "?"):
+            word_alts = (
+                self._operand(node, rest[0], st, quoted) if operand else [Alt((Seg("", origin),))]
+            )
+            out: list[Alt] = []
+            bindings = self._lookup(st, name) if not name.isdigit() and name not in "@*#" else None
+            current = self._expand_name(node, name, index, st, quoted) if bindings is None else None
+            cases = self._set_cases(bindings, current, op.startswith(":"))
+            assign_default = False
+            for alt, state in cases(node, index, quoted):
+                if op in (":-", "-", ":=", "=", ":?", "?"):
+                    if state == "set":
+                        out.append(alt)
+                    elif state == "unset":
+                        if op in (":?", "?"):
+                            continue
+                        out.extend(Alt(w.segs, _dedupe(alt.conds + w.conds)) for w in word_alts)
+                        assign_default = op in (":=", "=")
+                    else:  # unknown: either
+                        if alt.segs and isinstance(alt.segs[0].part, Hole) and len(alt.segs) == 1:
+                            out.append(
+                                Alt(
+                                    (Seg(Hole(_text(node), "caller"), None, split=not quoted),),
+                                    alt.conds,
+                                )
+                            )
+                        else:
+                            out.append(alt)
+                        if op not in (":?", "?"):
+                            out.extend(Alt(w.segs, _dedupe(alt.conds + w.conds)) for w in word_alts)
+                            assign_default = assign_default or op in (":=", "=")
+                else:  # :+ and +
+                    if state in ("set", "unknown"):
+                        out.extend(Alt(w.segs, _dedupe(alt.conds + w.conds)) for w in word_alts)
+                    if state in ("unset", "unknown"):
+                        out.append(Alt((Seg("", origin),), alt.conds))
+            if assign_default and bindings is not None:
+                self._assign_default(st, name, bindings, word_alts, origin, op.startswith(":"))
+            return list(_dedupe(out)) or [Alt((Seg("", origin),))]
+        if op in ("#", "##", "%", "%%"):
+            values = self._literals_of(node, name, index, st)
+            pat = self._literal_operand(rest[1:], st)
+            if values is None or pat is None:
+                return hole
+            return [Alt((Seg(_trim(v, op, pat), origin, split=not quoted),)) for v in values]
+        return hole
+
+    def _operand(self, node: Node, op_node: Node, st: _State, quoted: bool) -> list[Alt]:
+        """The word after an operator in ${X:-word}, read from the source text."""
+        start = op_node.end_byte
+        end = node.children[-1].start_byte if node.children[-1].type == "}" else node.end_byte
+        pieces = [c for c in node.children if c.start_byte >= start and c.end_byte <= end]
+        results: list[Alt] = [Alt(())]
+        cursor = start
+        data = bytes(node.text)
+        base = node.start_byte
+        origin = self.origin(node)
+        for child in pieces:
+            if child.start_byte > cursor:
+                gap = data[cursor - base : child.start_byte - base].decode(
+                    "utf-8", "surrogateescape"
+                )
+                results = [
+                    Alt(r.segs + (Seg(gap, origin, split=not quoted),), r.conds) for r in results
+                ]
+            cursor = child.end_byte
+            if not child.is_named:
+                results = [Alt(r.segs + (Seg(_text(child), origin),), r.conds) for r in results]
+                continue
+            options = self._alts(child, st, quoted)
+            if child.type == "word" and not quoted:
+                options = [
+                    Alt(tuple(replace(s, split=True) for s in o.segs), o.conds) for o in options
+                ]
+            results = [
+                Alt(r.segs + o.segs, _dedupe(r.conds + o.conds)) for r in results for o in options
+            ][:MAX_ALTERNATIVES]
+        if end > cursor:
+            gap = data[cursor - base : end - base].decode("utf-8", "surrogateescape")
+            results = [
+                Alt(r.segs + (Seg(gap, origin, split=not quoted),), r.conds) for r in results
+            ]
+        return [r if r.segs else Alt((Seg("", origin),), r.conds) for r in results]
+
+    def _set_cases(
+        self, bindings: tuple[Binding, ...] | None, current: list[Alt] | None, colon: bool
+    ) -> Callable[[Node, str | None, bool], Iterator[tuple[Alt, str]]]:
+        """For each value the variable may have: is it set (non-empty with ':'), unset, unknown?"""
+
+        def cases(node: Node, index: str | None, quoted: bool) -> Iterator[tuple[Alt, str]]:
+            if bindings is None:
+                for alt in current or []:
+                    yield alt, _state_of(alt, colon)
+                return
+            for b in bindings:
+                if b.alts is None and b.elems is None:
+                    yield Alt((), b.conds), "unset"
+                    continue
+                for alt in self._binding_alts(b, index, quoted, node):
+                    if b.kind == "caller":
+                        yield alt, "unknown"
+                    else:
+                        yield alt, _state_of(alt, colon)
+
+        return cases
+
+    def _assign_default(
+        self,
+        st: _State,
+        name: str,
+        bindings: tuple[Binding, ...],
+        word: list[Alt],
+        origin: Origin,
+        colon: bool,
+    ) -> None:
+        """${X:=d}: where X was unset (or empty), it now holds d, assigned at this line."""
+        kept: list[Binding] = []
+        for b in bindings:
+            if b.alts is None and b.elems is None:
+                continue
+            if b.kind == "caller" or b.kind == "unknown":
+                kept.append(b)
+                continue
+            states = {_state_of(a, colon) for a in b.alts or ()}
+            if states != {"unset"}:
+                kept.append(b)
+        restamped = tuple(
+            Alt(
+                tuple(Seg(s.part, origin) for s in w.segs if not s.brk) or (Seg("", origin),),
+                w.conds,
+            )
+            for w in word
+        )
+        exported = any(b.exported for b in bindings) or st.allexport
+        new = Binding(
+            restamped,
+            origin,
+            exported,
+            st.conds,
+            export_origin=origin if st.allexport else None,
+            written=_written_alts(word),
+        )
+        st.vars[name] = _dedupe((*kept, new))
+
+    def _literals_of(
+        self, node: Node, name: str, index: str | None, st: _State
+    ) -> list[str] | None:
+        out: list[str] = []
+        for alt in self._expand_name(node, name, index, st, quoted=True):
+            p = alt.pattern
+            if not all(isinstance(x, str) for x in p):
+                return None
+            out.append("".join(p))  # type: ignore[arg-type]
+        return out
+
+    def _literal_operand(self, nodes: Sequence[Node], st: _State) -> str | None:
+        text = ""
+        for n in nodes:
+            if n.type in ("regex", "word", "extglob_pattern"):
+                text += _text(n)
+            else:
+                value = self._literal_word(n, st)
+                if value is None:
+                    return None
+                text += value
+        return text
+
+    def _substitution(self, node: Node, st: _State, quoted: bool) -> list[Alt]:
+        """$(...): a few commands whose output follows from known values; else a hole."""
+        origin = self.origin(node)
+        hole = [Alt((Seg(Hole(_text(node), "command"), origin, split=not quoted),))]
+        body = [c for c in node.named_children if c.type != "comment"]
+        if len(body) != 1:
+            return hole
+        value = self._known_output(body[0], st)
+        if value is None:
+            return hole
+        return [Alt((Seg(value, origin, split=not quoted),))]
+
+    def _known_output(self, node: Node, st: _State) -> str | None:
+        if node.type == "list":
+            # cd DIR && pwd
+            parts = node.named_children
+            if len(parts) == 2 and parts[0].type == "command" and parts[1].type == "command":
+                words = self._command_words(parts[0], st)
+                last = self._command_words(parts[1], st)
+                if words and words[0] == "cd" and last == ["pwd"] and len(words) >= 2:
+                    target = next((w for w in words[1:] if not w.startswith("-")), None)
+                    return self._resolve(target, st) if target else None
+            return None
+        if node.type != "command":
+            return None
+        words = self._command_words(node, st)
+        if not words:
+            return None
+        name, args = words[0], [w for w in words[1:] if not w.startswith("-") or w == "-"]
+        if name == "pwd" and st.cwd is not None:
+            return st.cwd
+        if name == "dirname" and len(args) == 1:
+            return os.path.dirname(args[0].rstrip("/")) or "."
+        if name == "basename" and args:
+            base = os.path.basename(args[0].rstrip("/"))
+            return base.removesuffix(args[1]) if len(args) > 1 else base
+        if (
+            name in ("realpath", "readlink")
+            and len(args) == 1
+            and (name == "realpath" or any(w.startswith("-") and "f" in w for w in words[1:]))
+        ):
+            path = self._resolve(args[0], st)
+            return os.path.realpath(path) if path else None
+        if name == "echo" and all(not w.startswith("-") for w in words[1:]):
+            return " ".join(words[1:])
+        return None
+
+    def _command_words(self, node: Node, st: _State) -> list[str] | None:
+        words: list[Node] = []
+        for child in node.children:
+            if child.type == "command_name":
+                words.extend(child.named_children or [child])
+            elif child.is_named and child.type not in ("file_redirect", "comment"):
+                words.append(child)
+            elif child.type == "variable_assignment":
+                return None
+        variants = self.fields(words, st)
+        if len(variants) != 1:
+            return None
+        out: list[str] = []
+        for f in variants[0]:
+            text = _lit(f)
+            if text is None:
+                return None
+            out.append(text)
+        return out
+
+
+Prefix = tuple[str, tuple[Alt, ...], Origin, str | None]
+"""A ``NAME=value`` before a command: name, values, line, the value as written."""
+
+
+def _written(node: Node | None) -> str | None:
+    """An assignment's value as the line writes it, outer quotes removed."""
+    if node is None:
+        return ""
+    text = _text(node)
+    if node.type == "string" and text.startswith('"') and text.endswith('"'):
+        return text[1:-1]
+    if node.type == "raw_string":
+        return text[1:-1]
+    return text
+
+
+def _written_alts(alts: Sequence[Alt]) -> str | None:
+    shown = {
+        "".join(s.part if isinstance(s.part, str) else s.part.text for s in a.segs) for a in alts
+    }
+    return shown.pop() if len(shown) == 1 else None
+
+
+_INHERITED_ENV = frozenset(
+    "PATH HOME USER LOGNAME SHELL LANG LANGUAGE LC_ALL TERM TMPDIR TZ".split()
+)
+"""Variables every service inherits: a plain assignment to one still reaches the command."""
+
+
+def _state_of(alt: Alt, colon: bool) -> str:
+    p = alt.pattern
+    if all(isinstance(x, str) for x in p):
+        text = "".join(p)  # type: ignore[arg-type]
+        if colon and text == "":
+            return "unset"
+        return "set"
+    if any(isinstance(x, str) and x for x in p):
+        return "set"  # literal text around a hole: not empty
+    return "unknown"
+
+
+def _trim(value: str, op: str, pat: str) -> str:
+    longest = op in ("##", "%%")
+    if op.startswith("#"):
+        ends = range(len(value), -1, -1) if longest else range(0, len(value) + 1)
+        for end in ends:
+            if fnmatch.fnmatchcase(value[:end], pat):
+                return value[end:]
+        return value
+    starts = range(0, len(value) + 1) if longest else range(len(value), -1, -1)
+    for start in starts:
+        if fnmatch.fnmatchcase(value[start:], pat):
+            return value[:start]
+    return value
+
+
+def _field(segs: list[Seg], word_origin: Origin, conds: tuple[str, ...]) -> Field:
+    """One field: its pattern, and the line that produced it (one origin for all its pieces)."""
+    origins = {
+        s.origin for s in segs if s.origin is not None and (not isinstance(s.part, str) or s.part)
+    }
+    origin = origins.pop() if len(origins) == 1 else word_origin
+    return Field(pattern(*(s.part for s in segs)) or ("",), origin, conds)
+
+
+def _field_alt(f: Field) -> Alt:
+    """A field as a value again (an array element), keeping its origin and conditions."""
+    if f.spread:
+        return Alt((Seg(f.pattern[0] if f.pattern else "", f.origin, split=True),), f.conds)
+    return Alt(tuple(Seg(p, f.origin) for p in f.pattern) or (Seg("", f.origin),), f.conds)
+
+
+def _lit(f: Field) -> str | None:
+    if f.spread:
+        return None
+    if all(isinstance(p, str) for p in f.pattern):
+        return "".join(f.pattern)  # type: ignore[arg-type]
+    return None
+
+
+def _better(
+    current: tuple[tuple[int, Launch], ...], new: tuple[int, Launch]
+) -> tuple[tuple[int, Launch], ...]:
+    """The server-looking commands of a path after `new` runs: the latest of the best kind."""
+    best = max((score for score, _ in current), default=0)
+    if new[0] >= best:
+        return (new,)
+    return current
+
+
+def _strip_wrappers(
+    argv: tuple[Field, ...],
+) -> tuple[tuple[Field, ...], list[tuple[str, Field]], list[str], bool]:
+    """The program a wrapper chain runs: ``env K=V numactl -N0 nohup srv`` -> ``srv``.
+
+    Returns the program's fields, ``env``'s assignments and removals, and
+    whether the environment was cleared (``env -i``).
+    """
+    k = 0
+    added: list[tuple[str, Field]] = []
+    removed: list[str] = []
+    cleared = False
+    while k < len(argv):
+        word = _lit(argv[k])
+        if word is None:
+            break
+        base = _basename(word)
+        if base not in _WRAPPERS:
+            break
+        if base == "command" and k + 1 < len(argv) and _lit(argv[k + 1]) in ("-v", "-V"):
+            break
+        if base in ("su",):
+            break
+        valued = _WRAPPER_VALUED.get(base, frozenset())
+        k += 1
+        positional_skips = 1 if base in ("timeout",) else 0
+        while k < len(argv):
+            w = _lit(argv[k])
+            if w is None:
+                break
+            if base == "env":
+                match = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", w, re.S)
+                if w in ("-i", "--ignore-environment", "-"):
+                    cleared = True
+                    added.clear()
+                    k += 1
+                    continue
+                if w in ("-u", "--unset") and k + 1 < len(argv):
+                    name = _lit(argv[k + 1])
+                    if name:
+                        removed.append(name)
+                    k += 2
+                    continue
+                if w.startswith("-u") and len(w) > 2:
+                    removed.append(w[2:])
+                    k += 1
+                    continue
+                if match is not None:
+                    f = argv[k]
+                    value = _pattern_after(f.pattern, len(match.group(1)) + 1)
+                    added.append((match.group(1), replace(f, pattern=value)))
+                    k += 1
+                    continue
+            if base == "taskset" and not w.startswith("-") and positional_skips == 0:
+                # taskset MASK cmd (without -c)
+                if re.fullmatch(r"(0x)?[0-9a-fA-F,-]+", w):
+                    k += 1
+                    break
+            if w == "--":
+                k += 1
+                break
+            if w.startswith("-") and len(w) > 1:
+                k += 1
+                if w in valued or (w[:2] in valued and len(w) == 2):
+                    k += 1
+                continue
+            if positional_skips:
+                positional_skips -= 1
+                k += 1
+                continue
+            break
+    return argv[k:], added, removed, cleared
+
+
+def _pattern_after(p: Pattern, skip: int) -> Pattern:
+    """The pattern without its first `skip` literal characters (``K=`` of ``K=V``)."""
+    out: list[Part] = []
+    for part in p:
+        if skip and isinstance(part, str):
+            cut = min(skip, len(part))
+            part, skip = part[cut:], skip - cut
+        out.append(part)
+    return pattern(*out) or ("",)
+
+
+def _case_verdict(words: list[str | None], patterns: list[str | None]) -> bool | None:
+    """Does a case item match? True/False when the word and patterns are all known."""
+    if not words or any(w is None for w in words) or any(p is None for p in patterns):
+        if any(p == "*" for p in patterns):
+            return None if any(w is None for w in words) or not words else True
+        return None
+    results = {any(fnmatch.fnmatchcase(w or "", p or "") for p in patterns) for w in words}
+    return results.pop() if len(results) == 1 else None
+
+
+def _assign_state(target: _State, source: _State) -> None:
+    target.vars = source.vars
+    target.allexport = source.allexport
+    target.cwd = source.cwd
+    target.args = source.args
+    target.stop = source.stop
+    target.last = source.last
+    target.frames = source.frames
+
+
+def _index(parent: Node, child: Node) -> int:
+    for i, c in enumerate(parent.children):
+        if c.id == child.id:
+            return i
+    return -1
+
+
+def _walk(node: Node) -> Iterator[Node]:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n.children))
+
+
+def _simple_name(node: Node) -> str:
+    for c in node.named_children:
+        return _text(c)
+    return _text(node).lstrip("$")
+
+
+def _short(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _unescape(text: str) -> str:
+    """Quote removal of an unquoted word: a backslash keeps the next character, newline joins."""
+    if "\\" not in text:
+        return text
+    return re.sub(r"\\(\n|.)", lambda m: "" if m.group(1) == "\n" else m.group(1), text, flags=re.S)
+
+
+def _dq_unescape(text: str) -> str:
+    """Inside double quotes a backslash escapes only $ ` " \\ and newline."""
+    if "\\" not in text:
+        return text
+    return re.sub(r'\\([$`"\\\n])', lambda m: "" if m.group(1) == "\n" else m.group(1), text)
+
+
+_ANSI = {
+    "n": "\n",
+    "t": "\t",
+    "r": "\r",
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "v": "\v",
+    "e": "\x1b",
+    "E": "\x1b",
+    "\\": "\\",
+    "'": "'",
+    '"': '"',
+    "?": "?",
+}
+
+
+def _ansi_c(text: str) -> str:
+    return re.sub(r"\\(.)", lambda m: _ANSI.get(m.group(1), "\\" + m.group(1)), text, flags=re.S)
+
+
+def _is_shell_script(path: str) -> bool:
+    """A file whose first line names a shell (``#!/bin/bash``, ``#!/usr/bin/env sh``)."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(200)
+    except OSError:
+        return False
+    if not first.startswith(b"#!"):
+        return path.endswith(".sh")
+    words = first[2:].decode("utf-8", "replace").split()
+    names = [_basename(w) for w in words[:2]]
+    return any(n in _SHELLS for n in names)
+
+
+_RESERVED = frozenset({"fi", "then", "else", "elif", "done", "do", "esac", "in", "}", ";;"})
+
+_WORDS = frozenset(
+    {"word", "string", "raw_string", "simple_expansion", "expansion", "concatenation", "number"}
+)
+
+_STATEMENTS: dict[str, Callable[[_Evaluator, Node, _State, str], None]] = {
+    "program": _Evaluator.s_block,
+    "compound_statement": _Evaluator.s_block,
+    "do_group": _Evaluator.s_block,
+    "subshell": _Evaluator.s_subshell,
+    "redirected_statement": _Evaluator.s_redirected,
+    "pipeline": _Evaluator.s_pipeline,
+    "negated_command": _Evaluator.s_negated,
+    "function_definition": _Evaluator.s_function,
+    "if_statement": _Evaluator.s_if,
+    "case_statement": _Evaluator.s_case,
+    "list": _Evaluator.s_list,
+    "for_statement": _Evaluator.s_loop,
+    "c_style_for_statement": _Evaluator.s_loop,
+    "while_statement": _Evaluator.s_loop,
+    "variable_assignment": _Evaluator.s_assignment,
+    "variable_assignments": _Evaluator.s_assignments,
+    "declaration_command": _Evaluator.s_declaration,
+    "unset_command": _Evaluator.s_unset,
+    "command": _Evaluator.s_command,
+    "test_command": _Evaluator.s_test,
+}
+
+
+def read_regular(path: str, limit: int = MAX_SOURCED_BYTES) -> bytes | None:
+    """A file's bytes if it is a regular file (never a FIFO, device or symlink), else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        return f.read(limit + 1)
+
+
+def evaluate(
+    path: str, data: bytes, read: Callable[[str], bytes | None] = read_regular
+) -> ScriptModel:
+    """What the script at `path` (contents `data`) may launch, with which environment.
+
+    `read` fetches files the script sources (None if it cannot be read).
+    """
+    return _Evaluator(path, read).run_file(data)

@@ -1,0 +1,91 @@
+"""Values a shell word may take: literal text with holes where drift cannot know the text.
+
+A `Pattern` is a tuple of parts, each a literal ``str`` or a `Hole` (the
+output of ``$(cmd)``, a variable the script inherits from whoever started
+it, the script's arguments). A live value matches a pattern when some text
+in each hole makes them equal. This module is small and imports nothing
+heavy: the analysis matches live values against stored patterns with it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Literal
+
+HoleKind = Literal["caller", "command", "args", "unknown"]
+
+
+@dataclass(frozen=True, slots=True)
+class Hole:
+    """Text drift cannot know from the script alone; `text` is how the script writes it."""
+
+    text: str
+    kind: HoleKind = "unknown"
+
+
+Part = str | Hole
+Pattern = tuple[Part, ...]
+
+
+def pattern(*parts: Part) -> Pattern:
+    """A normal pattern: adjacent literals joined, empty literals dropped."""
+    out: list[Part] = []
+    for part in parts:
+        if isinstance(part, str):
+            if not part:
+                continue
+            if out and isinstance(out[-1], str):
+                out[-1] = out[-1] + part
+                continue
+        out.append(part)
+    return tuple(out)
+
+
+def is_literal(p: Pattern) -> bool:
+    """True if the pattern has no hole: it stands for exactly one text."""
+    return all(isinstance(part, str) for part in p)
+
+
+def literal(p: Pattern) -> str | None:
+    """The one text of a literal pattern, else None."""
+    return "".join(p) if is_literal(p) else None  # type: ignore[arg-type]
+
+
+def shown(p: Pattern) -> str:
+    """The pattern as a person reads it: holes as the script writes them."""
+    return "".join(part if isinstance(part, str) else part.text for part in p)
+
+
+def matches(p: Pattern, text: str) -> bool:
+    """True if some text in each hole makes the pattern equal `text`."""
+    if is_literal(p):
+        return "".join(p) == text  # type: ignore[arg-type]
+    return _regex(p).fullmatch(text) is not None
+
+
+@lru_cache(maxsize=4096)
+def _regex(p: Pattern) -> re.Pattern[str]:
+    return re.compile(
+        "".join(re.escape(part) if isinstance(part, str) else "(?s:.*?)" for part in p)
+    )
+
+
+def to_json(p: Pattern) -> list[Any]:
+    """A pattern as JSON: literals as strings, a hole as a one-item list of its text."""
+    return [part if isinstance(part, str) else [part.text] for part in p]
+
+
+def from_json(data: Sequence[Any]) -> Pattern:
+    """The inverse of to_json; anything malformed reads as one hole (matches anything)."""
+    parts: list[Part] = []
+    for item in data:
+        if isinstance(item, str):
+            parts.append(item)
+        elif isinstance(item, list) and len(item) == 1 and isinstance(item[0], str):
+            parts.append(Hole(item[0]))
+        else:
+            return (Hole("?"),)
+    return pattern(*parts)
