@@ -290,7 +290,10 @@ class _Grouper:
 
     def run(self) -> tuple[list[Story], list[RestartEvent]]:
         self.find_restarts()
-        for subject in sorted({c.subject for c in self.changes if c.subject.startswith("script:")}):
+        scripts = sorted({c.subject for c in self.changes if c.subject.startswith("script:")})
+        # Files a script sources join its stories; only one sourced by nothing
+        # recorded this time stands alone.
+        for subject in sorted(scripts, key=lambda s: self.sourced_by(s) is not None):
             self.script_stories(subject)
         services = sorted({c.subject for c in self.changes if c.subject.startswith("service:")})
         for subject in services:
@@ -363,6 +366,7 @@ class _Grouper:
         roots = self.unclaimed(subject, "export:") + self.unclaimed(subject, "flag:")
         roots.sort(key=lambda c: (_line(c), c.key))
         extra = [self.free(subject, "exec"), self.free(subject, "content")]
+        extra += self.sourced_contents(subject)
         if not roots:
             root = extra[0] or extra[1]
             if root is None:
@@ -393,6 +397,23 @@ class _Grouper:
                 spot = found.single if found is not None else None
             title = _script_title(root, spot)
             self.add(root, evidence, status, label, title, _listed(service))
+
+    def sourced_by(self, subject: str) -> str | None:
+        """The script (``script:PATH``) that sources this file, if its facts say so."""
+        for change in self.by_subject.get(subject, []):
+            latest = change.after or change.before
+            spot = latest.provenance.get("sourced_by") if latest is not None else None
+            if isinstance(spot, str) and ":" in spot:
+                return "script:" + spot.rsplit(":", 1)[0]
+        return None
+
+    def sourced_contents(self, subject: str) -> list[Change | None]:
+        """Text changes of the files `subject` sources: evidence of its stories."""
+        return [
+            self.free(other, "content")
+            for other in sorted(self.by_subject)
+            if other != subject and other.startswith("script:") and self.sourced_by(other) == subject
+        ]
 
     def applied(
         self, service: str | None, source: Change, live_key: str

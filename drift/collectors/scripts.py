@@ -22,6 +22,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import re
 import shlex
 import stat
 from collections.abc import Iterable, Iterator
@@ -191,7 +192,8 @@ def _exports(model: Any) -> dict[str, tuple[list[Possibility], Any, bool]]:
                     continue
                 inherited = False
                 alts = b.alts if b.alts is not None else _first_elements(b)
-                literal = all(is_literal(a.pattern) for a in alts)
+                # One value: shown as evaluated; several from one line (`${TP:-8}`): as written.
+                literal = len(alts) == 1 or all(is_literal(a.pattern) for a in alts)
                 for alt in alts:
                     conds = tuple(dict.fromkeys(b.conds + alt.conds))
                     written = None if literal else b.written
@@ -199,8 +201,10 @@ def _exports(model: Any) -> dict[str, tuple[list[Possibility], Any, bool]]:
             out[name] = (possible, exported_at, inherited)
     result: dict[str, tuple[list[Possibility], Any, bool]] = {}
     for name, (possible, exported_at, inherited) in out.items():
-        if exported_at is None and all(p.kind == "caller" for p in possible):
-            continue  # never exported by the script itself
+        if exported_at is None:
+            # Exported only if whoever started the script had exported it: the
+            # script itself never says so (`_OLD_VIRTUAL_PATH` of a venv).
+            continue
         if unknown_all:
             possible = possible + unknown_all
         result[name] = (_unique(possible), exported_at, inherited)
@@ -221,9 +225,13 @@ def _exec_fact(subject: str, model: Any, where: dict[str, Any]) -> Fact:
 
     renderings: list[str] = []
     for launch in model.launches:
-        for variant in launch.written or launch.variants:
-            words = [shown(f.pattern) for f in variant]
-            renderings.append(shlex.join(words))
+        variants = launch.written or launch.variants
+        if len(variants) == 1 or not launch.source:
+            # One command line: its words after quote removal, values known.
+            renderings += [shlex.join(shown(f.pattern) for f in v) for v in variants]
+        else:
+            # Several: as written; the flags tell them apart.
+            renderings.append(re.sub(r"^exec(\s+-[acl]+(\s+-a\s+\S+)?)?\s+", "", launch.source))
     value = " | ".join(dict.fromkeys(renderings))
     provenance: dict[str, Any] = dict(where)
     origins = list(dict.fromkeys(launch.origin for launch in model.launches))

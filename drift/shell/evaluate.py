@@ -129,6 +129,7 @@ class Launch:
     how: Literal["exec", "background", "foreground"]
     cleared: bool = False
     written: tuple[tuple[Field, ...], ...] = ()  # the command lines with their wrappers
+    source: str = ""  # the command as the script writes it, continuation lines joined
 
 
 @dataclass(frozen=True, slots=True)
@@ -1076,7 +1077,7 @@ class _Evaluator:
         if name in self.functions and self.depth < MAX_DEPTH:
             self._call(name, args, st, how)
             return
-        self._candidate(variants, prefix, origin, st, how)
+        self._candidate(variants, prefix, origin, st, how, source=_command_text(node))
 
     def _candidate(
         self,
@@ -1087,6 +1088,7 @@ class _Evaluator:
         how: str,
         via_exec: bool = False,
         cleared: bool = False,
+        source: str = "",
     ) -> None:
         """A command that may be the service: shells and scripts are followed, else a launch."""
         env = {} if cleared else self._environment(st, prefix)
@@ -1100,7 +1102,11 @@ class _Evaluator:
             for key, f in env_add:
                 env[key] = (
                     Binding(
-                        (Alt(tuple(Seg(p, f.origin) for p in f.pattern)),), f.origin, True, f.conds
+                        (Alt(tuple(Seg(p, f.origin) for p in f.pattern)),),
+                        f.origin,
+                        True,
+                        f.conds,
+                        export_origin=f.origin,
                     ),
                 )
             for key in env_del:
@@ -1119,7 +1125,7 @@ class _Evaluator:
         score = server_score(words)
         if via_exec:
             launch = Launch(
-                tuple(stripped), env, origin, st.conds, "exec", cleared, tuple(variants)
+                tuple(stripped), env, origin, st.conds, "exec", cleared, tuple(variants), source
             )
             self.launches.append(launch)
             st.stop = "exec"
@@ -1134,6 +1140,7 @@ class _Evaluator:
             "background" if how == "background" else "foreground",
             cleared,
             tuple(variants),
+            source,
         )
         st.last = _better(st.last, (score, launch))
 
@@ -1181,7 +1188,14 @@ class _Evaluator:
                 self._assign(st, name, alts, origin, written=written)
             return
         self._candidate(
-            rest, prefix, self.origin(node), st, "foreground", via_exec=True, cleared=cleared
+            rest,
+            prefix,
+            self.origin(node),
+            st,
+            "foreground",
+            via_exec=True,
+            cleared=cleared,
+            source=_command_text(node),
         )
 
     def _shell_program(
@@ -2287,6 +2301,12 @@ def _assign_state(target: _State, source: _State) -> None:
     target.stop = source.stop
     target.last = source.last
     target.frames = source.frames
+
+
+def _command_text(node: Node) -> str:
+    """A command's source text on one line: continuations joined, blanks collapsed."""
+    text = _text(node).replace("\\\n", " ")
+    return " ".join(text.split())
 
 
 def _index(parent: Node, child: Node) -> int:

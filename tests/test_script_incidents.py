@@ -1,0 +1,259 @@
+"""Incidents that go through a serve script's expansions, sourced files and arrays.
+
+Each test runs a real serve script under bash (a pidfile, then ``exec`` of a
+long-lived Python that holds the environment and command line bash gave
+it), records a stable baseline, makes one edit an operator would make,
+restarts the service and records again. `drift since` must put the edited
+line first, live in the restarted process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import changes_by_fact, run_drift
+
+SLEEPER = "import time; time.sleep(600)"
+
+
+class Service:
+    """One service: a serve script in its own folder, started by bash like systemd would."""
+
+    def __init__(self, root: Path, script: str, env: dict[str, str] | None = None) -> None:
+        self.root = root
+        self.script = root / "decode.sh"
+        self.pidfile = root / "decode.pid"
+        self.env = env or {}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.write(script)
+        (root / "drift.toml").write_text(
+            f'host = "node"\n[[services]]\nname = "decode"\npidfile = "{self.pidfile}"\n'
+            f'script = "{self.script}"\n'
+        )
+
+    def write(self, script: str) -> None:
+        text = textwrap.dedent(script).replace("PIDFILE", str(self.pidfile))
+        self.script.write_text(text.replace("SLEEPER", f"{sys.executable} -c '{SLEEPER}'"))
+
+    def line_of(self, needle: str) -> int:
+        lines = self.script.read_text().splitlines()
+        return next(i for i, line in enumerate(lines, 1) if needle in line)
+
+    def start(self) -> int:
+        self.pidfile.unlink(missing_ok=True)
+        env = {"PATH": os.environ["PATH"], "HOME": str(self.root), "LANG": "C.UTF-8", **self.env}
+        self.proc = subprocess.Popen(
+            ["bash", str(self.script)],
+            cwd=self.root,
+            env=env,
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            cmdline = Path(f"/proc/{self.proc.pid}/cmdline")
+            if self.pidfile.exists() and b"time.sleep" in cmdline.read_bytes():
+                return self.proc.pid
+            time.sleep(0.01)
+        raise RuntimeError("the service did not start")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+    def restart(self) -> None:
+        self.stop()
+        time.sleep(0.02)  # a new start time, as a real restart has
+        self.start()
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[Service]:
+    created: list[Service] = []
+
+    def make(script: str, env: dict[str, str] | None = None) -> Service:
+        root = tmp_path / "box"
+        root.mkdir(exist_ok=True)
+        svc = Service(root, script, env)
+        created.append(svc)
+        return svc
+
+    yield make  # type: ignore[misc]
+    for svc in created:
+        svc.stop()
+
+
+def _since(svc: Service, tmp_path: Path, stable: str = "#2") -> dict:
+    cfg = ["--config", str(svc.root / "drift.toml"), "--db", str(tmp_path / "drift.db")]
+    out = run_drift(["since", "--stable", stable, "--all", "--format", "json", *cfg], tmp_path)
+    return json.loads(out.stdout)["data"]
+
+
+def _record(svc: Service, tmp_path: Path) -> str:
+    cfg = ["--config", str(svc.root / "drift.toml"), "--db", str(tmp_path / "drift.db")]
+    return run_drift(["record", *cfg], tmp_path).stdout
+
+
+def _baseline(svc: Service, tmp_path: Path) -> None:
+    svc.start()
+    _record(svc, tmp_path)
+    _record(svc, tmp_path)  # the stable window: #2
+
+
+def test_an_edited_default_in_an_expansion_is_the_first_suspect(service, tmp_path: Path) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        set -euo pipefail
+        echo $$ > PIDFILE
+        TP=${TP:-8}
+        export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+        exec SLEEPER --tp "$TP" --port 30000
+        """
+    )
+    _baseline(svc, tmp_path)
+    svc.write(svc.script.read_text().replace("${TP:-8}", "${TP:-4}"))
+    svc.restart()
+    _record(svc, tmp_path)
+
+    data = _since(svc, tmp_path)
+    top = data["suspects"][0]
+    root = top["changes"][0]
+    line = svc.line_of("TP=${TP:-4}")
+    assert (root["key"], root["provenance"]["line"]) == ("flag:--tp", line)
+    assert top["status"] == "live" and f"decode.sh:{line}" in top["title"]
+    live = changes_by_fact(data)[("service:decode", "flag:--tp")]
+    assert live["suspect"]["rank"] == 1 and (live["before"], live["after"]) == ("8", "4")
+
+
+def test_a_value_edited_in_a_sourced_env_file_names_that_file(service, tmp_path: Path) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        set -a
+        source ./serving.env
+        set +a
+        exec SLEEPER --port 30000
+        """
+    )
+    env_file = svc.root / "serving.env"
+    env_file.write_text("# tuning\nSGLANG_MAX_CTAS=256\nNCCL_DEBUG=WARN\n")
+    _baseline(svc, tmp_path)
+    env_file.write_text("# tuning\nSGLANG_MAX_CTAS=512\nNCCL_DEBUG=WARN\n")
+    svc.restart()
+    _record(svc, tmp_path)
+
+    data = _since(svc, tmp_path)
+    top = data["suspects"][0]
+    root = top["changes"][0]
+    assert root["key"] == "export:SGLANG_MAX_CTAS"
+    assert (root["provenance"]["file"], root["provenance"]["line"]) == (str(env_file), 2)
+    assert top["status"] == "live" and f"{env_file}:2" in top["title"]
+    live = changes_by_fact(data)[("service:decode", "env:SGLANG_MAX_CTAS")]
+    assert live["suspect"]["rank"] == 1
+    # the sourced file's own text change belongs to the same story, not a second suspect
+    assert all(
+        c["subject"] != f"script:{env_file}" or s["rank"] == 1
+        for s in data["suspects"]
+        for c in s["changes"]
+    )
+
+
+def test_an_edited_array_flag_points_at_the_array_line(service, tmp_path: Path) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        ARGS=(--model-path /models/m --tp 8)
+        ARGS+=(--max-running-requests 64)
+        if [ -n "${DEBUG:-}" ]; then
+          ARGS+=(--log-level debug)
+        fi
+        exec SLEEPER "${ARGS[@]}"
+        """
+    )
+    _baseline(svc, tmp_path)
+    svc.write(svc.script.read_text().replace("requests 64", "requests 128"))
+    svc.restart()
+    _record(svc, tmp_path)
+
+    data = _since(svc, tmp_path)
+    top = data["suspects"][0]
+    root = top["changes"][0]
+    line = svc.line_of("requests 128")
+    assert (root["key"], root["provenance"]["line"]) == ("flag:--max-running-requests", line)
+    assert top["status"] == "live"
+    live = changes_by_fact(data)[("service:decode", "flag:--max-running-requests")]
+    assert live["suspect"]["rank"] == 1 and live["after"] == "128"
+
+
+def test_the_live_value_picks_the_branch_that_ran(service, tmp_path: Path) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        exec SLEEPER --port 30000
+        """,
+        env={"ROLE": "decode"},
+    )
+    _baseline(svc, tmp_path)
+    svc.write(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        if [ "$ROLE" = prefill ]; then
+          export NCCL_IB_QPS=4
+        else
+          export NCCL_IB_QPS=8
+        fi
+        exec SLEEPER --port 30000
+        """
+    )
+    svc.restart()
+    _record(svc, tmp_path)
+
+    data = _since(svc, tmp_path)
+    top = data["suspects"][0]
+    assert top["changes"][0]["key"] == "export:NCCL_IB_QPS" and top["status"] == "live"
+    line = svc.line_of("NCCL_IB_QPS=8")
+    assert f"decode.sh:{line}" in top["title"]
+    assert 'branch taken: not: if [ "$ROLE" = prefill ]' in top["label"]
+
+
+def test_a_line_added_above_moves_every_claim_with_it(service, tmp_path: Path) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        export NCCL_DEBUG=WARN
+        exec SLEEPER --port 30000
+        """
+    )
+    _baseline(svc, tmp_path)
+    svc.script.write_text("# a comment added on top\n" + svc.script.read_text())
+    _record(svc, tmp_path)
+
+    data = _since(svc, tmp_path)
+    keys = {c["key"] for s in data["suspects"] for c in s["changes"]}
+    assert keys == {"content"}  # the text changed; no export or flag did
+    cfg = ["--config", str(svc.root / "drift.toml"), "--db", str(tmp_path / "drift.db")]
+    shown = json.loads(run_drift(["show", "NCCL_DEBUG", "--format", "json", *cfg], tmp_path).stdout)
+    export = next(
+        f
+        for s in shown["data"]["subjects"]
+        for f in s["facts"]
+        if f["key"] == "export:NCCL_DEBUG"
+    )
+    assert export["provenance"]["line"] == svc.line_of("export NCCL_DEBUG")
