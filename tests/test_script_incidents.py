@@ -251,9 +251,6 @@ def test_a_line_added_above_moves_every_claim_with_it(service, tmp_path: Path) -
     cfg = ["--config", str(svc.root / "drift.toml"), "--db", str(tmp_path / "drift.db")]
     shown = json.loads(run_drift(["show", "NCCL_DEBUG", "--format", "json", *cfg], tmp_path).stdout)
     export = next(
-        f
-        for s in shown["data"]["subjects"]
-        for f in s["facts"]
-        if f["key"] == "export:NCCL_DEBUG"
+        f for s in shown["data"]["subjects"] for f in s["facts"] if f["key"] == "export:NCCL_DEBUG"
     )
     assert export["provenance"]["line"] == svc.line_of("export NCCL_DEBUG")

@@ -412,7 +412,9 @@ class _Grouper:
         return [
             self.free(other, "content")
             for other in sorted(self.by_subject)
-            if other != subject and other.startswith("script:") and self.sourced_by(other) == subject
+            if other != subject
+            and other.startswith("script:")
+            and self.sourced_by(other) == subject
         ]
 
     def applied(
