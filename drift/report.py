@@ -35,6 +35,15 @@ def where(provenance: dict[str, Any]) -> str:
     """Provenance in one short phrase: file:line, pid, command or glob."""
     if "file" in provenance and "line" in provenance:
         return f"{provenance['file']}:{provenance['line']}"
+    if isinstance(provenance.get("possible"), list):
+        # A script value several lines may give: name them all.
+        spots = [
+            f"{p['file']}:{p['line']}"
+            for p in provenance["possible"]
+            if isinstance(p, dict) and "file" in p and "line" in p
+        ]
+        if spots:
+            return " or ".join(dict.fromkeys(spots))
     if "pid" in provenance:
         source = provenance.get("source") or provenance.get("found_by")
         return f"pid {provenance['pid']}" + (f" ({source})" if source else "")

@@ -229,7 +229,7 @@ def test_the_live_value_picks_the_branch_that_ran(service, tmp_path: Path) -> No
     assert top["changes"][0]["key"] == "export:NCCL_IB_QPS" and top["status"] == "live"
     line = svc.line_of("NCCL_IB_QPS=8")
     assert f"decode.sh:{line}" in top["title"]
-    assert 'branch taken: not: if [ "$ROLE" = prefill ]' in top["label"]
+    assert 'branch taken: else of if [ "$ROLE" = prefill ]' in top["label"]
 
 
 def test_a_line_added_above_moves_every_claim_with_it(service, tmp_path: Path) -> None:

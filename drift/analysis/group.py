@@ -390,12 +390,15 @@ class _Grouper:
                     evidence.append(self.free(live, "argv"))
             if i == 0:
                 evidence += extra
-            spot = None
+            spot, shown_value = None, None
             if service is not None and root.after is not None:
                 live_key = f"env:{name}" if root.key.startswith("export:") else f"flag:{name}"
-                found = attribute(root.after, self.after.get((f"service:{service}", live_key)))
-                spot = found.single if found is not None else None
-            title = _script_title(root, spot)
+                current = self.after.get((f"service:{service}", live_key))
+                found = attribute(root.after, current)
+                if found is not None and found.single is not None:
+                    # The process singles out one of the script's values: name it.
+                    spot, shown_value = found.single, current
+            title = _script_title(root, spot, shown_value)
             self.add(root, evidence, status, label, title, _listed(service))
 
     def sourced_by(self, subject: str) -> str | None:
@@ -821,20 +824,22 @@ def _where(change: Change) -> str:
     return str(file)
 
 
-def _script_title(change: Change, spot: object = None) -> str:
+def _script_title(change: Change, spot: object = None, live: StoredVersion | None = None) -> str:
     """``export K=V added to FILE:LINE``, ``flag --x V changed in FILE:LINE (was W)`` ...
 
-    `spot` is the line the live process singles out, when the script has several.
+    `spot` is the line the live process singles out when the script may give
+    several values, and `live` the value it has (shown instead of them all).
     """
     kind, _, name = change.key.partition(":")
     where = str(spot) if spot is not None else _where(change)
+    after = live if live is not None else change.after
     if kind == "export":
         what = f"export {name}"
-        new = f"{what}={shown(change.after)}"
+        new = f"{what}={shown(after)}"
     elif kind == "flag":
         what = f"flag {name}"
-        value = shown(change.after)
-        new = f"{what} {value}" if change.after is not None and change.after.value != "" else what
+        value = shown(after)
+        new = f"{what} {value}" if after is not None and after.value != "" else what
     elif kind == "exec":
         return f"exec line {'changed' if change.kind == 'modified' else change.kind} at {where}"
     else:

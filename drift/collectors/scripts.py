@@ -170,11 +170,8 @@ def _exports(model: Any) -> dict[str, tuple[list[Possibility], Any, bool]]:
         envs += [(launch.env, launch.conds) for launch in model.launches if launch.cleared]
     else:
         envs = [(model.exported, ())]
-    unknown_all: list[Possibility] = []
     out: dict[str, tuple[list[Possibility], Any, bool]] = {}
     for env, _conds in envs:
-        for b in env.get("\0unknown", ()):
-            unknown_all.append(Possibility(b.alts[0].pattern, b.origin, b.conds, "unknown"))
         for name, bindings in env.items():
             if name.startswith("\0"):
                 continue
@@ -205,8 +202,6 @@ def _exports(model: Any) -> dict[str, tuple[list[Possibility], Any, bool]]:
             # Exported only if whoever started the script had exported it: the
             # script itself never says so (`_OLD_VIRTUAL_PATH` of a venv).
             continue
-        if unknown_all:
-            possible = possible + unknown_all
         result[name] = (_unique(possible), exported_at, inherited)
     return result
 

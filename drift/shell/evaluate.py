@@ -216,7 +216,10 @@ def _caller(name: str) -> tuple[Binding, ...]:
 
 
 def _dedupe(items: Iterable[Any]) -> tuple[Any, ...]:
-    return tuple(dict.fromkeys(items))
+    listed = items if isinstance(items, tuple) else tuple(items)
+    if len(listed) < 2:
+        return listed
+    return tuple(dict.fromkeys(listed))
 
 
 def _same_launches(
@@ -243,9 +246,14 @@ def _merge(states: Sequence[_State], base: _State) -> _State:
     names = set().union(*(s.vars for s in live))
     merged: dict[str, tuple[Binding, ...]] = {}
     for name in names:
+        values = [s.vars.get(name) for s in live]
+        first = values[0]
+        if first is not None and all(v is first for v in values):
+            merged[name] = first  # untouched by every branch: nothing to join
+            continue
         bindings: list[Binding] = []
-        for s in live:
-            bindings.extend(s.vars.get(name) or _caller(name))
+        for v in values:
+            bindings.extend(v or _caller(name))
         merged[name] = _dedupe(bindings)[-MAX_ALTERNATIVES:]
     out.vars = merged
     out.allexport = any(s.allexport for s in live)
@@ -357,6 +365,7 @@ class _Evaluator:
         self.depth = 0
         # file -> its lines, for the text shown beside a line number
         self.lines: dict[str, list[str]] = {}
+        self.origins: dict[tuple[str, int], Origin] = {}
         # the file and line offset of the tree being walked (bash -c strings start mid-file)
         self.file = path
         self.offset = 0
@@ -409,9 +418,13 @@ class _Evaluator:
 
     def origin(self, node: Node) -> Origin:
         line = node.start_point[0] + 1 + self.offset
-        lines = self.lines.get(self.file) or []
-        text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
-        return Origin(self.file, line, text)
+        key = (self.file, line)
+        found = self.origins.get(key)
+        if found is None:
+            lines = self.lines.get(self.file) or []
+            text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+            found = self.origins[key] = Origin(self.file, line, text)
+        return found
 
     # ------------------------------------------------------------ statements
 
@@ -563,7 +576,7 @@ class _Evaluator:
                 taken = rest.fork(_short(text))
                 self.block(body, taken)
                 paths.append(taken)
-                rest = rest.fork("not: " + _short(text))
+                rest = rest.fork("else of " + _short(text))
         if rest is not None:
             if else_body is not None:
                 self.block(else_body, rest)
@@ -824,14 +837,16 @@ class _Evaluator:
             export_origin = next((b.export_origin for b in old if b.export_origin), None)
         if st.allexport or (old is None and exported):
             export_origin = export_origin or origin
-        self._local(st, name)
+        if not exported:
+            export_origin = None
         st.vars[name] = tuple(
-            replace(b, exported=exported, export_origin=export_origin if exported else None)
+            b
+            if b.exported == exported and b.export_origin == export_origin
+            else Binding(
+                b.alts, b.origin, exported, b.conds, b.kind, b.elems, export_origin, b.written
+            )
             for b in bindings
         )
-
-    def _local(self, st: _State, name: str) -> None:
-        """Nothing: locals are recorded by `local`/`declare`; here for symmetry."""
 
     def _lookup(self, st: _State, name: str) -> tuple[Binding, ...]:
         return st.vars.get(name) or _caller(name)
@@ -933,6 +948,7 @@ class _Evaluator:
             return
         data = self._read_source(path, origin)
         if data is None:
+            self._unknown_assignments(st, origin, f"reads {path}, which drift cannot read")
             return
         self.lines.setdefault(path, data.decode("utf-8", "surrogateescape").split("\n"))
         for number, raw in enumerate(data.decode("utf-8", "surrogateescape").split("\n"), 1):
@@ -1362,7 +1378,6 @@ class _Evaluator:
                 return known.data
         data = self.read(path)
         if data is None:
-            self.gaps.append(f"{origin.file}:{origin.line}: cannot read {path}")
             return None
         self.sourced.append(SourcedFile(path, data, origin))
         return data

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from fnmatch import fnmatchcase
 from typing import Any
 
-from sqlalchemy import Engine, and_, func, or_, select
+from sqlalchemy import Engine, func, not_, or_, select
 from sqlalchemy.orm import aliased
 
 from drift.errors import NoHistoryError, TimeSpecError
@@ -273,22 +273,32 @@ class History:
         return out
 
     def versions_started_between(self, after_id: int, upto_id: int) -> list[StoredVersion]:
-        """Versions that began in (after_id, upto_id]: every value seen inside a window."""
+        """Versions that began in (after_id, upto_id]: every value seen inside a window.
+
+        A version that only moved (a script line now lower down, same value) is
+        not a value of its own and is left out.
+        """
         with self.engine.connect() as conn:
             rows = conn.execute(
                 self._versions_query().where(
-                    and_(Version.first_snapshot_id > after_id, Version.first_snapshot_id <= upto_id)
+                    Version.first_snapshot_id > after_id,
+                    Version.first_snapshot_id <= upto_id,
+                    _not_a_move(),
                 )
             ).all()
         return [_version(r) for r in rows]
 
     def version_counts(self, upto_id: int) -> dict[tuple[str, str], int]:
-        """How many values each fact had in snapshots up to `upto_id`: its churn."""
+        """How many values each fact had in snapshots up to `upto_id`: its churn (moves aside)."""
         with self.engine.connect() as conn:
             rows = conn.execute(
                 select(FactRow.subject, FactRow.key, func.count(Version.id))
                 .join(Version, Version.fact_id == FactRow.id)
-                .where(FactRow.host_id == self.host_id, Version.first_snapshot_id <= upto_id)
+                .where(
+                    FactRow.host_id == self.host_id,
+                    Version.first_snapshot_id <= upto_id,
+                    _not_a_move(),
+                )
                 .group_by(FactRow.id, FactRow.subject, FactRow.key)
             ).all()
         return {(r[0], r[1]): int(r[2]) for r in rows}
@@ -324,6 +334,27 @@ class History:
                 data = conn.execute(select(Blob.content).where(Blob.sha256 == sha)).scalar_one()
             self._blobs[sha] = zlib.decompress(data).decode("utf-8", "surrogateescape")
         return self._blobs[sha]
+
+
+def _not_a_move() -> Any:
+    """SQL: the version is not a script fact whose value stayed while its line moved.
+
+    The writer stores such a move as a new version with the same value (so
+    the current line is known); it is no change of value.
+    """
+    previous = aliased(Version)
+    same_value = (
+        select(previous.id)
+        .where(
+            previous.fact_id == Version.fact_id,
+            previous.until_snapshot_id == Version.first_snapshot_id,
+            previous.value.is_not_distinct_from(Version.value),
+            previous.blob_sha256.is_not_distinct_from(Version.blob_sha256),
+            previous.secret == Version.secret,
+        )
+        .exists()
+    )
+    return or_(not_(FactRow.subject.startswith("script:")), not_(same_value))
 
 
 def _version(r: Any) -> StoredVersion:
