@@ -243,17 +243,19 @@ def _merge(states: Sequence[_State], base: _State) -> _State:
         out.last = only.last
         out.frames = only.frames
         return out
-    names = set().union(*(s.vars for s in live))
-    merged: dict[str, tuple[Binding, ...]] = {}
-    for name in names:
-        values = [s.vars.get(name) for s in live]
-        first = values[0]
-        if first is not None and all(v is first for v in values):
-            merged[name] = first  # untouched by every branch: nothing to join
-            continue
+    # Only names some branch changed need joining; the rest are shared as they are.
+    first_vars = live[0].vars
+    changed: set[str] = set()
+    for s in live[1:]:
+        for name, value in s.vars.items():
+            if first_vars.get(name) is not value:
+                changed.add(name)
+        changed.update(name for name in first_vars if name not in s.vars)
+    merged = dict(first_vars)
+    for name in changed:
         bindings: list[Binding] = []
-        for v in values:
-            bindings.extend(v or _caller(name))
+        for s in live:
+            bindings.extend(s.vars.get(name) or _caller(name))
         merged[name] = _dedupe(bindings)[-MAX_ALTERNATIVES:]
     out.vars = merged
     out.allexport = any(s.allexport for s in live)
@@ -1107,11 +1109,25 @@ class _Evaluator:
         source: str = "",
     ) -> None:
         """A command that may be the service: shells and scripts are followed, else a launch."""
-        env = {} if cleared else self._environment(st, prefix)
         stripped: list[tuple[Field, ...]] = []
+        changes: list[tuple[list[tuple[str, Field]], list[str], bool]] = []
         for v in variants:
             program, env_add, env_del, clear = _strip_wrappers(v)
             stripped.append(program)
+            changes.append((env_add, env_del, clear))
+        program = stripped[0]
+        head = _lit(program[0]) if program else None
+        score = server_score([_lit(f) if not f.spread else None for f in program])
+        best = max((found for found, _launch in st.last), default=0)
+        nested = (
+            head is not None
+            and self.depth < MAX_DEPTH
+            and (_basename(head) in _SHELLS or head.startswith(("/", "./", "../")))
+        )
+        if not via_exec and not nested and (score == 0 or score < best):
+            return  # not the service on this path: skip building its environment
+        env: dict[str, tuple[Binding, ...]] = {} if cleared else self._environment(st, prefix)
+        for env_add, env_del, clear in changes:
             if clear and not cleared:
                 cleared = True
                 env = {}
@@ -1127,8 +1143,6 @@ class _Evaluator:
                 )
             for key in env_del:
                 env[key] = (Binding(None, origin, False),)
-        program = stripped[0]
-        head = _lit(program[0]) if program else None
         if head is not None and _basename(head) in _SHELLS and self.depth < MAX_DEPTH:
             if self._shell_program(program, env, st, how, via_exec, origin):
                 return
@@ -1137,8 +1151,6 @@ class _Evaluator:
             if path is not None and _is_shell_script(path):
                 if self._child_script(path, program[1:], env, st, how, via_exec, origin):
                     return
-        words = [_lit(f) if not f.spread else None for f in program]
-        score = server_score(words)
         if via_exec:
             launch = Launch(
                 tuple(stripped), env, origin, st.conds, "exec", cleared, tuple(variants), source
