@@ -90,7 +90,7 @@ def collect_script(
 
 def script_model(path: str, data: bytes, exclude: Iterable[str] = ()) -> Any:
     """The evaluated script, from a cache while neither it nor a file it sources changed."""
-    from drift.shell.evaluate import evaluate, read_regular
+    from drift.shell.evaluate import bash_refuses, evaluate, read_regular
 
     key = (path, hashlib.blake2b(data, digest_size=16).digest())
     cached = _CACHE.get(key)
@@ -106,6 +106,10 @@ def script_model(path: str, data: bytes, exclude: Iterable[str] = ()) -> Any:
         return read_regular(target)
 
     model = evaluate(path, data, read)
+    if not model.broken:
+        refused = bash_refuses(data)
+        if refused is not None:
+            model.broken.append(f"{path}: {refused}")
     if len(_CACHE) > 64:
         _CACHE.clear()
     _CACHE[key] = (model, tuple((s.path, s.data) for s in model.sourced))
@@ -162,6 +166,7 @@ def script_facts(subject: str, model: Any, where: dict[str, Any]) -> Iterator[Fa
 
 def _exports(model: Any) -> dict[str, tuple[list[Possibility], Any, bool]]:
     """name -> (its possibilities, the line that exported it, whether it is only inherited)."""
+    from drift.shell.evaluate import feasible
     from drift.shell.patterns import is_literal
 
     envs: list[tuple[dict[str, Any], tuple[str, ...]]] = []
@@ -193,6 +198,8 @@ def _exports(model: Any) -> dict[str, tuple[list[Possibility], Any, bool]]:
                 literal = len(alts) == 1 or all(is_literal(a.pattern) for a in alts)
                 for alt in alts:
                     conds = tuple(dict.fromkeys(b.conds + alt.conds))
+                    if not feasible(conds):
+                        continue
                     written = None if literal else b.written
                     possible.append(Possibility(alt.pattern, b.origin, conds, b.kind, written))
             out[name] = (possible, exported_at, inherited)
@@ -256,7 +263,7 @@ def _exec_fact(subject: str, model: Any, where: dict[str, Any]) -> Fact:
 
 def _flags(model: Any) -> dict[str, list[Possibility]]:
     """flag name -> its possibilities, over every launch and command line the script may run."""
-    from drift.shell.evaluate import Field
+    from drift.shell.evaluate import Field, feasible
     from drift.shell.patterns import Hole, pattern
 
     def text(f: Field) -> str | None:
@@ -271,6 +278,8 @@ def _flags(model: Any) -> dict[str, list[Possibility]]:
     out: dict[str, list[Possibility]] = {}
     for launch in model.launches:
         for variant in launch.variants:
+            if not feasible([*launch.conds, *(c for f in variant for c in f.conds)]):
+                continue  # its words come from both sides of one test: no run has them all
             seen: dict[str, list[tuple[Any, Any, tuple[str, ...]]]] = {}
             for name, word, value, inline in flag_words(variant, text):
                 if inline is not None:

@@ -392,22 +392,18 @@ class _Evaluator:
         if file not in self.lines:
             self.lines[file] = data.decode("utf-8", "surrogateescape").split("\n")
         try:
-            if tree.root_node.has_error:
-                self._note_errors(tree.root_node)
+            self._note_errors(tree.root_node)
             self.block(tree.root_node.children, st)
         finally:
             self.file, self.offset = saved
 
     def _note_errors(self, root: Node) -> None:
-        stack = [root]
-        while stack:
-            node = stack.pop()
-            if node.type == "ERROR" or node.is_missing:
-                line = node.start_point[0] + 1 + self.offset
-                self.broken.append(f"{self.file}:{line}: drift cannot parse this line as bash")
-                return
-            if node.has_error:
-                stack.extend(reversed(node.children))
+        """Record the first place the code is not bash (tree-sitter's or bash's own rules)."""
+        problem = _syntax_problem(root)
+        if problem is not None:
+            row, what = problem
+            line = row + 1 + self.offset
+            self.broken.append(f"{self.file}:{line}: drift cannot parse this line as bash{what}")
 
     def _before_cr(self, node: Node) -> bool:
         row, column = node.end_point
@@ -467,9 +463,6 @@ class _Evaluator:
                 self._expressions(child, st)
 
     def s_block(self, node: Node, st: _State, how: str) -> None:
-        if how == "background":
-            self.block(node.children, st)
-            return
         self.block(node.children, st)
 
     def s_subshell(self, node: Node, st: _State, how: str) -> None:
@@ -578,7 +571,7 @@ class _Evaluator:
                 taken = rest.fork(_short(text))
                 self.block(body, taken)
                 paths.append(taken)
-                rest = rest.fork("else of " + _short(text))
+                rest = rest.fork(_ELSE + _short(text))
         if rest is not None:
             if else_body is not None:
                 self.block(else_body, rest)
@@ -1043,11 +1036,6 @@ class _Evaluator:
             for name, alts, origin, written in prefix:
                 self._assign(st, name, alts, origin, written=written)
             return
-        if words[0].type == "word" and _text(words[0]) in _RESERVED:
-            # tree-sitter reads a stray `fi` as a command; bash refuses the script.
-            line = self.origin(words[0]).line
-            self.broken.append(f"{self.file}:{line}: drift cannot parse this line as bash")
-            return
         variants = self.fields(words, st)
         self.run_command(variants, prefix, node, st, how)
 
@@ -1289,8 +1277,7 @@ class _Evaluator:
             data = script.encode("utf-8", "surrogateescape")
             tree = parse(data)
             self.offset = origin.line - 1
-            if tree.root_node.has_error:
-                self._note_errors(tree.root_node)
+            self._note_errors(tree.root_node)
             self.block(tree.root_node.children, st)
         finally:
             self.file, self.offset = saved
@@ -2330,6 +2317,72 @@ def _assign_state(target: _State, source: _State) -> None:
     target.frames = source.frames
 
 
+def feasible(conds: Iterable[str]) -> bool:
+    """False if the conditions contradict each other (``if C`` and ``else of if C``).
+
+    Branches merge, so a value from one branch can meet a value from the
+    other branch of the same test in one command line; no run has both.
+    """
+    seen = set(conds)
+    return not any(c.startswith(_ELSE) and c[len(_ELSE) :] in seen for c in seen)
+
+
+_ELSE = "else of "
+
+
+def _has_statements(node: Node) -> bool:
+    return any(c.is_named and c.type != "comment" for c in node.children)
+
+
+_BODIES = frozenset({"do_group", "compound_statement"})
+
+
+def _syntax_problem(root: Node) -> tuple[int, str] | None:
+    """(row, why) of the first thing bash would refuse, or None.
+
+    tree-sitter recovers from errors (ERROR and missing nodes) and accepts a
+    few things bash refuses: a reserved word used as a command (a stray
+    ``fi``) and empty bodies (``then fi``, ``do done``, ``{ }``).
+    """
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        kind = node.type
+        if kind == "ERROR" or node.is_missing:
+            return node.start_point[0], ""
+        if kind in (";;", ";&", ";;&") and (node.parent is None or node.parent.type != "case_item"):
+            return node.start_point[0], f" ({kind} outside a case)"
+        if kind == "command":
+            name = node.child_by_field_name("name")
+            if name is not None and _text(name) in _RESERVED:
+                return node.start_point[0], f" ({_text(name)} out of place)"
+        elif kind in _BODIES and not _has_statements(node):
+            return node.start_point[0], " (an empty body)"
+        elif kind in ("if_statement", "elif_clause", "else_clause"):
+            body = [
+                c
+                for c in node.children
+                if c.is_named and c.type not in ("elif_clause", "else_clause", "comment")
+            ]
+            # if: condition and body; a clause needs at least one statement after `then`/`else`
+            then_seen = kind == "else_clause"
+            statements = 0
+            for c in node.children:
+                if c.type == "then":
+                    then_seen = True
+                elif (
+                    then_seen
+                    and c.is_named
+                    and c.type not in ("elif_clause", "else_clause", "comment")
+                ):
+                    statements += 1
+            del body
+            if statements == 0:
+                return node.start_point[0], " (an empty then or else)"
+        stack.extend(reversed(node.children))
+    return None
+
+
 def _command_text(node: Node) -> str:
     """A command's source text on one line: continuations joined, blanks collapsed."""
     text = _text(node).replace("\\\n", " ")
@@ -2452,6 +2505,37 @@ def read_regular(path: str, limit: int = MAX_SOURCED_BYTES) -> bytes | None:
         if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
             return None
         return f.read(limit + 1)
+
+
+def bash_refuses(data: bytes) -> str | None:
+    """Bash's own syntax error for a script (``bash -n``: parsed, nothing run), else None.
+
+    tree-sitter recovers from some errors bash does not; bash decides. None
+    too when no bash is installed or it does not answer in time.
+    """
+    import shutil
+    import subprocess
+
+    bash = shutil.which("bash")
+    if bash is None:
+        return None
+    try:
+        result = subprocess.run(
+            [bash, "-n"],
+            input=data,
+            capture_output=True,
+            timeout=10,
+            env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"},  # no BASH_ENV: nothing is read first
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if result.returncode == 0:
+        return None
+    lines = result.stderr.decode("utf-8", "replace").strip().splitlines()
+    if not lines:
+        return "bash refuses the script"
+    first = lines[0]
+    return first.split(": ", 1)[1] if first.startswith(bash) and ": " in first else first
 
 
 def evaluate(
