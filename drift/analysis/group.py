@@ -32,7 +32,8 @@ from datetime import datetime
 from typing import Literal
 
 from drift.analysis.diff import Change, State
-from drift.analysis.origins import Attribution, attribute, possibilities
+from drift.analysis.origins import Attribution, attribute, attribute_together, possibilities
+from drift.shell.patterns import feasible
 from drift.store.query import StoredVersion, from_us, to_us
 from drift.timespec import local_zone
 
@@ -225,6 +226,7 @@ class _Grouper:
         self.stories: list[Story] = []
         self.restarts: dict[str, Restart] = {}
         self.script_service = self._script_services()
+        self.branches: dict[str, frozenset[str]] = {}
         # Services whose environment / command line could be read now.
         self.env_readable = {s for s, k in after if k.startswith("env:")}
         self.argv_readable = {s for s, k in after if k == "argv"}
@@ -394,7 +396,7 @@ class _Grouper:
             if service is not None and root.after is not None:
                 live_key = f"env:{name}" if root.key.startswith("export:") else f"flag:{name}"
                 current = self.after.get((f"service:{service}", live_key))
-                found = attribute(root.after, current)
+                found = self.attribute(service, root.after, current)
                 if found is not None and found.single is not None:
                     # The process singles out one of the script's values: name it.
                     spot, shown_value = found.single, current
@@ -447,8 +449,8 @@ class _Grouper:
             status, label = self.restarted_status(service, source)
             appeared = (mirror.after is None) == (source.after is None) if mirror else False
             return status, label, mirror if status == "live" and appeared else None
-        now = attribute(source.after, live) if live is not None else None
-        before = attribute(source.before, live) if live is not None else None
+        now = self.attribute(service, source.after, live) if live is not None else None
+        before = self.attribute(service, source.before, live) if live is not None else None
         if (
             mirror is not None
             and attribute(source.after, mirror.after) is None
@@ -668,10 +670,42 @@ class _Grouper:
         for script, owner in sorted(self.script_service.items()):
             if owner != service:
                 continue
-            found = attribute(self.after.get((script, key)), live)
+            found = self.attribute(service, self.after.get((script, key)), live)
             if found is not None:
                 return found
         return None
+
+    def attribute(
+        self, service: str, script: StoredVersion | None, live: StoredVersion | None
+    ) -> Attribution | None:
+        """`attribute`, knowing which branches this service's own values show were taken."""
+        return attribute(script, live, self.known_branches(service))
+
+    def known_branches(self, service: str) -> frozenset[str]:
+        """Branch conditions the service's live values single out (cached per service)."""
+        cached = self.branches.get(service)
+        if cached is not None:
+            return cached
+        pairs: dict[tuple[str, str], tuple[StoredVersion | None, StoredVersion | None]] = {}
+        subject = f"service:{service}"
+        for (script, key), version in self.after.items():
+            if self.script_service.get(script) != service:
+                continue
+            if key.startswith("export:"):
+                live_key = "env:" + key.removeprefix("export:")
+            elif key.startswith("flag:"):
+                live_key = key
+            else:
+                continue
+            pairs[(script, key)] = (version, self.after.get((subject, live_key)))
+        found = attribute_together(pairs)
+        known: set[str] = set()
+        for attribution in found.values():
+            if attribution is not None and attribution.single is not None:
+                known.update(attribution.held)
+        result = frozenset(known) if feasible(known) else frozenset()
+        self.branches[service] = result
+        return result
 
     # ------------------------------------------------------------ files, repos, commands
 

@@ -12,11 +12,14 @@ decode.sh:12"); several are named as candidates; none is "source unknown".
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from drift.shell.patterns import from_json, is_literal, matches
+from drift.shell.patterns import feasible, from_json, is_literal, matches
 from drift.store.query import StoredVersion
+
+K = TypeVar("K")
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class Attribution:
     caller: bool = False
     unsure: bool = False
     exact: bool = False  # the value is written literally at those lines
+    held: tuple[str, ...] = ()  # branch conditions under which every remaining line runs
 
     @property
     def single(self) -> Spot | None:
@@ -80,19 +84,31 @@ def possibilities(version: StoredVersion) -> list[dict[str, Any]]:
     file = version.provenance.get("file")
     if not isinstance(line, int) or not isinstance(file, str):
         return [{"match": [version.value]}]  # a value without a line (a unit setting)
-    return [{"file": file, "line": line, "match": [version.value]}]
+    single: dict[str, Any] = {"file": file, "line": line, "match": [version.value]}
+    if isinstance(version.provenance.get("conds"), list):
+        single["conds"] = version.provenance["conds"]
+    return [single]
 
 
-def attribute(script: StoredVersion | None, live: StoredVersion | None) -> Attribution | None:
-    """Where in the script the live value came from; None if no possibility can equal it."""
+def attribute(
+    script: StoredVersion | None,
+    live: StoredVersion | None,
+    known: Collection[str] = (),
+) -> Attribution | None:
+    """Where in the script the live value came from; None if no possibility can equal it.
+
+    `known` are branch conditions that held in this run (learnt from other
+    values of the same process): possibilities on the other side of them
+    are left out.
+    """
     if script is None or live is None or live.value is None:
         return None
     if script.secret or live.secret:
-        return _attribute_secret(script, live)
+        return _attribute_secret(script, live, known)
     found: list[tuple[dict[str, Any], bool]] = []
     for possible in possibilities(script):
         match = possible.get("match")
-        if not isinstance(match, list):
+        if not isinstance(match, list) or not _possible_with(possible, known):
             continue
         pattern = from_json(match)
         if matches(pattern, live.value):
@@ -103,6 +119,7 @@ def attribute(script: StoredVersion | None, live: StoredVersion | None) -> Attri
     exact = [p for p, literal in found if literal and p.get("kind") != "caller"]
     chosen = [p for p, _ in found] if unsure or not exact else exact
     spots: dict[tuple[str, int], Spot] = {}
+    held: set[str] | None = None
     caller = False
     for p in chosen:
         kind = p.get("kind")
@@ -118,13 +135,56 @@ def attribute(script: StoredVersion | None, live: StoredVersion | None) -> Attri
             if spot is not None and spot.when != when:
                 when = None  # two branches on one line give this value
             spots[(file, line)] = Spot(file, line, when)
+            conds = set(_conds(p))
+            held = conds if held is None else held & conds
     ordered = sorted(spots.values(), key=lambda s: (s.file, -s.line))
     return Attribution(
-        tuple(ordered), caller=caller, unsure=unsure, exact=bool(exact) and not unsure
+        tuple(ordered),
+        caller=caller,
+        unsure=unsure,
+        exact=bool(exact) and not unsure,
+        held=tuple(sorted(held or ())),
     )
 
 
-def _attribute_secret(script: StoredVersion, live: StoredVersion) -> Attribution | None:
+def attribute_together(
+    pairs: Mapping[K, tuple[StoredVersion | None, StoredVersion | None]],
+) -> dict[K, Attribution | None]:
+    """Attribute a process's values together: a value that singles out a branch decides it.
+
+    When ``CUDA_VISIBLE_DEVICES=4,5,6,7`` can only come from the else branch
+    of ``if [ "$ROLE" = prefill ]``, a value both branches give
+    (``NCCL_IB_DISABLE=0``) came from the else branch too. Conditions learnt
+    this way are applied until nothing more is learnt.
+    """
+    known: set[str] = set()
+    out: dict[K, Attribution | None] = {}
+    for _round in range(4):
+        out = {key: attribute(script, live, known) for key, (script, live) in pairs.items()}
+        learnt = set(known)
+        for found in out.values():
+            if found is not None and found.single is not None:
+                learnt.update(found.held)
+        if learnt == known or not feasible(learnt):
+            break
+        known = learnt
+    return out
+
+
+def _conds(possible: Mapping[str, Any]) -> list[str]:
+    conds = possible.get("conds")
+    if isinstance(conds, list):
+        return [c for c in conds if isinstance(c, str)]
+    return []
+
+
+def _possible_with(possible: Mapping[str, Any], known: Collection[str]) -> bool:
+    return not known or feasible([*_conds(possible), *known])
+
+
+def _attribute_secret(
+    script: StoredVersion, live: StoredVersion, known: Collection[str] = ()
+) -> Attribution | None:
     """Secrets are stored as keyed digests: a value compares only where it is written literally."""
     if not (script.secret and live.secret):
         return None
@@ -133,6 +193,8 @@ def _attribute_secret(script: StoredVersion, live: StoredVersion) -> Attribution
     if isinstance(listed, list):
         for p in listed:
             if not isinstance(p, dict) or p.get("digest") != live.value:
+                continue
+            if not _possible_with(p, known):
                 continue
             file, line = p.get("file"), p.get("line")
             if isinstance(file, str) and isinstance(line, int):

@@ -149,6 +149,7 @@ class Possibility:
             out.update(file=self.origin.file, line=self.origin.line, text=self.origin.text)
         if self.conds:
             out["when"] = " and ".join(self.conds)
+            out["conds"] = list(self.conds)
         if self.kind != "set":
             out["kind"] = self.kind
         return out
@@ -166,8 +167,7 @@ def script_facts(subject: str, model: Any, where: dict[str, Any]) -> Iterator[Fa
 
 def _exports(model: Any) -> dict[str, tuple[list[Possibility], Any, bool]]:
     """name -> (its possibilities, the line that exported it, whether it is only inherited)."""
-    from drift.shell.evaluate import feasible
-    from drift.shell.patterns import is_literal
+    from drift.shell.patterns import feasible, is_literal
 
     envs: list[tuple[dict[str, Any], tuple[str, ...]]] = []
     if model.launches:
@@ -263,8 +263,8 @@ def _exec_fact(subject: str, model: Any, where: dict[str, Any]) -> Fact:
 
 def _flags(model: Any) -> dict[str, list[Possibility]]:
     """flag name -> its possibilities, over every launch and command line the script may run."""
-    from drift.shell.evaluate import Field, feasible
-    from drift.shell.patterns import Hole, pattern
+    from drift.shell.evaluate import Field
+    from drift.shell.patterns import Hole, feasible, pattern
 
     def text(f: Field) -> str | None:
         if f.spread or not all(isinstance(p, str) for p in f.pattern):
@@ -348,6 +348,7 @@ def _fact(
         whens = {p.conds for p in possible if p.kind != "caller"}
         if len(whens) == 1 and (only := whens.pop()):
             provenance["when"] = printable(" and ".join(only))
+            provenance["conds"] = [printable(c) for c in only]
     if len(possible) > 1 or not all(is_literal(p.pattern) for p in possible):
         provenance["possible"] = [_printable_json(p.as_json()) for p in possible]
     if exported_at is not None and exported_at != (origins[0] if len(origins) == 1 else None):

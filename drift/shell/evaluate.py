@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Literal
 
+from drift.shell.patterns import ELSE as _ELSE
 from drift.shell.patterns import Hole, Part, Pattern, pattern
 
 MAX_ALTERNATIVES = 24
@@ -2317,17 +2318,6 @@ def _assign_state(target: _State, source: _State) -> None:
     target.frames = source.frames
 
 
-def feasible(conds: Iterable[str]) -> bool:
-    """False if the conditions contradict each other (``if C`` and ``else of if C``).
-
-    Branches merge, so a value from one branch can meet a value from the
-    other branch of the same test in one command line; no run has both.
-    """
-    seen = set(conds)
-    return not any(c.startswith(_ELSE) and c[len(_ELSE) :] in seen for c in seen)
-
-
-_ELSE = "else of "
 
 
 def _has_statements(node: Node) -> bool:

@@ -10,7 +10,7 @@ heavy: the analysis matches live values against stored patterns with it.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
@@ -89,3 +89,17 @@ def from_json(data: Sequence[Any]) -> Pattern:
         else:
             return (Hole("?"),)
     return pattern(*parts)
+
+
+ELSE = "else of "
+"""How a condition that did not hold is written: ``else of if [ "$ROLE" = prefill ]``."""
+
+
+def feasible(conds: Iterable[str]) -> bool:
+    """False if the conditions contradict each other (``if C`` and ``else of if C``).
+
+    Branches merge, so a value from one branch can meet a value from the
+    other branch of the same test in one command line; no run has both.
+    """
+    seen = set(conds)
+    return not any(c.startswith(ELSE) and c[len(ELSE) :] in seen for c in seen)
