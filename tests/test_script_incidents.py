@@ -131,7 +131,7 @@ def test_an_edited_default_in_an_expansion_is_the_first_suspect(service, tmp_pat
     top = data["suspects"][0]
     root = top["changes"][0]
     line = svc.line_of("TP=${TP:-4}")
-    assert (root["key"], root["provenance"]["line"]) == ("flag:--tp", line)
+    assert (root["key"], root["provenance"]["value_line"]) == ("flag:--tp", line)
     assert top["status"] == "live" and f"decode.sh:{line}" in top["title"]
     live = changes_by_fact(data)[("service:decode", "flag:--tp")]
     assert live["suspect"]["rank"] == 1 and (live["before"], live["after"]) == ("8", "4")

@@ -32,7 +32,7 @@ from datetime import datetime
 from typing import Literal
 
 from drift.analysis.diff import Change, State
-from drift.analysis.origins import Attribution, attribute, attribute_together, possibilities
+from drift.analysis.origins import Attribution, Spot, attribute, attribute_together, possibilities
 from drift.shell.patterns import feasible
 from drift.store.query import StoredVersion, from_us, to_us
 from drift.timespec import local_zone
@@ -400,7 +400,8 @@ class _Grouper:
                 if found is not None and found.single is not None:
                     # The process singles out one of the script's values: name it.
                     spot, shown_value = found.single, current
-            title = _script_title(root, spot, shown_value)
+            was = mirror.before if mirror is not None and shown_value is not None else None
+            title = _script_title(root, spot, shown_value, was)
             self.add(root, evidence, status, label, title, _listed(service))
 
     def sourced_by(self, subject: str) -> str | None:
@@ -858,14 +859,27 @@ def _where(change: Change) -> str:
     return str(file)
 
 
-def _script_title(change: Change, spot: object = None, live: StoredVersion | None = None) -> str:
-    """``export K=V added to FILE:LINE``, ``flag --x V changed in FILE:LINE (was W)`` ...
+def _script_title(
+    change: Change,
+    spot: Spot | None = None,
+    live: StoredVersion | None = None,
+    was: StoredVersion | None = None,
+) -> str:
+    """``export K=V added to FILE:LINE``, ``flag --x V at FILE:LINE (was W)`` ...
 
     `spot` is the line the live process singles out when the script may give
-    several values, and `live` the value it has (shown instead of them all).
+    several values, `live` the value it has (shown instead of them all) and
+    `was` the value it had before, if the process shows that too.
     """
     kind, _, name = change.key.partition(":")
     where = str(spot) if spot is not None else _where(change)
+    if spot is not None and spot.value:
+        where += f", value from {spot.value}"
+    elif spot is None and change.after is not None:
+        value_line = change.after.provenance.get("value_line")
+        if isinstance(value_line, int):
+            file = change.after.provenance.get("value_file") or change.after.provenance.get("file")
+            where += f", value from {file}:{value_line}"
     after = live if live is not None else change.after
     if kind == "export":
         what = f"export {name}"
@@ -882,7 +896,7 @@ def _script_title(change: Change, spot: object = None, live: StoredVersion | Non
         return f"{new} added to {where}"
     if change.kind == "removed":
         return f"{what} removed from {where}"
-    return f"{new} at {where} (was {shown(change.before)})"
+    return f"{new} at {where} (was {shown(was if was is not None else change.before)})"
 
 
 def _unit_title(change: Change) -> str:

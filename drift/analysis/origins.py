@@ -29,6 +29,8 @@ class Spot:
     file: str
     line: int
     when: str | None = None
+    value: str | None = None  # FILE:LINE of a flag's value when another line wrote it
+    given: bool = False  # the value the script was given, kept by this line (`${X:=d}`)
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}"
@@ -60,7 +62,8 @@ class Attribution:
         spot = self.single
         if spot is not None:
             taken = f" (branch taken: {spot.when})" if spot.when else ""
-            return f"from {spot}{taken}"
+            given = " (the value the service was started with, kept there)" if spot.given else ""
+            return f"from {spot}{given}{taken}"
         names = [str(s) for s in self.spots]
         if self.caller:
             names.append("the value the script was given")
@@ -85,8 +88,9 @@ def possibilities(version: StoredVersion) -> list[dict[str, Any]]:
     if not isinstance(line, int) or not isinstance(file, str):
         return [{"match": [version.value]}]  # a value without a line (a unit setting)
     single: dict[str, Any] = {"file": file, "line": line, "match": [version.value]}
-    if isinstance(version.provenance.get("conds"), list):
-        single["conds"] = version.provenance["conds"]
+    for key in ("conds", "when", "value_line", "value_file"):
+        if key in version.provenance:
+            single[key] = version.provenance[key]
     return [single]
 
 
@@ -116,25 +120,28 @@ def attribute(
     if not found:
         return None
     unsure = any(p.get("kind") == "unknown" for p, _ in found)
+    # The caller's value at no line of the script can be anything, so it can
+    # be the live value too: the answer then stays unsure, literal or not.
+    caller = any(p.get("kind") == "caller" and "line" not in p for p, _ in found)
     exact = [p for p, literal in found if literal and p.get("kind") != "caller"]
-    chosen = [p for p, _ in found] if unsure or not exact else exact
+    chosen = [p for p, _ in found] if unsure or caller or not exact else exact
     spots: dict[tuple[str, int], Spot] = {}
     held: set[str] | None = None
-    caller = False
     for p in chosen:
         kind = p.get("kind")
-        if kind == "caller":
-            caller = True
-            continue
-        if kind == "unknown":
+        if kind == "unknown" or (kind == "caller" and "line" not in p):
             continue
         file, line = p.get("file"), p.get("line")
         if isinstance(file, str) and isinstance(line, int):
             when = p.get("when") if isinstance(p.get("when"), str) else None
+            value = _value_spot(p, file)
             spot = spots.get((file, line))
             if spot is not None and spot.when != when:
                 when = None  # two branches on one line give this value
-            spots[(file, line)] = Spot(file, line, when)
+            if spot is not None and spot.value != value:
+                value = None
+            given = kind == "caller" and (spot is None or spot.given)
+            spots[(file, line)] = Spot(file, line, when, value, given)
             conds = set(_conds(p))
             held = conds if held is None else held & conds
     ordered = sorted(spots.values(), key=lambda s: (s.file, -s.line))
@@ -169,6 +176,14 @@ def attribute_together(
             break
         known = learnt
     return out
+
+
+def _value_spot(possible: Mapping[str, Any], file: str) -> str | None:
+    line = possible.get("value_line")
+    if not isinstance(line, int):
+        return None
+    value_file = possible.get("value_file")
+    return f"{value_file if isinstance(value_file, str) else file}:{line}"
 
 
 def _conds(possible: Mapping[str, Any]) -> list[str]:

@@ -140,6 +140,7 @@ class Possibility:
     conds: tuple[str, ...]
     kind: str  # "set", "caller" (the script's caller's value) or "unknown"
     written: str | None = field(default=None, compare=False)  # how the line writes it
+    value_origin: Any = None  # a flag's value, when another line wrote it (``--tp "$TP"``)
 
     def as_json(self) -> dict[str, Any]:
         from drift.shell.patterns import to_json
@@ -152,6 +153,8 @@ class Possibility:
             out["conds"] = list(self.conds)
         if self.kind != "set":
             out["kind"] = self.kind
+        if self.value_origin is not None:
+            out.update(_value_spot(self.value_origin, self.origin))
         return out
 
 
@@ -185,13 +188,13 @@ def _exports(model: Any) -> dict[str, tuple[list[Possibility], Any, bool]]:
                 if not b.exported or b.alts is None:
                     if b.elems is None:
                         continue
-                if b.kind == "caller" and b.export_origin is None:
-                    possible.append(Possibility(b.alts[0].pattern, None, b.conds, "caller"))
+                if b.kind == "caller":
+                    # The value the script was given: at the line that kept it
+                    # (`: "${X:=d}"`), else from no line of the script.
+                    possible.append(Possibility(b.alts[0].pattern, b.origin, b.conds, "caller"))
+                    exported_at = exported_at or b.export_origin
                     continue
                 exported_at = exported_at or b.export_origin
-                if b.kind == "caller":
-                    possible.append(Possibility(b.alts[0].pattern, None, b.conds, "caller"))
-                    continue
                 inherited = False
                 alts = b.alts if b.alts is not None else _first_elements(b)
                 # One value: shown as evaluated; several from one line (`${TP:-8}`): as written.
@@ -280,37 +283,80 @@ def _flags(model: Any) -> dict[str, list[Possibility]]:
         for variant in launch.variants:
             if not feasible([*launch.conds, *(c for f in variant for c in f.conds)]):
                 continue  # its words come from both sides of one test: no run has them all
-            seen: dict[str, list[tuple[Any, Any, tuple[str, ...]]]] = {}
-            for name, word, value, inline in flag_words(variant, text):
+            seen: dict[str, list[tuple[Any, Any, Any, tuple[str, ...]]]] = {}
+            words = flag_words(variant, text)
+            counts: dict[str, int] = {}
+            for flag_name, *_rest in words:
+                counts[flag_name] = counts.get(flag_name, 0) + 1
+            for name, word, value, inline in words:
+                # A flag is where its name was written (the exec line, the array
+                # element, the $ARGS assignment); its value may come from elsewhere.
+                value_origin = word.origin
+                conds = launch.conds + word.conds
                 if inline is not None:
                     head = word.pattern[0]
                     value_pattern = pattern(head.partition("=")[2], *word.pattern[1:])
-                    origin = word.origin
+                elif value is not None and _is_choice(value.pattern):
+                    # One word with several values: each is a possibility of its own.
+                    for option, origin, option_conds in value.pattern[0].options:
+                        both = tuple(dict.fromkeys(conds + value.conds + option_conds))
+                        if feasible(both):
+                            occurrence = (option, word.origin, origin or value.origin, both)
+                            seen.setdefault(name, []).append(occurrence)
+                    continue
                 elif value is not None:
                     value_pattern = (
                         value.pattern
                         if not value.spread
                         else (Hole(value.pattern[0].text if value.pattern else "?"),)
                     )
-                    origin = value.origin
+                    value_origin = value.origin
+                    conds += value.conds
                 else:
-                    value_pattern, origin = ("",), word.origin
-                conds = tuple(dict.fromkeys(launch.conds + word.conds))
-                seen.setdefault(name, []).append((value_pattern, origin, conds))
+                    value_pattern = ("",)
+                conds = tuple(dict.fromkeys(conds))
+                seen.setdefault(name, []).append((value_pattern, word.origin, value_origin, conds))
             for name, occurrences in seen.items():
+                if counts[name] == 1:
+                    # one flag whose value has several possibilities
+                    for value_pattern, origin, value_origin, conds in occurrences:
+                        out.setdefault(name, []).append(
+                            Possibility(
+                                value_pattern,
+                                origin,
+                                conds,
+                                "set",
+                                value_origin=value_origin if value_origin != origin else None,
+                            )
+                        )
+                    continue
                 if len(occurrences) == 1:
-                    value_pattern, origin, conds = occurrences[0]
+                    value_pattern, origin, value_origin, conds = occurrences[0]
                 else:
                     parts: list[Any] = []
-                    for i, (p, _o, _c) in enumerate(occurrences):
+                    for i, occurrence in enumerate(occurrences):
                         if i:
                             parts.append("\n")
-                        parts.extend(p)
+                        parts.extend(occurrence[0])
                     value_pattern = pattern(*parts) or ("",)
-                    origin = occurrences[-1][1]
-                    conds = tuple(dict.fromkeys(c for o in occurrences for c in o[2]))
-                out.setdefault(name, []).append(Possibility(value_pattern, origin, conds, "set"))
+                    origin, value_origin = occurrences[-1][1], occurrences[-1][2]
+                    conds = tuple(dict.fromkeys(c for o in occurrences for c in o[3]))
+                out.setdefault(name, []).append(
+                    Possibility(
+                        value_pattern,
+                        origin,
+                        conds,
+                        "set",
+                        value_origin=value_origin if value_origin != origin else None,
+                    )
+                )
     return {name: _unique(possible) for name, possible in out.items()}
+
+
+def _is_choice(p: Any) -> bool:
+    from drift.shell.patterns import Hole
+
+    return len(p) == 1 and isinstance(p[0], Hole) and p[0].kind == "choice"
 
 
 def _fact(
@@ -345,6 +391,9 @@ def _fact(
     if len(origins) == 1 and origins[0] is not None:
         origin = origins[0]
         provenance.update(file=origin.file, line=origin.line, text=printable(origin.text))
+        values = {p.value_origin for p in possible if p.kind != "caller"}
+        if len(values) == 1 and (value_origin := values.pop()) is not None:
+            provenance.update(_value_spot(value_origin, origin))
         whens = {p.conds for p in possible if p.kind != "caller"}
         if len(whens) == 1 and (only := whens.pop()):
             provenance["when"] = printable(" and ".join(only))
@@ -354,6 +403,14 @@ def _fact(
     if exported_at is not None and exported_at != (origins[0] if len(origins) == 1 else None):
         provenance["exported_at"] = exported_at.line
     return Fact(subject, key, value, provenance)
+
+
+def _value_spot(value_origin: Any, origin: Any) -> dict[str, Any]:
+    """Where a flag's value was written, beside where the flag was: ``value_line`` (and file)."""
+    out: dict[str, Any] = {"value_line": value_origin.line}
+    if origin is None or value_origin.file != origin.file:
+        out["value_file"] = value_origin.file
+    return out
 
 
 def _printable_json(data: Any) -> Any:

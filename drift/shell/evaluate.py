@@ -1585,7 +1585,7 @@ class _Evaluator:
         variants: list[tuple[Field, ...]] = [()]
         for node in nodes:
             options = [self._split(node, a) for a in self.alts(node, st)]
-            options = list(dict.fromkeys(options)) or [()]
+            options = _merge_options(list(dict.fromkeys(options)) or [()])
             product = [v + o for v in variants for o in options]
             if len(product) > MAX_VARIANTS:
                 product = product[:MAX_VARIANTS]
@@ -1610,7 +1610,7 @@ class _Evaluator:
                 flush()
                 continue
             if isinstance(seg.part, Hole):
-                if seg.split and not current and not started:
+                if seg.split and not current and not started and seg.part.kind != "choice":
                     current.append(seg)
                     # an unquoted unknown alone: any number of words
                     fields.append(
@@ -1762,6 +1762,7 @@ class _Evaluator:
             if index in ("@", "*"):
                 out: list[Alt] = [Alt((), b.conds)]
                 for i, elem in enumerate(elems):
+                    elem = _as_choice(elem)
                     joiner = (
                         (_BREAK,)
                         if (index == "@" and quoted)
@@ -2008,7 +2009,11 @@ class _Evaluator:
         for b in bindings:
             if b.alts is None and b.elems is None:
                 continue
-            if b.kind == "caller" or b.kind == "unknown":
+            if b.kind == "caller" and b.origin is None:
+                # The caller's value, if it had one, is kept by this line.
+                kept.append(replace(b, origin=origin, conds=st.conds))
+                continue
+            if b.kind in ("caller", "unknown"):
                 kept.append(b)
                 continue
             states = {_state_of(a, colon) for a in b.alts or ()}
@@ -2188,6 +2193,66 @@ def _field(segs: list[Seg], word_origin: Origin, conds: tuple[str, ...]) -> Fiel
     return Field(pattern(*(s.part for s in segs)) or ("",), origin, conds)
 
 
+def _as_choice(elem: tuple[Alt, ...]) -> tuple[Alt, ...]:
+    """An array element with several values as one word whose value is a choice.
+
+    Its values are single words already (elements are split when assigned),
+    so the command line keeps one shape whatever the element holds.
+    """
+    if len(elem) < 2 or any(len(a.segs) != 1 and not _one_word(a) for a in elem):
+        return elem
+    if any(_looks_like_flag(a.pattern) for a in elem):
+        return elem  # a flag name that differs by branch: keep the command lines apart
+    return (_choice_alt(elem),)
+
+
+def _one_word(alt: Alt) -> bool:
+    return not any(s.brk or (s.split and isinstance(s.part, Hole)) for s in alt.segs)
+
+
+def _looks_like_flag(p: Pattern) -> bool:
+    head = p[0] if p else ""
+    return isinstance(head, str) and head.startswith("-")
+
+
+def _choice_alt(alts: Sequence[Alt]) -> Alt:
+    options = tuple(
+        dict.fromkeys(
+            (a.pattern, next((s.origin for s in a.segs if s.origin is not None), None), a.conds)
+            for a in alts
+        )
+    )
+    text = " | ".join(dict.fromkeys(_shown_pattern(o[0]) for o in options))
+    origin = options[0][1] if len({o[1] for o in options}) == 1 else None
+    return Alt((Seg(Hole(text, "choice", options), origin),))
+
+
+def _shown_pattern(p: Pattern) -> str:
+    return "".join(x if isinstance(x, str) else x.text for x in p)
+
+
+def _merge_options(options: list[tuple[Field, ...]]) -> list[tuple[Field, ...]]:
+    """A word's values as few command-line shapes as possible.
+
+    Values that are one word each, and none a flag, become one word whose
+    value is a choice: a command line of ten such words stays one shape
+    instead of 2**10.
+    """
+    if len(options) < 2:
+        return options
+    if any(len(o) != 1 or o[0].spread or _looks_like_flag(o[0].pattern) for o in options):
+        return options
+    fields = [o[0] for o in options]
+    choice = Hole(
+        " | ".join(dict.fromkeys(_shown_pattern(f.pattern) for f in fields)),
+        "choice",
+        tuple(dict.fromkeys((f.pattern, f.origin, f.conds) for f in fields)),
+    )
+    origins = {f.origin for f in fields}
+    origin = origins.pop() if len(origins) == 1 else fields[0].origin
+    return [(Field((choice,), origin, ()),)]
+
+
 def _field_alt(f: Field) -> Alt:
     """A field as a value again (an array element), keeping its origin and conditions."""
     if f.spread:
@@ -2316,8 +2381,6 @@ def _assign_state(target: _State, source: _State) -> None:
     target.stop = source.stop
     target.last = source.last
     target.frames = source.frames
-
-
 
 
 def _has_statements(node: Node) -> bool:
@@ -2535,4 +2598,4 @@ def evaluate(
 
     `read` fetches files the script sources (None if it cannot be read).
     """
-    return _Evaluator(path, read).run_file(data)
+    return _Evaluator(os.path.abspath(path), read).run_file(data)

@@ -15,15 +15,22 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
-HoleKind = Literal["caller", "command", "args", "unknown"]
+HoleKind = Literal["caller", "command", "args", "unknown", "choice"]
 
 
 @dataclass(frozen=True, slots=True)
 class Hole:
-    """Text drift cannot know from the script alone; `text` is how the script writes it."""
+    """Text drift cannot know from the script alone; `text` is how the script writes it.
+
+    A hole of kind "choice" is one of several known words (`options`, each a
+    pattern with whatever the evaluator keeps beside it): an array element
+    or a word whose value depends on a branch, kept as one word so that ten
+    such words do not make 2**10 command lines.
+    """
 
     text: str
     kind: HoleKind = "unknown"
+    options: tuple[Any, ...] = ()
 
 
 Part = str | Hole
@@ -68,9 +75,19 @@ def matches(p: Pattern, text: str) -> bool:
 
 @lru_cache(maxsize=4096)
 def _regex(p: Pattern) -> re.Pattern[str]:
-    return re.compile(
-        "".join(re.escape(part) if isinstance(part, str) else "(?s:.*?)" for part in p)
-    )
+    return re.compile(_regex_text(p))
+
+
+def _regex_text(p: Pattern) -> str:
+    parts: list[str] = []
+    for part in p:
+        if isinstance(part, str):
+            parts.append(re.escape(part))
+        elif part.kind == "choice" and part.options:
+            parts.append("(?:" + "|".join(_regex_text(o[0]) for o in part.options) + ")")
+        else:
+            parts.append("(?s:.*?)")
+    return "".join(parts)
 
 
 def to_json(p: Pattern) -> list[Any]:
