@@ -31,6 +31,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 DEFAULT_LAUNCHERS: tuple[str, ...] = (
     "python",
@@ -67,7 +68,21 @@ class LaunchError(RuntimeError):
 
 @dataclass
 class Launch:
-    """A script's server, still running, and what bash says about it."""
+    """A script's server, still running, and what bash says about it.
+
+    `assigned` names, for each variable of `exported` that a line of the script (or of a file it
+    sources or runs) gave its value, the last such line before the launch: a re-assignment of
+    the same value counts, a bare ``export NAME`` does not. The line is the one where the
+    assigning word starts (``export A=1 \\`` / ``B=2``: A on the first line, B on the second);
+    for ``: "${X:=v}"``, ``read``, ``export $(grep ... | xargs)`` it is the command's first line.
+    A value bash took from a ``bash -c "..."`` string is placed on the string's own line when
+    the string is written in the file, else on the ``bash -c`` line. ``K=V cmd`` and
+    ``env K=V cmd`` on the launch put K on the launch line. Variables that only came from the
+    starting environment, and `BASH_OWN`, are left out.
+
+    `launch` is the first line of the command that started the server (``exec``, a foreground
+    or ``&`` command, a wrapper such as ``numactl`` or ``nohup``, the ``bash -c`` string's line).
+    """
 
     pid: int  # the keeper: the "server", in the script's own session
     argv: list[str]  # /proc/PID/cmdline of the keeper: exactly what the script passed
@@ -309,12 +324,13 @@ def prepare_sandbox(sandbox: Path, launchers: Sequence[str] = DEFAULT_LAUNCHERS)
 # ---------------------------------------------------------------------------------------------
 # Processes
 
-_LIVE: dict[int, subprocess.Popen[bytes]] = {}  # script pid -> its Popen, until stopped
+# script pid -> (its Popen, the keepers it started), until stopped: killed at exit at the latest
+_LIVE: dict[int, tuple[subprocess.Popen[bytes], list[tuple[int, int]]]] = {}
 
 
 def _kill_leftovers() -> None:
-    for proc in list(_LIVE.values()):
-        _stop_proc(proc, [])
+    for proc, keepers in list(_LIVE.values()):
+        _stop_proc(proc, keepers)
 
 
 atexit.register(_kill_leftovers)
@@ -368,6 +384,30 @@ def _stop_proc(proc: subprocess.Popen[bytes], keepers: Sequence[tuple[int, int]]
             pass
         proc.wait()
     _LIVE.pop(proc.pid, None)
+    # SIGKILL is delivered asynchronously: return once nothing of ours still runs
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        if not any(_start_time(pid) == started for pid, started in keepers) and not _session(
+            proc.pid
+        ):
+            break
+        time.sleep(0.001)
+
+
+def _session(sid: int) -> list[int]:
+    """The live (not zombie) processes of session `sid`."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if fields[3] == str(sid) and fields[0] != "Z":
+                found.append(int(name))
+    return found
 
 
 def _start(
@@ -387,26 +427,29 @@ def _start(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    _LIVE[proc.pid] = proc
+    _LIVE[proc.pid] = (proc, [])
     return proc
 
 
 def _wait_for_keeper(
     proc: subprocess.Popen[bytes], launched: Path, timeout: float, log: Path
 ) -> list[tuple[int, int]]:
-    """The keepers that have reported (pid, start time), waiting up to `timeout` for one."""
+    """The keepers that have reported (pid, start time), waiting up to `timeout` for one.
+
+    They are added to the script's entry in `_LIVE` as they are found, so that whatever
+    happens next can kill them."""
     deadline = time.monotonic() + timeout
     ended_at: float | None = None
+    keepers = _LIVE[proc.pid][1]
     while True:
         names = [n for n in os.listdir(launched) if not n.startswith(".")]
         if names:
-            found = []
             for name in sorted(names, key=int):
                 started = _start_time(int(name))
-                if started is not None:
-                    found.append((int(name), started))
-            if found:
-                return found
+                if started is not None and (int(name), started) not in keepers:
+                    keepers.append((int(name), started))
+            if keepers:
+                return keepers
         status = _exited(proc)
         now = time.monotonic()
         if status is not None:
@@ -466,11 +509,12 @@ def run_script(
     workdir = Path(os.path.abspath(cwd)) if cwd is not None else script.parent
     stubs = prepare_sandbox(sandbox, launchers)
     start_env = {
-        "PATH": f"{stubs}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         "HOME": str(sandbox / "home"),
         "LANG": "C.UTF-8",
         **(env or {}),
     }
+    start_env["PATH"] = f"{stubs}:{start_env['PATH']}"  # the stubs come first, whatever env says
     launched = sandbox / "launched"
 
     trace = _traced_run(script, args, start_env, workdir, sandbox, timeout)
@@ -479,16 +523,16 @@ def run_script(
         (launched / name).unlink()
     log = sandbox / "script.log"
     proc = _start(script, args, start_env, workdir, log)
-    keepers: list[tuple[int, int]] = []
+    keepers = _LIVE[proc.pid][1]
     try:
-        keepers = _wait_for_keeper(proc, launched, timeout, log)
+        _wait_for_keeper(proc, launched, timeout, log)
         pid = keepers[0][0]
         argv, keeper_env = _read_proc(pid)
+        exported = {k: v for k, v in keeper_env.items() if start_env.get(k) != v}
+        assigned, launch, sourced = trace.account(exported, argv)
     except BaseException:
         _stop_proc(proc, keepers)
         raise
-    exported = {k: v for k, v in keeper_env.items() if start_env.get(k) != v}
-    assigned, launch, sourced = trace.account(exported, argv)
     return Launch(
         pid=pid,
         argv=argv,
@@ -511,9 +555,9 @@ def stop(launch: Launch) -> None:
 
 
 @contextmanager
-def launched(script: Path, **kw: object) -> Iterator[Launch]:
+def launched(script: Path, **kw: Any) -> Iterator[Launch]:
     """`run_script` as a context: the server is stopped on the way out, whatever happened."""
-    launch = run_script(script, **kw)  # type: ignore[arg-type]
+    launch = run_script(script, **kw)
     try:
         yield launch
     finally:
@@ -543,8 +587,8 @@ __drift_dbg() {
     fi
     __drift_seq=$((__drift_seq + 1))
     declare -p >"$__drift_dir/s/$__drift_inc.$__drift_seq" 2>/dev/null
-    printf '\036D\037%s\037%s\037%s\037%s\037%s\037%s\037%s\n' "$1" "$2" "$BASHPID" \
-        "$__drift_inc" "$__drift_seq" "$((${#FUNCNAME[@]} - 1))" "$PWD" >&19
+    printf '\036D\037%s\037%s\037%s\037%s\037%s\037%s\037%s\037%s\n' "$1" "$2" "$BASHPID" \
+        "$__drift_inc" "$__drift_seq" "$((${#FUNCNAME[@]} - 1))" "$PWD" "${FUNCNAME[*]:1}" >&19
     set -x
 }
 PS4=$'\036X\037${BASH_SOURCE-}\037${LINENO}\037${BASHPID}\037${__drift_inc}\037${__drift_seq}\037${PWD}\037'
@@ -598,6 +642,7 @@ def _parse_trace(data: str) -> list[_Rec]:
             _, file, line, pid, inc, seq, depth, pwd = parts[:8]
             rec = _Rec("D", len(recs), int(pid), inc, int(seq), file, int(line or 0), pwd)
             rec.depth = int(depth)
+            rec.text = parts[8] if len(parts) > 8 else ""  # FUNCNAME, innermost first
             recs.append(rec)
         elif kind == "I":
             _, pid, inc, ppid = chunk.rstrip("\n").split("\x1f")[:4]
@@ -628,9 +673,9 @@ def _traced_run(
         (launched / name).unlink()
     log = sandbox / "trace.log"
     proc = _start(script, args, {**start_env, "BASH_ENV": str(bashenv)}, workdir, log)
-    keepers: list[tuple[int, int]] = []
+    keepers = _LIVE[proc.pid][1]
     try:
-        keepers = _wait_for_keeper(proc, launched, timeout, log)
+        _wait_for_keeper(proc, launched, timeout, log)
         chain = [keepers[0][0]]
         while chain[-1] not in (proc.pid, 1) and len(chain) < 64:
             parent = _ppid(chain[-1])
@@ -738,6 +783,31 @@ def _assignment_names(words: list[str]) -> list[str] | None:
     if words[0] == "printf" and len(words) > 2 and words[1] == "-v":
         return [words[2]]
     return None
+
+
+@dataclass
+class _Frame:
+    """A function (or ``source``) being run: what its end undoes."""
+
+    caller_depth: int
+    name: str
+    found_at_call: dict[str, tuple[int, _Place]]
+    locals: set[str]
+
+
+def _local_names(words: list[str]) -> set[str]:
+    """Names a ``local``/``declare``/``typeset`` (without -g) makes local to its function."""
+    if not words or words[0] not in ("local", "declare", "typeset"):
+        return set()
+    options = [w for w in words[1:] if w.startswith(("-", "+"))]
+    if words[0] != "local" and any("g" in o for o in options):
+        return set()
+    names = set()
+    for word in words[1:]:
+        m = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)(?:$|\[|\+?=)", word)
+        if m:
+            names.add(m.group(1))
+    return names
 
 
 class _Source:
@@ -1124,15 +1194,18 @@ class _Trace:
 
         # One pass in order. A value that changed between one DEBUG trap and the next was set
         # by the command between; an assignment xtrace shows counts too (a re-assignment of
-        # the same value), if the value it left is the one the server got. When a function
-        # returns and a value goes back to what it was at the call, it was a local: the
-        # origin goes back too.
+        # the same value), if the value it left is the one the server got. A function's
+        # locals (and K=V on the call) end with it: on return their origin is the one they
+        # had at the call. ``source`` is a frame too, but without locals of its own.
         prev: int | None = None
-        stack: list[tuple[int, dict[str, str | None], dict[str, tuple[int, _Place]]]] = []
+        frames: list[_Frame] = []
         for i, rec in enumerate(timeline):
             if rec.kind == "I":
-                prev, stack = None, []
+                prev, frames = None, []
             elif rec.kind == "X" and i not in prefix:
+                scoped = [f for f in frames if f.name != "source"]
+                if scoped:
+                    scoped[-1].locals.update(_local_names(words_of[i]))
                 for name in _assignment_names(words_of[i]) or []:
                     after = snap(next_d[i]) if i in next_d else final
                     if name in watched and after.get(name) == final.get(name):
@@ -1141,27 +1214,25 @@ class _Trace:
                 if prev is not None:
                     before, after = snap(prev), snap(i)
                     depth_before = timeline[prev].depth
-                    call: tuple[dict[str, str | None], dict[str, tuple[int, _Place]]] | None
-                    call = None
-                    if rec.depth > depth_before:
-                        stack.append((depth_before, before, dict(found)))
-                    elif rec.depth < depth_before:
-                        while stack and stack[-1][0] > rec.depth:
-                            stack.pop()
-                        if stack and stack[-1][0] == rec.depth:
-                            _, call_snap, call_found = stack.pop()
-                            call = (call_snap, call_found)
-                    for name in watched - BASH_OWN:
-                        if before.get(name, "\0unset") == after.get(name, "\0unset"):
-                            continue
-                        if call is not None and after.get(name, "\0unset") == call[0].get(
-                            name, "\0unset"
-                        ):
-                            if name in call[1]:
-                                found[name] = call[1][name]
+                    ended: set[str] = set()
+                    while frames and frames[-1].caller_depth >= rec.depth:
+                        frame = frames.pop()
+                        for name in frame.locals & watched:
+                            if name in frame.found_at_call:
+                                found[name] = frame.found_at_call[name]
                             else:
                                 found.pop(name, None)
-                            continue
+                            ended.add(name)
+                    changed = {
+                        name
+                        for name in watched - BASH_OWN
+                        if before.get(name, "\0unset") != after.get(name, "\0unset")
+                    }
+                    if rec.depth > depth_before:
+                        name = rec.text.split(" ")[0] if rec.text else ""
+                        # what changed on the way in is K=V on the call: it ends with the frame
+                        frames.append(_Frame(depth_before, name, dict(found), set(changed)))
+                    for name in changed - ended:
                         note(name, prev)
                 prev = i
 

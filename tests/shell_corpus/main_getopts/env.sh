@@ -1,0 +1,4 @@
+# decode pool environment
+export SGLANG_DISAGGREGATION_QUEUE_SIZE=8
+export NCCL_CROSS_NIC=1
+export CUDA_DEVICE_ORDER=PCI_BUS_ID

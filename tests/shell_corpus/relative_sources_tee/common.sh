@@ -1,0 +1,5 @@
+# Defaults shared by prefill and decode.
+MODEL_PATH=${MODEL_PATH:-/models/Kimi-K2-Instruct}
+TP=${TP:-16}
+export SGLANG_USE_MODELSCOPE=false
+export PYTHONUNBUFFERED=1

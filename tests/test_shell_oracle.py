@@ -1,0 +1,274 @@
+"""Differential tests: bash runs the script, drift reads it; drift may be unsure, never wrong.
+
+Scripts are generated from a small grammar (exports, defaults, ``if`` and
+``case`` on a variable the caller sets, ``[ ] && export``, arrays, a sourced
+env file under ``set -a``, ``exec`` or a background launch) and run for real
+under bash with stub launchers (tests/bash_oracle.py). Every single-line
+claim drift makes about a live variable or flag must be the line bash ran
+last for it; the exec line must be the one bash launched.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bash_oracle import launched
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from drift.analysis.origins import attribute_together
+from drift.collectors.scripts import collect_script
+from drift.collectors.services import parse_flags
+from drift.facts import CollectContext, CollectionError, Fact
+from drift.store.query import StoredVersion
+
+NAMES = ("A", "B", "C")
+VALUES = ("1", "2", "a-b")
+
+
+@dataclass
+class Script:
+    """A generated script: its lines, its env file, and which line wrote each flag token."""
+
+    lines: list[str] = field(default_factory=lambda: ["#!/bin/bash", "ARGS=()"])
+    env_file: list[str] = field(default_factory=list)
+    flag_lines: dict[str, int] = field(default_factory=dict)
+    tokens: int = 0
+
+    def add(self, line: str) -> int:
+        self.lines.append(line)
+        return len(self.lines)
+
+    def token(self) -> str:
+        self.tokens += 1
+        return f"t{self.tokens}"
+
+
+names = st.sampled_from(NAMES)
+values = st.sampled_from(VALUES)
+simple = st.one_of(
+    st.tuples(st.just("export"), names, values),
+    st.tuples(st.just("assign"), names, values),
+    st.tuples(st.just("export_name"), names),
+    st.tuples(st.just("default"), names, values),
+    st.tuples(st.just("colon_default"), names, values),
+    st.tuples(st.just("unset"), names),
+    st.tuples(st.just("and"), names, values),
+    st.tuples(st.just("oneline_if"), names, values, values),
+    st.tuples(st.just("flag")),
+    st.tuples(st.just("source"), st.lists(st.tuples(names, values), min_size=1, max_size=3)),
+)
+statement = st.one_of(
+    simple,
+    st.tuples(st.just("if"), st.lists(simple, max_size=3), st.lists(simple, max_size=3)),
+    st.tuples(st.just("case"), st.lists(simple, max_size=3), st.lists(simple, max_size=3)),
+)
+
+
+def render(statements: list[Any], script: Script, indent: str = "") -> None:
+    for stmt in statements:
+        kind = stmt[0]
+        if kind == "export":
+            script.add(f"{indent}export {stmt[1]}={stmt[2]}")
+        elif kind == "assign":
+            script.add(f"{indent}{stmt[1]}={stmt[2]}")
+        elif kind == "export_name":
+            script.add(f"{indent}export {stmt[1]}")
+        elif kind == "default":
+            script.add(f'{indent}export {stmt[1]}="${{{stmt[1]}:-{stmt[2]}}}"')
+        elif kind == "colon_default":
+            script.add(f'{indent}: "${{{stmt[1]}:={stmt[2]}}}"')
+        elif kind == "unset":
+            script.add(f"{indent}unset {stmt[1]}")
+        elif kind == "and":
+            script.add(f'{indent}[ "$MODE" = y ] && export {stmt[1]}={stmt[2]}')
+        elif kind == "oneline_if":
+            name, a, b = stmt[1:]
+            script.add(
+                f'{indent}if [ "$MODE" = x ]; then export {name}={a}; else export {name}={b}; fi'
+            )
+        elif kind == "flag":
+            token = script.token()
+            line = script.add(f"{indent}ARGS+=(--f{token} v{token})")
+            script.flag_lines[f"v{token}"] = line
+        elif kind == "source":
+            for name, value in stmt[1]:
+                script.env_file.append(f"{name}={value}")
+            script.add(f"{indent}set -a; source ./gen.env; set +a")
+        elif kind == "if":
+            script.add(f'{indent}if [ "$MODE" = x ]; then')
+            script.add(f"{indent}  :")
+            render(stmt[1], script, indent + "  ")
+            script.add(f"{indent}else")
+            script.add(f"{indent}  :")
+            render(stmt[2], script, indent + "  ")
+            script.add(f"{indent}fi")
+        elif kind == "case":
+            script.add(f'{indent}case "$MODE" in')
+            script.add(f"{indent}  y)")
+            render(stmt[1], script, indent + "    ")
+            script.add(f"{indent}    ;;")
+            script.add(f"{indent}  *)")
+            render(stmt[2], script, indent + "    ")
+            script.add(f"{indent}    ;;")
+            script.add(f"{indent}esac")
+
+
+def build(statements: list[Any], background: bool) -> Script:
+    script = Script()
+    render(statements, script)
+    launch = 'python3 -m sglang.serve --port 30000 "${ARGS[@]}"'
+    if background:
+        script.flag_lines["30000"] = script.add(f"{launch} &")
+        script.add("wait")
+    else:
+        script.flag_lines["30000"] = script.add(f"exec {launch}")
+    return script
+
+
+def _version(fact: Fact) -> StoredVersion:
+    return StoredVersion(
+        fact.subject, fact.key, fact.value, None, False, 1, 0, None, None, fact.provenance
+    )
+
+
+def _live(key: str, value: str) -> StoredVersion:
+    return StoredVersion("service:s", key, value, None, False, 1, 0, None, None, {})
+
+
+@dataclass
+class Tally:
+    """How many live values drift linked to one line, and how many it left unsure."""
+
+    linked: int = 0
+    unsure: int = 0
+
+
+TALLY = {"env": Tally(), "flag": Tally()}
+
+
+def check(folder: Path, script: Script, mode: str | None, preset: str | None) -> None:
+    path = folder / "serve.sh"
+    path.write_text("\n".join(script.lines) + "\n")
+    (folder / "gen.env").write_text("\n".join(script.env_file) + "\n")
+    env = {k: v for k, v in (("MODE", mode), ("A", preset)) if v is not None}
+    facts = {
+        item.key: item
+        for item in collect_script("s", str(path), CollectContext())
+        if isinstance(item, Fact)
+    }
+    with launched(path, sandbox=folder / "sandbox", env=env, cwd=folder) as run:
+        # As the analysis does: every value of the process attributed together.
+        live_flags = parse_flags(run.argv)
+        pairs: dict[str, tuple[StoredVersion | None, StoredVersion | None]] = {}
+        for key, fact in facts.items():
+            kind, _, name = key.partition(":")
+            if kind == "export" and name in run.env:
+                pairs[key] = (_version(fact), _live(f"env:{name}", run.env[name]))
+            elif kind == "flag" and name in live_flags:
+                pairs[key] = (_version(fact), _live(key, live_flags[name]))
+        found = attribute_together(pairs)
+        for name, value in run.exported.items():
+            attribution = found.get(f"export:{name}")
+            spot = attribution.single if attribution is not None else None
+            if spot is None:
+                TALLY["env"].unsure += name in run.assigned
+                if os.environ.get("DRIFT_ORACLE_DEBUG") and name in run.assigned:
+                    print("UNSURE", name, value, run.assigned.get(name), attribution)
+                    print("\n".join(f"{i}: {t}" for i, t in enumerate(script.lines, 1)))
+                continue
+            truth = run.assigned.get(name)
+            if truth is None and spot.given:
+                TALLY["env"].linked += 1  # "the value it was given, kept at this line"
+                continue
+            assert truth is not None, f"{name}={value}: drift says {spot}, bash assigned none"
+            assert (os.path.realpath(spot.file), spot.line) == (
+                os.path.realpath(truth[0]),
+                truth[1],
+            ), f"{name}={value}: drift says {spot}, bash ran {truth}"
+            TALLY["env"].linked += 1
+        for flag, value in live_flags.items():
+            attribution = found.get(f"flag:{flag}")
+            spot = attribution.single if attribution is not None else None
+            if spot is None:
+                TALLY["flag"].unsure += 1
+                continue
+            expected = script.flag_lines.get(value)
+            if flag == "-m":
+                expected = run.launch[1]
+            assert spot.line == expected, f"{flag} {value}: drift says {spot}, not line {expected}"
+            TALLY["flag"].linked += 1
+        exec_fact = facts["exec"]
+        assert exec_fact.provenance.get("line") == run.launch[1]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    yield tmp_path_factory.mktemp("oracle")
+    for kind, tally in TALLY.items():
+        total = tally.linked + tally.unsure
+        if total:
+            print(f"\n{kind}: {tally.linked} of {total} linked to one line")
+
+
+@settings(
+    max_examples=int(os.environ.get("DRIFT_ORACLE_EXAMPLES", "60")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    statements=st.lists(statement, min_size=1, max_size=8),
+    background=st.booleans(),
+    mode=st.sampled_from([None, "x", "y"]),
+    preset=st.sampled_from([None, "1"]),
+)
+def test_every_single_line_claim_is_the_line_bash_ran(
+    workdir: Path, statements: list[Any], background: bool, mode: str | None, preset: str | None
+) -> None:
+    folder = workdir / "case"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
+    check(folder, build(statements, background), mode, preset)
+
+
+# A script bash refuses is a blind spot, never a crash or a guess.
+fragments = st.sampled_from(
+    [
+        "export A=1\n",
+        "if [ x ]; then\n",
+        "fi\n",
+        "case $M in\n",
+        "a) B=2 ;;\n",
+        "esac\n",
+        '"',
+        "'",
+        "$(",
+        ")",
+        "{",
+        "}",
+        "ARGS+=(--x 1)\n",
+        "exec srv --p 1\n",
+        "\\\n",
+        "done\n",
+    ]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(fragments, max_size=12).map("".join))
+def test_a_script_bash_rejects_is_a_collection_error(tmp_path_factory: Any, text: str) -> None:
+    folder = tmp_path_factory.mktemp("reject")
+    path = folder / "serve.sh"
+    path.write_text(text)
+    rejected = subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode != 0
+    items = list(collect_script("s", str(path), CollectContext()))
+    errors = {e.key for e in items if isinstance(e, CollectionError)}
+    if rejected:
+        assert {"export:", "flag:", "exec"} <= errors, text
