@@ -369,6 +369,9 @@ class _Evaluator:
         # file -> its lines, for the text shown beside a line number
         self.lines: dict[str, list[str]] = {}
         self.origins: dict[tuple[str, int], Origin] = {}
+        # the word after `-c` of the command being run (bash -c STRING), if any
+        self.c_string: Node | None = None
+        self.keep_lines = False
         # the file and line offset of the tree being walked (bash -c strings start mid-file)
         self.file = path
         self.offset = 0
@@ -1038,6 +1041,9 @@ class _Evaluator:
                 self._assign(st, name, alts, origin, written=written)
             return
         variants = self.fields(words, st)
+        self.c_string = next(
+            (words[i + 1] for i in range(len(words) - 1) if _text(words[i]) == "-c"), None
+        )
         self.run_command(variants, prefix, node, st, how)
 
     def run_command(
@@ -1230,24 +1236,21 @@ class _Evaluator:
             word = _lit(program[k])
             if word is None:
                 return False
-            if word == "-c":
+            if word == "-c" or (word.startswith("-") and not word.startswith("--") and "c" in word):
                 if k + 1 >= len(program):
                     return False
-                script = _lit(program[k + 1])
-                if script is None:
+                scripts = self._inline_scripts(program[k + 1], st)
+                if not scripts:
                     return False
-                child = self._child_state(st, env)
-                self._walk_string(script, origin, child, how)
-                self._after_child(child, st, via_exec)
+                children: list[_State] = []
+                for script in scripts:
+                    child = self._child_state(st, env)
+                    self._walk_string(script, origin, child, how)
+                    children.append(child)
+                for child in children:
+                    self._after_child(child, st, via_exec)
                 return True
             if word.startswith("-"):
-                if "c" in word[1:] and not word.startswith("--"):
-                    if k + 1 < len(program) and _lit(program[k + 1]) is not None:
-                        child = self._child_state(st, env)
-                        self._walk_string(_lit(program[k + 1]) or "", origin, child, how)
-                        self._after_child(child, st, via_exec)
-                        return True
-                    return False
                 k += 1
                 continue
             path = self._resolve(word, st)
@@ -1255,6 +1258,29 @@ class _Evaluator:
                 return False
             return self._child_script(path, program[k + 1 :], env, st, how, via_exec, origin)
         return False
+
+    def _inline_scripts(self, field: Field, st: _State) -> list[str]:
+        """The code of ``bash -c STRING``: its texts if STRING is written here, else none.
+
+        A string written inline keeps its lines: line N of the code is line N
+        of the file, counting from ``bash -c``. Values the outer shell puts in
+        (``'${MODEL}'``) give one text per value drift knows; a part it does
+        not know stays as written. A string from a variable (``"$CMD"``) has
+        no such lines, so drift does not read it as code.
+        """
+        node = self.c_string
+        if node is None or not (
+            node.type == "raw_string"
+            or (node.type == "string" and any(c.type == "string_content" for c in node.children))
+        ):
+            return []
+        del field  # its value joined continued lines; read the string again keeping them
+        self.keep_lines = True
+        try:
+            options = [a.pattern for a in self.alts(node, st)]
+        finally:
+            self.keep_lines = False
+        return list(dict.fromkeys(_shown_pattern(o) for o in options))[:8]
 
     def _child_state(self, st: _State, env: dict[str, tuple[Binding, ...]]) -> _State:
         child = _State({k: v for k, v in env.items()}, st.conds, False, st.cwd, None, (), None, ())
@@ -1677,7 +1703,7 @@ class _Evaluator:
                 return self._alts(inner, st, quoted)
             return self._concat(node, st, quoted=True, skip_quotes=True)
         if kind == "string_content":
-            return [Alt((Seg(_dq_unescape(_text(node)), origin),))]
+            return [Alt((Seg(_dq_unescape(_text(node), self.keep_lines), origin),))]
         if kind == "concatenation":
             return self._concat(node, st, quoted=quoted, skip_quotes=False)
         if kind == "simple_expansion":
@@ -1715,7 +1741,7 @@ class _Evaluator:
                 gap = data[cursor - start : child.start_byte - start].decode(
                     "utf-8", "surrogateescape"
                 )
-                gap = _dq_unescape(gap) if quoted else _unescape(gap)
+                gap = _dq_unescape(gap, self.keep_lines) if quoted else _unescape(gap)
                 results = [Alt(r.segs + (Seg(gap, origin),), r.conds) for r in results]
             cursor = child.end_byte
             if not child.is_named:
@@ -1732,7 +1758,7 @@ class _Evaluator:
             ][: MAX_ALTERNATIVES + 1]
         if end > cursor:
             gap = data[cursor - start : end - start].decode("utf-8", "surrogateescape")
-            gap = _dq_unescape(gap) if quoted else _unescape(gap)
+            gap = _dq_unescape(gap, self.keep_lines) if quoted else _unescape(gap)
             results = [Alt(r.segs + (Seg(gap, origin),), r.conds) for r in results]
         if quoted:
             # "" is a word even when empty
@@ -2475,11 +2501,19 @@ def _unescape(text: str) -> str:
     return re.sub(r"\\(\n|.)", lambda m: "" if m.group(1) == "\n" else m.group(1), text, flags=re.S)
 
 
-def _dq_unescape(text: str) -> str:
-    """Inside double quotes a backslash escapes only $ ` " \\ and newline."""
+def _dq_unescape(text: str, keep_lines: bool = False) -> str:
+    """Inside double quotes a backslash escapes only $ ` " \\ and newline.
+
+    With `keep_lines`, a backslash-newline stays: the text is code for
+    ``bash -c`` whose lines must keep their numbers.
+    """
     if "\\" not in text:
         return text
-    return re.sub(r'\\([$`"\\\n])', lambda m: "" if m.group(1) == "\n" else m.group(1), text)
+    return re.sub(
+        r'\\([$`"\\\n])',
+        lambda m: ("\\\n" if keep_lines else "") if m.group(1) == "\n" else m.group(1),
+        text,
+    )
 
 
 _ANSI = {
