@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the bash oracle is test code
 
 from bash_oracle import launched  # noqa: E402
 
-from drift.analysis.origins import Attribution, attribute_together  # noqa: E402
+from drift.analysis.origins import Attribution, attribute_together, branches_from_env  # noqa: E402
 from drift.collectors.scripts import collect_script, script_model  # noqa: E402
 from drift.collectors.services import parse_flags  # noqa: E402
 from drift.facts import CollectContext, Fact  # noqa: E402
@@ -148,7 +148,8 @@ def run_case(case: Path, work: Path) -> CaseResult:
                 pairs[key] = (_version(fact), _live(f"env:{name}", run.env[name]))
             elif kind == "flag" and name in flags:
                 pairs[key] = (_version(fact), _live(key, flags[name]))
-        found = attribute_together(pairs)
+        decided = branches_from_env(_version(facts["exec"]), run.env) if "exec" in facts else set()
+        found = attribute_together(pairs, decided)
         for name in sorted(run.exported):
             if name not in run.assigned and f"export:{name}" not in facts:
                 continue  # bash's own (PWD, SHLVL, _): no script line sets them

@@ -23,7 +23,7 @@ from bash_oracle import launched
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from drift.analysis.origins import attribute_together
+from drift.analysis.origins import attribute_together, branches_from_env
 from drift.collectors.scripts import collect_script
 from drift.collectors.services import parse_flags
 from drift.facts import CollectContext, CollectionError, Fact
@@ -174,7 +174,8 @@ def check(folder: Path, script: Script, mode: str | None, preset: str | None) ->
                 pairs[key] = (_version(fact), _live(f"env:{name}", run.env[name]))
             elif kind == "flag" and name in live_flags:
                 pairs[key] = (_version(fact), _live(key, live_flags[name]))
-        found = attribute_together(pairs)
+        decided = branches_from_env(_version(facts["exec"]), run.env) if "exec" in facts else set()
+        found = attribute_together(pairs, decided)
         for name, value in run.exported.items():
             attribution = found.get(f"export:{name}")
             spot = attribution.single if attribution is not None else None

@@ -32,7 +32,14 @@ from datetime import datetime
 from typing import Literal
 
 from drift.analysis.diff import Change, State
-from drift.analysis.origins import Attribution, Spot, attribute, attribute_together, possibilities
+from drift.analysis.origins import (
+    Attribution,
+    Spot,
+    attribute,
+    attribute_together,
+    branches_from_env,
+    possibilities,
+)
 from drift.shell.patterns import feasible
 from drift.store.query import StoredVersion, from_us, to_us
 from drift.timespec import local_zone
@@ -689,6 +696,15 @@ class _Grouper:
             return cached
         pairs: dict[tuple[str, str], tuple[StoredVersion | None, StoredVersion | None]] = {}
         subject = f"service:{service}"
+        env = {
+            k.removeprefix("env:"): v.value
+            for (s, k), v in self.after.items()
+            if s == subject and k.startswith("env:") and v.value is not None and not v.secret
+        }
+        decided: set[str] = set()
+        for script, owner in self.script_service.items():
+            if owner == service:
+                decided |= branches_from_env(self.after.get((script, "exec")), env)
         for (script, key), version in self.after.items():
             if self.script_service.get(script) != service:
                 continue
@@ -699,8 +715,8 @@ class _Grouper:
             else:
                 continue
             pairs[(script, key)] = (version, self.after.get((subject, live_key)))
-        found = attribute_together(pairs)
-        known: set[str] = set()
+        found = attribute_together(pairs, decided if feasible(decided) else ())
+        known: set[str] = set(decided) if feasible(decided) else set()
         for attribution in found.values():
             if attribution is not None and attribution.single is not None:
                 known.update(attribution.held)

@@ -12,11 +12,12 @@ decode.sh:12"); several are named as candidates; none is "source unknown".
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from drift.shell.patterns import feasible, from_json, is_literal, matches
+from drift.shell.patterns import ELSE, feasible, from_json, is_literal, matches
 from drift.store.query import StoredVersion
 
 K = TypeVar("K")
@@ -154,8 +155,48 @@ def attribute(
     )
 
 
+def branches_from_env(exec_fact: StoredVersion | None, env: Mapping[str, str]) -> set[str]:
+    """The branch conditions the live environment decides.
+
+    The exec fact lists tests on variables the script was given and never
+    sets (``[ "$ROLE" = prefill ]``); the process inherited them, so its
+    environment says how each went: the condition, or its ``else of``.
+    """
+    tests = exec_fact.provenance.get("tests") if exec_fact is not None else None
+    if not isinstance(tests, dict) or exec_fact is None or exec_fact.secret:
+        return set()
+    out: set[str] = set()
+    for cond, test in tests.items():
+        if not isinstance(test, dict) or not isinstance(test.get("var"), str):
+            continue
+        result = _run_test(test, env.get(test["var"]))
+        if result is not None:
+            out.add(cond if result else ELSE + cond)
+    return out
+
+
+def _run_test(test: Mapping[str, Any], value: str | None) -> bool | None:
+    default = test.get("default")
+    if isinstance(default, str) and not value:
+        value = default
+    text = value or ""
+    op = test.get("op")
+    if op == "-z":
+        result = text == ""
+    elif op == "-n":
+        result = text != ""
+    elif op in ("==", "!=") and isinstance(test.get("value"), str):
+        wanted = test["value"]
+        same = fnmatch.fnmatchcase(text, wanted) if test.get("glob") else text == wanted
+        result = same if op == "==" else not same
+    else:
+        return None
+    return not result if test.get("negate") else result
+
+
 def attribute_together(
     pairs: Mapping[K, tuple[StoredVersion | None, StoredVersion | None]],
+    known: Collection[str] = (),
 ) -> dict[K, Attribution | None]:
     """Attribute a process's values together: a value that singles out a branch decides it.
 
@@ -164,7 +205,7 @@ def attribute_together(
     (``NCCL_IB_DISABLE=0``) came from the else branch too. Conditions learnt
     this way are applied until nothing more is learnt.
     """
-    known: set[str] = set()
+    known = set(known)
     out: dict[K, Attribution | None] = {}
     for _round in range(4):
         out = {key: attribute(script, live, known) for key, (script, live) in pairs.items()}

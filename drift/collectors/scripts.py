@@ -253,6 +253,9 @@ def _exec_fact(subject: str, model: Any, where: dict[str, Any]) -> Fact:
             }
             for launch in model.launches
         ]
+    if model.tests:
+        # Tests on variables the service inherits: its live environment says which way they went.
+        provenance["tests"] = {printable(c): t for c, t in model.tests.items()}
     hows = {launch.how for launch in model.launches}
     if "exec" not in hows:
         provenance["via"] = "last command (no exec)"

@@ -151,6 +151,7 @@ class ScriptModel:
     sourced: list[SourcedFile]
     gaps: list[str]  # lines drift could not follow, in words
     broken: list[str]  # lines that do not parse: then nothing derived from the script holds
+    tests: dict[str, dict[str, Any]] = field(default_factory=dict)  # see _Evaluator.caller_test
 
 
 # ---------------------------------------------------------------- the grammar
@@ -255,8 +256,17 @@ def _merge(states: Sequence[_State], base: _State) -> _State:
     merged = dict(first_vars)
     for name in changed:
         bindings: list[Binding] = []
+        before = base.vars.get(name)
         for s in live:
-            bindings.extend(s.vars.get(name) or _caller(name))
+            values = s.vars.get(name)
+            if values is None or values is before:
+                # Kept through this branch: the value now also says the branch was taken.
+                extra = tuple(c for c in s.conds if c not in base.conds)
+                values = tuple(
+                    replace(b, conds=_dedupe(b.conds + extra)) if extra else b
+                    for b in values or _caller(name)
+                )
+            bindings.extend(values)
         merged[name] = _dedupe(bindings)[-MAX_ALTERNATIVES:]
     out.vars = merged
     out.allexport = any(s.allexport for s in live)
@@ -364,6 +374,9 @@ class _Evaluator:
         self.sourced: list[SourcedFile] = []
         self.gaps: list[str] = []
         self.broken: list[str] = []
+        # condition text -> a test on a variable the script was given (see caller_test)
+        self.tests: dict[str, dict[str, Any]] = {}
+        self.touched: set[str] = set()  # every name the script assigns or unsets somewhere
         self.functions: dict[str, tuple[Node, str, bytes, int]] = {}
         self.depth = 0
         # file -> its lines, for the text shown beside a line number
@@ -386,7 +399,13 @@ class _Evaluator:
             for _score, launch in final.last:
                 self.launches.append(launch)
         exported = {name: bs for name, bs in final.vars.items() if any(b.exported for b in bs)}
-        return ScriptModel(self.launches, exported, self.sourced, self.gaps, self.broken)
+        # Only a variable the script never sets still holds, live, what was tested.
+        tests = {
+            cond: test
+            for cond, test in self.tests.items()
+            if test["var"] not in self.touched and test["var"] not in st_assigned(final)
+        }
+        return ScriptModel(self.launches, exported, self.sourced, self.gaps, self.broken, tests)
 
     def _walk_source(self, file: str, data: bytes, offset: int, st: _State) -> None:
         """Walk the code in `data`, which starts at line `offset` + 1 of `file`."""
@@ -572,10 +591,16 @@ class _Evaluator:
                 rest = None  # type: ignore[assignment]
                 break
             if decided is None:
+                test = self.caller_test(cond_nodes, rest)
+                if test is not None:
+                    self.tests[_short(text)] = test
                 taken = rest.fork(_short(text))
+                skipped = rest.fork(_ELSE + _short(text))
+                if len(cond_nodes) == 1:
+                    self._keep_given(cond_nodes[0], False, taken, skipped)
                 self.block(body, taken)
                 paths.append(taken)
-                rest = rest.fork(_ELSE + _short(text))
+                rest = skipped
         if rest is not None:
             if else_body is not None:
                 self.block(else_body, rest)
@@ -637,10 +662,35 @@ class _Evaluator:
         if decided is not None:
             self.statement(right, st, how)
             return
+        test = self.caller_test([left], st)
+        if test is not None:
+            if op == "||":
+                test = {**test, "negate": not test.get("negate", False)}
+            self.tests[text] = test
         taken = st.fork(text)
         self.statement(right, taken, how)
-        merged = _merge([taken, st.fork()], st)
+        skipped = st.fork(_ELSE + text)
+        self._keep_given(left, op == "||", taken, skipped)
+        merged = _merge([taken, skipped], st)
         _assign_state(st, merged)
+
+    def _keep_given(self, cond: Node, negated: bool, taken: _State, skipped: _State) -> None:
+        """``[ -z "$X" ] && X=d``: where the test said X was set, the caller's X is kept here.
+
+        The value X was started with then passes this line unchanged, so the
+        line that sets X's default is where it comes from on both paths (the
+        answer says "the value the service was started with, kept there").
+        """
+        test = _emptiness_test(cond)
+        if test is None:
+            return
+        name, true_when_empty = test
+        holds_given = skipped if true_when_empty != negated else taken
+        origin = self.origin(cond)
+        holds_given.vars[name] = tuple(
+            replace(b, origin=origin) if b.kind == "caller" and b.origin is None else b
+            for b in self._lookup(holds_given, name)
+        )
 
     def s_loop(self, node: Node, st: _State, how: str) -> None:
         body = node.child_by_field_name("body")
@@ -823,6 +873,7 @@ class _Evaluator:
         exported: bool | None,
     ) -> None:
         """Give `name` new values, keeping (or setting) its export attribute."""
+        self.touched.add(name)
         old = st.vars.get(name)
         if exported is None:
             if st.allexport:
@@ -1014,6 +1065,7 @@ class _Evaluator:
                 self.functions.pop(text, None)
                 continue
             if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text):
+                self.touched.add(text)
                 st.vars[text] = (Binding(None, self.origin(child), False, st.conds),)
 
     # ------------------------------------------------------------ simple commands
@@ -1530,7 +1582,70 @@ class _Evaluator:
                 return False
         return None
 
+    def caller_test(self, nodes: Sequence[Node], st: _State) -> dict[str, Any] | None:
+        """A test on one variable the script was given and has not touched, for the live env.
+
+        ``[ "$ROLE" = prefill ]``, ``[[ ${DP:-0} == 1 ]]``, ``[ -z "$X" ]``: the
+        process inherits that variable unchanged, so its live environment tells
+        which way the test went. None for anything else.
+        """
+        if len(nodes) != 1:
+            return None
+        node, negate = nodes[0], False
+        if node.type == "negated_command" and node.named_child_count == 1:
+            node, negate = node.named_children[0], True
+        if node.type != "test_command" or node.named_child_count != 1:
+            return None
+        expr = node.named_children[0]
+        glob = _text(node).startswith("[[")
+        if expr.type == "unary_expression" and expr.children and expr.named_children:
+            op = _text(expr.children[0])
+            if op not in ("-z", "-n"):
+                return None
+            ref = _variable_reference(expr.named_children[-1])
+            if ref is None:
+                return None
+            name, default = ref
+            test: dict[str, Any] = {"var": name, "op": op}
+        elif expr.type == "binary_expression":
+            left = expr.child_by_field_name("left")
+            right = expr.child_by_field_name("right")
+            op_node = expr.child_by_field_name("operator")
+            if left is None or right is None or op_node is None:
+                return None
+            op = _text(op_node)
+            if op not in ("=", "==", "!="):
+                return None
+            ref = _variable_reference(left)
+            value = self._literal_word(right, st)
+            if ref is None or value is None:
+                return None
+            name, default = ref
+            is_glob = glob and right.type != "string" and any(c in value for c in "*?[")
+            test = {"var": name, "op": "!=" if op == "!=" else "==", "value": value}
+            if is_glob:
+                test["glob"] = True
+        else:
+            return None
+        bindings = st.vars.get(name)
+        if bindings is not None and any(b.kind != "caller" or b.origin for b in bindings):
+            return None  # the script set it: the live value is not what was tested
+        if default is not None:
+            test["default"] = default
+        if negate:
+            test["negate"] = True
+        return test
+
     def _decide_expr(self, node: Node, st: _State) -> bool | None:
+        if node.type == "unary_expression" and node.children and node.named_children:
+            op = _text(node.children[0])
+            if op in ("-f", "-e", "-r", "-s", "-d"):
+                # A file the script tests for: if it is there now, it was there at start.
+                path = self._literal_word(node.named_children[-1], st)
+                resolved = self._resolve(path, st) if path else None
+                if resolved is not None and os.path.exists(resolved):
+                    return True
+                return None
         if node.type in _WORDS:
             # [ "$X" ]: true if not empty
             values = self._literals(node, st)
@@ -2407,6 +2522,77 @@ def _assign_state(target: _State, source: _State) -> None:
     target.stop = source.stop
     target.last = source.last
     target.frames = source.frames
+
+
+def st_assigned(st: _State) -> set[str]:
+    """Names a path's state holds a value of the script's own for."""
+    return {
+        name
+        for name, bindings in st.vars.items()
+        if any(b.kind != "caller" or b.origin is not None for b in bindings)
+    }
+
+
+def _variable_reference(node: Node) -> tuple[str, str | None] | None:
+    """(NAME, default) for ``$NAME``, ``"${NAME}"``, ``${NAME:-d}`` with a literal d; else None."""
+    if node.type == "string" and node.named_child_count == 1:
+        node = node.named_children[0]
+    if node.type == "simple_expansion":
+        name = _simple_name(node)
+        return (name, None) if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else None
+    if node.type != "expansion":
+        return None
+    inner = [c for c in node.children if c.type not in ("${", "}")]
+    if not inner or inner[0].type != "variable_name":
+        return None
+    name = _text(inner[0])
+    if len(inner) == 1:
+        return name, None
+    if _text(inner[1]) != ":-":
+        return None
+    rest = inner[2:]
+    if not rest:
+        return name, ""
+    if len(rest) == 1 and rest[0].type in ("word", "number", "raw_string"):
+        text = _text(rest[0])
+        return name, text[1:-1] if rest[0].type == "raw_string" else text
+    return None
+
+
+def _emptiness_test(node: Node) -> tuple[str, bool] | None:
+    """(NAME, True) for ``[ -z "$NAME" ]``, (NAME, False) for ``[[ -n $NAME ]]``, else None.
+
+    ``${NAME:-}`` counts as NAME; ``!`` before the test swaps the answer.
+    """
+    negate = False
+    if node.type == "negated_command" and node.named_child_count == 1:
+        node, negate = node.named_children[0], True
+    if node.type != "test_command" or node.named_child_count != 1:
+        return None
+    expr = node.named_children[0]
+    if expr.type != "unary_expression" or not expr.children:
+        return None
+    op = _text(expr.children[0])
+    operand = expr.named_children[-1] if expr.named_children else None
+    if op not in ("-z", "-n") or operand is None:
+        return None
+    if operand.type == "string" and operand.named_child_count == 1:
+        operand = operand.named_children[0]
+    if operand.type == "simple_expansion":
+        name = _simple_name(operand)
+    elif operand.type == "expansion":
+        inner = [c for c in operand.children if c.type not in ("${", "}")]
+        if not inner or inner[0].type != "variable_name":
+            return None
+        rest = [_text(c) for c in inner[1:]]
+        if rest not in ([], [":-"], ["-"]):
+            return None
+        name = _text(inner[0])
+    else:
+        return None
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        return None
+    return name, (op == "-z") != negate
 
 
 def _has_statements(node: Node) -> bool:
