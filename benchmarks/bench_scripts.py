@@ -148,6 +148,8 @@ def run_case(case: Path, work: Path) -> CaseResult:
                 pairs[key] = (_version(fact), _live(f"env:{name}", run.env[name]))
             elif kind == "flag" and name in flags:
                 pairs[key] = (_version(fact), _live(key, flags[name]))
+        if "exec" in facts:
+            pairs["exec"] = (_version(facts["exec"]), _live("argv", " ".join(run.argv)))
         decided = branches_from_env(_version(facts["exec"]), run.env) if "exec" in facts else set()
         found = attribute_together(pairs, decided)
         for name in sorted(run.exported):
@@ -174,8 +176,12 @@ def run_case(case: Path, work: Path) -> CaseResult:
                 result.notes.append(f"{verdict}: {name}: {why}")
         exec_fact = facts.get("exec")
         exec_line = exec_fact.provenance.get("line") if exec_fact else None
+        exec_file = exec_fact.provenance.get("file") if exec_fact else None
+        picked = found.get("exec")
+        if exec_line is None and picked is not None and picked.single is not None:
+            exec_line, exec_file = picked.single.line, picked.single.file  # the live argv chose
         result.exec_right = exec_line == run.launch[1] and os.path.realpath(
-            str(exec_fact.provenance.get("file")) if exec_fact else ""
+            str(exec_file or "")
         ) == os.path.realpath(run.launch[0])
         if not result.exec_right:
             result.notes.append(f"exec: drift line {exec_line}, bash launched {run.launch}")

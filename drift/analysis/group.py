@@ -25,9 +25,10 @@ Everything here is pure: changes and the current state in, stories out.
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Literal
 
@@ -715,6 +716,12 @@ class _Grouper:
             else:
                 continue
             pairs[(script, key)] = (version, self.after.get((subject, live_key)))
+        argv = self.after.get((subject, "argv"))
+        if argv is not None and argv.value is not None and not argv.secret:
+            live_line = _joined_argv(argv)
+            for script, owner in self.script_service.items():
+                if owner == service and (script, "exec") in self.after:
+                    pairs[(script, "exec")] = (self.after[(script, "exec")], live_line)
         found = attribute_together(pairs, decided if feasible(decided) else ())
         known: set[str] = set(decided) if feasible(decided) else set()
         for attribution in found.values():
@@ -813,6 +820,17 @@ def _same(a: StoredVersion | None, b: StoredVersion | None) -> bool:
     if a is None or b is None:
         return a is None and b is None
     return (a.value, a.blob_sha256, a.secret) == (b.value, b.blob_sha256, b.secret)
+
+
+def _joined_argv(argv: StoredVersion) -> StoredVersion | None:
+    """The live command line as one string of words, to match against a script's launches."""
+    try:
+        words = json.loads(argv.value or "")
+    except ValueError:
+        return None
+    if not isinstance(words, list):
+        return None
+    return replace(argv, value=" ".join(str(w) for w in words))
 
 
 def _holes(version: StoredVersion | None) -> bool:

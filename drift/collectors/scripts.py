@@ -226,7 +226,7 @@ def _unique(possible: list[Possibility]) -> list[Possibility]:
 
 
 def _exec_fact(subject: str, model: Any, where: dict[str, Any]) -> Fact:
-    from drift.shell.patterns import shown
+    from drift.shell.patterns import shown, to_json
 
     renderings: list[str] = []
     for launch in model.launches:
@@ -244,14 +244,24 @@ def _exec_fact(subject: str, model: Any, where: dict[str, Any]) -> Fact:
         origin = origins[0]
         provenance.update(file=origin.file, line=origin.line, text=printable(origin.text))
     else:
+        # Several launches: each command line as a pattern of the live argv joined by
+        # spaces, after the program (a console script runs as `python3 /usr/bin/vllm`).
         provenance["possible"] = [
-            {
-                "file": launch.origin.file,
-                "line": launch.origin.line,
-                "text": printable(launch.origin.text),
-                **({"when": " and ".join(launch.conds)} if launch.conds else {}),
-            }
+            _printable_json(
+                {
+                    "file": launch.origin.file,
+                    "line": launch.origin.line,
+                    "text": launch.origin.text,
+                    "match": to_json(_argv_pattern(variant)),
+                    **(
+                        {"when": " and ".join(launch.conds), "conds": list(launch.conds)}
+                        if launch.conds
+                        else {}
+                    ),
+                }
+            )
             for launch in model.launches
+            for variant in launch.variants
         ]
     if model.tests:
         # Tests on variables the service inherits: its live environment says which way they went.
@@ -406,6 +416,17 @@ def _fact(
     if exported_at is not None and exported_at != (origins[0] if len(origins) == 1 else None):
         provenance["exported_at"] = exported_at.line
     return Fact(subject, key, value, provenance)
+
+
+def _argv_pattern(variant: Any) -> Any:
+    """A command line as a pattern of its live argv joined by spaces, the program a hole."""
+    from drift.shell.patterns import Hole, pattern
+
+    parts: list[Any] = [Hole("program")]
+    for field_ in variant[1:]:
+        parts.append(" ")
+        parts.extend(field_.pattern if not field_.spread else (Hole("words"),))
+    return pattern(*parts)
 
 
 def _value_spot(value_origin: Any, origin: Any) -> dict[str, Any]:

@@ -619,7 +619,12 @@ class _Evaluator:
         paths: list[_State] = []
         matched_all = False
         head = "case " + (_text(value) if value is not None else "")
-        for item in (c for c in node.children if c.type == "case_item"):
+        items = [c for c in node.children if c.type == "case_item"]
+        # Arms exclude each other: an arm's path says no other arm ran.
+        labels = [
+            _short(f"{head} in {'|'.join(_text(p) for p in _case_patterns(it))})") for it in items
+        ]
+        for item in items:
             patterns = [
                 c for i, c in enumerate(item.children) if item.field_name_for_child(i) == "value"
             ]
@@ -636,13 +641,17 @@ class _Evaluator:
             if verdict is False:
                 continue
             branch = st.fork(None if verdict is True else label)
+            if verdict is None:
+                branch.conds += tuple(_ELSE + other for other in labels if other != label)
             self.block(body, branch)
             paths.append(branch)
             if verdict is True:
                 matched_all = True
                 break
         if not matched_all:
-            paths.append(st.fork())
+            none = st.fork()
+            none.conds += tuple(_ELSE + label for label in labels)
+            paths.append(none)
         merged = _merge(paths, st)
         _assign_state(st, merged)
 
@@ -2502,6 +2511,10 @@ def _pattern_after(p: Pattern, skip: int) -> Pattern:
             part, skip = part[cut:], skip - cut
         out.append(part)
     return pattern(*out) or ("",)
+
+
+def _case_patterns(item: Node) -> list[Node]:
+    return [c for i, c in enumerate(item.children) if item.field_name_for_child(i) == "value"]
 
 
 def _case_verdict(words: list[str | None], patterns: list[str | None]) -> bool | None:
