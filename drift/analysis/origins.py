@@ -63,7 +63,7 @@ class Attribution:
         spot = self.single
         if spot is not None:
             taken = f" (branch taken: {spot.when})" if spot.when else ""
-            given = " (the value the service was started with, kept there)" if spot.given else ""
+            given = " (the value the service was started with)" if spot.given else ""
             return f"from {spot}{given}{taken}"
         names = [str(s) for s in self.spots]
         if self.caller:

@@ -392,6 +392,17 @@ def _fact(
             provenance.update(
                 file=exported_at.file, line=exported_at.line, text=printable(exported_at.text)
             )
+            # Any live value is the one the service was started with, exported here.
+            name = key.removeprefix("export:")
+            provenance["possible"] = [
+                {
+                    "file": exported_at.file,
+                    "line": exported_at.line,
+                    "text": printable(exported_at.text),
+                    "match": [[f"${name}"]],
+                    "kind": "caller",
+                }
+            ]
         return Fact(subject, key, value, provenance)
     own = [p for p in possible if p.kind == "set"]
     value = " | ".join(

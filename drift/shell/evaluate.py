@@ -688,7 +688,7 @@ class _Evaluator:
 
         The value X was started with then passes this line unchanged, so the
         line that sets X's default is where it comes from on both paths (the
-        answer says "the value the service was started with, kept there").
+        answer says "the value the service was started with").
         """
         test = _emptiness_test(cond)
         if test is None:
@@ -1866,7 +1866,9 @@ class _Evaluator:
                     "utf-8", "surrogateescape"
                 )
                 gap = _dq_unescape(gap, self.keep_lines) if quoted else _unescape(gap)
-                results = [Alt(r.segs + (Seg(gap, origin),), r.conds) for r in results]
+                results = [
+                    Alt(r.segs + (Seg(gap, origin, split=not quoted),), r.conds) for r in results
+                ]
             cursor = child.end_byte
             if not child.is_named:
                 text = _text(child)
@@ -1883,7 +1885,9 @@ class _Evaluator:
         if end > cursor:
             gap = data[cursor - start : end - start].decode("utf-8", "surrogateescape")
             gap = _dq_unescape(gap, self.keep_lines) if quoted else _unescape(gap)
-            results = [Alt(r.segs + (Seg(gap, origin),), r.conds) for r in results]
+            results = [
+                Alt(r.segs + (Seg(gap, origin, split=not quoted),), r.conds) for r in results
+            ]
         if quoted:
             # "" is a word even when empty
             results = [r if r.segs else Alt((Seg("", origin),), r.conds) for r in results]
@@ -2074,7 +2078,7 @@ class _Evaluator:
                     if state in ("set", "unknown"):
                         out.extend(Alt(w.segs, _dedupe(alt.conds + w.conds)) for w in word_alts)
                     if state in ("unset", "unknown"):
-                        out.append(Alt((Seg("", origin),), alt.conds))
+                        out.append(Alt((Seg("", origin, split=not quoted),), alt.conds))
             if assign_default and bindings is not None:
                 self._assign_default(st, name, bindings, word_alts, origin, op.startswith(":"))
             return list(_dedupe(out)) or [Alt((Seg("", origin),))]
@@ -2608,56 +2612,21 @@ def _emptiness_test(node: Node) -> tuple[str, bool] | None:
     return name, (op == "-z") != negate
 
 
-def _has_statements(node: Node) -> bool:
-    return any(c.is_named and c.type != "comment" for c in node.children)
-
-
-_BODIES = frozenset({"do_group", "compound_statement"})
-
-
 def _syntax_problem(root: Node) -> tuple[int, str] | None:
-    """(row, why) of the first thing bash would refuse, or None.
+    """(row, why) of the first error tree-sitter recovered from, or None.
 
-    tree-sitter recovers from errors (ERROR and missing nodes) and accepts a
-    few things bash refuses: a reserved word used as a command (a stray
-    ``fi``) and empty bodies (``then fi``, ``do done``, ``{ }``).
+    Only the branches that hold an error are walked. What tree-sitter
+    accepts and bash does not (a stray ``fi``, an empty ``then fi``) is
+    left to ``bash -n`` (`bash_refuses`).
     """
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        kind = node.type
-        if kind == "ERROR" or node.is_missing:
+    node = root
+    while node.has_error:
+        if node.type == "ERROR" or node.is_missing:
             return node.start_point[0], ""
-        if kind in (";;", ";&", ";;&") and (node.parent is None or node.parent.type != "case_item"):
-            return node.start_point[0], f" ({kind} outside a case)"
-        if kind == "command":
-            name = node.child_by_field_name("name")
-            if name is not None and _text(name) in _RESERVED:
-                return node.start_point[0], f" ({_text(name)} out of place)"
-        elif kind in _BODIES and not _has_statements(node):
-            return node.start_point[0], " (an empty body)"
-        elif kind in ("if_statement", "elif_clause", "else_clause"):
-            body = [
-                c
-                for c in node.children
-                if c.is_named and c.type not in ("elif_clause", "else_clause", "comment")
-            ]
-            # if: condition and body; a clause needs at least one statement after `then`/`else`
-            then_seen = kind == "else_clause"
-            statements = 0
-            for c in node.children:
-                if c.type == "then":
-                    then_seen = True
-                elif (
-                    then_seen
-                    and c.is_named
-                    and c.type not in ("elif_clause", "else_clause", "comment")
-                ):
-                    statements += 1
-            del body
-            if statements == 0:
-                return node.start_point[0], " (an empty then or else)"
-        stack.extend(reversed(node.children))
+        broken = next((c for c in node.children if c.has_error or c.is_missing), None)
+        if broken is None:
+            return node.start_point[0], ""
+        node = broken
     return None
 
 
@@ -2749,8 +2718,6 @@ def _is_shell_script(path: str) -> bool:
     names = [_basename(w) for w in words[:2]]
     return any(n in _SHELLS for n in names)
 
-
-_RESERVED = frozenset({"fi", "then", "else", "elif", "done", "do", "esac", "in", "}", ";;"})
 
 _WORDS = frozenset(
     {"word", "string", "raw_string", "simple_expansion", "expansion", "concatenation", "number"}
