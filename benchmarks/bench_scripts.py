@@ -19,13 +19,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the bash oracle is test code
@@ -188,6 +191,66 @@ def run_case(case: Path, work: Path) -> CaseResult:
     return result
 
 
+def generated_script(lines: int, seed: int = 1) -> bytes:
+    """A launch script of about `lines` lines shaped like long real ones (deterministic).
+
+    A quarter comments and blanks, log lines, exports (some with defaults),
+    branches on the role, array flags, helper functions, mkdirs, one exec.
+    """
+    rng = random.Random(seed)
+    out = [
+        "#!/bin/bash",
+        "set -euo pipefail",
+        'SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)',
+        "ARGS=()",
+    ]
+    i = 0
+    while len(out) < lines:
+        i += 1
+        k = rng.random()
+        if k < 0.25:
+            out.append(f"# step {i}: tune the decode node")
+        elif k < 0.32:
+            out.append("")
+        elif k < 0.45:
+            out.append(f'echo "[$(date +%T)] starting step {i}"')
+        elif k < 0.60:
+            out.append(f"export OPT_{i}={i}")
+        elif k < 0.68:
+            out.append(f'export PATH_{i}="${{BASE_{i}:-/opt/x}}/lib"')
+        elif k < 0.76:
+            out += [f'if [ "${{ROLE:-decode}}" = r{i} ]; then', f"  export R_{i}=1", "fi"]
+        elif k < 0.84:
+            out.append(f"ARGS+=(--flag-{i} {i})")
+        elif k < 0.90:
+            out += [f"log_{i}() {{", '  echo "$1" >> /tmp/log', "}"]
+        else:
+            out.append(f'mkdir -p "$SCRIPT_DIR/run{i}"')
+    out.append('exec python3 -m sglang.launch_server "${ARGS[@]}"')
+    return "\n".join(out).encode()
+
+
+def time_reading(lines: int, runs: int = 9) -> tuple[float, float]:
+    """Median ms to read one generated script (parse, evaluate, facts) and for ``bash -n``."""
+    from drift.collectors.scripts import script_facts
+
+    data = generated_script(lines)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "serve.sh"
+        path.write_bytes(data)
+        drift_ms, bash_ms = [], []
+        for _ in range(runs):
+            script_model.__globals__["_CACHE"].clear()
+            started = time.perf_counter()
+            model = script_model(str(path), data)
+            list(script_facts("script:s", model, {}))
+            drift_ms.append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            subprocess.run(["bash", "-n", str(path)], check=True)
+            bash_ms.append((time.perf_counter() - started) * 1000)
+    return statistics.median(drift_ms), statistics.median(bash_ms)
+
+
 def _rate(count: Count) -> str:
     return f"{count.right} of {count.total} ({100 * count.right / max(count.total, 1):.0f}%)"
 
@@ -211,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         env.add(r.env)
         flags.add(r.flags)
     execs = sum(r.exec_right for r in results)
+    timing: dict[str, float] = {}
     timings = [r.evaluate_ms for r in results]
     print(f"\n{len(results)} scripts ({sum(r.lines for r in results)} lines)\n")
     print("| measure | drift |")
@@ -226,11 +290,18 @@ def main(argv: list[str] | None = None) -> int:
         f"| read and evaluate one script (median, max) | {statistics.median(timings):.1f} ms, "
         f"{max(timings):.1f} ms |"
     )
+    for lines in (100, 1000):
+        drift_ms, bash_ms = time_reading(lines)
+        print(
+            f"| read a generated {lines}-line script / `bash -n` | {drift_ms:.1f} ms / "
+            f"{bash_ms:.1f} ms ({drift_ms / bash_ms:.1f}x) |"
+        )
+        timing[f"generated_{lines}_ms"] = round(drift_ms, 1)
     if args.verbose:
         for r in results:
             for note in r.notes:
                 print(f"  {r.name}: {note}")
-    summary = {
+    summary: dict[str, Any] = {
         "scripts": len(results),
         "env_right": env.right,
         "env_total": env.total,
@@ -240,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         "flags_wrong": flags.wrong,
         "exec_right": execs,
         "evaluate_ms_median": round(statistics.median(timings), 2),
+        **timing,
     }
     print(json.dumps(summary))
     if args.json:

@@ -27,7 +27,7 @@ import fnmatch
 import os
 import re
 import stat
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Literal
@@ -377,6 +377,7 @@ class _Evaluator:
         # condition text -> a test on a variable the script was given (see caller_test)
         self.tests: dict[str, dict[str, Any]] = {}
         self.touched: set[str] = set()  # every name the script assigns or unsets somewhere
+        self.opaque = False  # a line drift could not follow may have set anything
         self.functions: dict[str, tuple[Node, str, bytes, int]] = {}
         self.depth = 0
         # file -> its lines, for the text shown beside a line number
@@ -403,7 +404,7 @@ class _Evaluator:
         tests = {
             cond: test
             for cond, test in self.tests.items()
-            if test["var"] not in self.touched and test["var"] not in st_assigned(final)
+            if test["var"] not in self.touched and not self.opaque
         }
         return ScriptModel(self.launches, exported, self.sourced, self.gaps, self.broken, tests)
 
@@ -479,9 +480,13 @@ class _Evaluator:
             self._expressions(node, st)
 
     def _expressions(self, node: Node, st: _State) -> None:
+        """Tests and arithmetic change nothing, except a ``${X:=d}`` inside them."""
+        if b"=" not in bytes(node.text):
+            return
         for child in node.children:
             if child.type == "expansion":
-                self.alts(child, st)
+                if b"=" in bytes(child.text):
+                    self.alts(child, st)
             elif child.named_child_count:
                 self._expressions(child, st)
 
@@ -964,6 +969,7 @@ class _Evaluator:
                 if local:
                     self._make_local(st, name)
                     if name not in st.vars or st.vars[name] is None:
+                        self.touched.add(name)
                         st.vars[name] = (Binding(None, origin, False, st.conds),)
                 if export:
                     self._mark_export(st, name, self.origin(child))
@@ -1062,6 +1068,7 @@ class _Evaluator:
         for name in list(st.vars):
             st.vars[name] = _dedupe((*st.vars[name], unknown))[-MAX_ALTERNATIVES:]
         st.vars["\0unknown"] = (unknown,)
+        self.opaque = True  # any variable may have changed: no test can be read off the process
 
     def s_unset(self, node: Node, st: _State, how: str) -> None:
         functions = False
@@ -1082,7 +1089,7 @@ class _Evaluator:
     def s_command(self, node: Node, st: _State, how: str) -> None:
         prefix: list[Prefix] = []
         words: list[Node] = []
-        for child in node.children:
+        for i, child in enumerate(node.children):
             if child.type == "variable_assignment" and not words:
                 for name, _append, value, origin, _subscript in self._assignments([child]):
                     alts = self._value_alts(value, st, origin)
@@ -1095,12 +1102,14 @@ class _Evaluator:
                 "herestring_redirect",
                 "comment",
             ):
-                if node.field_name_for_child(_index(node, child)) in ("argument", "name") or words:
+                if node.field_name_for_child(i) in ("argument", "name") or words:
                     words.append(child)
         if not words:
             for name, alts, origin, written in prefix:
                 self._assign(st, name, alts, origin, written=written)
             return
+        if not prefix and _inert(words, self.functions):
+            return  # echo, mkdir, sleep ...: nothing they do reaches the service
         variants = self.fields(words, st)
         self.c_string = next(
             (words[i + 1] for i in range(len(words) - 1) if _text(words[i]) == "-c"), None
@@ -2159,6 +2168,7 @@ class _Evaluator:
         colon: bool,
     ) -> None:
         """${X:=d}: where X was unset (or empty), it now holds d, assigned at this line."""
+        self.touched.add(name)
         kept: list[Binding] = []
         for b in bindings:
             if b.alts is None and b.elems is None:
@@ -2541,15 +2551,6 @@ def _assign_state(target: _State, source: _State) -> None:
     target.frames = source.frames
 
 
-def st_assigned(st: _State) -> set[str]:
-    """Names a path's state holds a value of the script's own for."""
-    return {
-        name
-        for name, bindings in st.vars.items()
-        if any(b.kind != "caller" or b.origin is not None for b in bindings)
-    }
-
-
 def _variable_reference(node: Node) -> tuple[str, str | None] | None:
     """(NAME, default) for ``$NAME``, ``"${NAME}"``, ``${NAME:-d}`` with a literal d; else None."""
     if node.type == "string" and node.named_child_count == 1:
@@ -2628,6 +2629,24 @@ def _syntax_problem(root: Node) -> tuple[int, str] | None:
             return node.start_point[0], ""
         node = broken
     return None
+
+
+# Housekeeping commands the evaluator gives a meaning to (cwd, variables, code).
+_MEANINGFUL = frozenset(
+    """. : cd pushd popd source set eval exit return read mapfile readarray getopts printf
+    shift export declare typeset local readonly unset exec command builtin""".split()
+)
+
+
+def _inert(words: Sequence[Node], functions: Mapping[str, Any]) -> bool:
+    """True for a housekeeping command whose words cannot change anything (no ``${X:=d}``)."""
+    head = words[0]
+    if head.type != "word":
+        return False
+    name = _text(head)
+    if name not in HOUSEKEEPING or name in _MEANINGFUL or name in functions:
+        return False
+    return not any("=" in _text(w) and "${" in _text(w) for w in words[1:])
 
 
 def _command_text(node: Node) -> str:
