@@ -254,3 +254,18 @@ def test_a_line_added_above_moves_every_claim_with_it(service, tmp_path: Path) -
         f for s in shown["data"]["subjects"] for f in s["facts"] if f["key"] == "export:NCCL_DEBUG"
     )
     assert export["provenance"]["line"] == svc.line_of("export NCCL_DEBUG")
+
+
+def test_a_moved_line_is_not_counted_as_a_change(service, tmp_path: Path) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        export NCCL_DEBUG=WARN
+        exec SLEEPER --port 30000 --tp 8
+        """
+    )
+    _baseline(svc, tmp_path)
+    svc.script.write_text("# a comment added on top\n" + svc.script.read_text())
+    # only the script's text changed; the export, exec and flags only moved down a line
+    assert ", 1 changed," in _record(svc, tmp_path)

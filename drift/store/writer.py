@@ -413,6 +413,7 @@ class HistoryWriter:
             new_rows: list[_NewVersion] = []
             closing: list[int] = []
             reopened = 0  # new versions of facts that had one open: one change, not two
+            moved = 0
             placed = self._placed_provenance(host_id, unique)
             for ident, (text, provenance, secret) in unique.items():
                 value, blob_digest, data = _stored(ident[1], text)
@@ -421,13 +422,13 @@ class HistoryWriter:
                     new_rows.append((ident, provenance, secret, None, value, blob_digest, data))
                     continue
                 fact_id, vid, old_value, old_digest, old_secret = current
-                if (
-                    old_value == value
-                    and old_digest == blob_digest
-                    and old_secret == secret
-                    and (ident not in placed or placed[ident] == _provenance_json(provenance))
+                same_value = (old_value, old_digest, old_secret) == (value, blob_digest, secret)
+                if same_value and (
+                    ident not in placed or placed[ident] == _provenance_json(provenance)
                 ):
                     continue
+                if same_value:
+                    moved += 1  # a new line for the same value: stored, not a change
                 closing.append(vid)
                 reopened += 1
                 new_rows.append((ident, provenance, secret, fact_id, value, blob_digest, data))
@@ -442,7 +443,7 @@ class HistoryWriter:
 
             n_fresh = sum(len(block.subjects) * len(block.keys) for block in fresh)
             n_facts = len(unique) + n_fresh
-            changed = n_fresh + len(new_rows) + len(closing) - reopened
+            changed = n_fresh + len(new_rows) + len(closing) - reopened - moved
             snapshot_id = self._insert_snapshot(
                 host_id, taken_us, started, n_facts, changed, errors, errors_json, digest
             )
