@@ -32,6 +32,16 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Literal
 
+from drift.shell.commands import (
+    HOUSEKEEPING,
+    MEANINGFUL,
+    SHELLS,
+    WRAPPER_VALUED,
+    WRAPPERS,
+    is_shell_script,
+    program_name,
+    server_score,
+)
 from drift.shell.patterns import ELSE as _ELSE
 from drift.shell.patterns import Hole, Part, Pattern, pattern
 
@@ -281,86 +291,6 @@ def _merge(states: Sequence[_State], base: _State) -> _State:
 
 # ---------------------------------------------------------------- programs
 
-# Commands that prepare the ground, wait or report: never the service.
-HOUSEKEEPING = frozenset(
-    """. : [ [[ alias awk basename bg break builtin caller cat cd chgrp chmod chown command
-    compgen complete continue cp curl cut date declare df dirname disown du echo enable eval
-    exit export false fg find free getopts grep hash head help history hostname id ip jobs
-    jq kill killall let ln local logger ls mapfile mkdir mktemp mv nc nproc nvidia-smi
-    pgrep pidof pip pip3 pkill popd printf ps pushd pwd read readarray readlink readonly
-    realpath return rm rmdir sed seq set shift shopt sleep sort source ss stat tail tee test
-    timeout_helper touch tput tr trap true type typeset ulimit umask unalias uniq unset wait
-    wc wget which whoami xargs yes""".split()
-)
-# Programs that run another program given after their own options.
-_WRAPPERS = frozenset(
-    {"nohup", "setsid", "numactl", "taskset", "nice", "ionice", "chrt", "stdbuf", "timeout"}
-    | {"sudo", "time", "command", "exec", "env", "caffeinate", "unbuffer", "runuser", "su"}
-)
-# Options of wrappers that take a separate value.
-_WRAPPER_VALUED = {
-    "numactl": frozenset("-N -m -C -p -i -P --cpunodebind --membind --physcpubind".split())
-    | frozenset("--preferred --interleave".split()),
-    "taskset": frozenset({"-c", "--cpu-list"}),
-    "nice": frozenset({"-n", "--adjustment"}),
-    "ionice": frozenset({"-c", "-n", "-p", "--class", "--classdata"}),
-    "stdbuf": frozenset({"-i", "-o", "-e"}),
-    "timeout": frozenset({"-s", "-k", "--signal", "--kill-after"}),
-    "sudo": frozenset({"-u", "-g", "-h", "-p", "-C", "-D", "-R", "-T", "--user", "--group"}),
-    "runuser": frozenset({"-u", "-g", "-G", "--user", "--group"}),
-    "env": frozenset({"-u", "-C", "-S", "--unset", "--chdir", "--split-string"}),
-    "exec": frozenset({"-a"}),
-    "chrt": frozenset(),
-}
-_SERVER_NAMES = frozenset(
-    """sglang vllm torchrun trtllm-serve text-generation-launcher deepspeed accelerate
-    tritonserver llama-server ollama uvicorn gunicorn hypercorn ray lmdeploy mpirun srun
-    dynamo""".split()
-)
-_PYTHON = re.compile(r"python[0-9.]*")
-_SERVERISH = re.compile(r"serve|server|launch|api|router|worker", re.IGNORECASE)
-_SHELLS = frozenset({"bash", "sh", "dash", "zsh"})
-
-
-def _basename(word: str) -> str:
-    return os.path.basename(word)
-
-
-def server_score(words: Sequence[str | None]) -> int:
-    """How much a command looks like the service: 2 a server, 1 some program, 0 housekeeping.
-
-    `words` are the program and its arguments (None where a word is unknown).
-    """
-    if not words:
-        return 0
-    name = words[0]
-    if name is None:
-        return 1
-    base = _basename(name)
-    if base in HOUSEKEEPING:
-        return 0
-    if base in _SERVER_NAMES:
-        return 2
-    if _PYTHON.fullmatch(base):
-        rest = list(words[1:])
-        while rest and rest[0] is not None and rest[0].startswith("-") and rest[0] != "-m":
-            if rest[0] == "-c":
-                return 0
-            rest = rest[1:]
-        if rest[:1] == ["-m"]:
-            module = rest[1] if len(rest) > 1 else None
-            if module is None:
-                return 1
-            if module.split(".")[0] in ("pip", "ensurepip", "venv", "json", "http", "torch"):
-                return 0 if module.split(".")[0] != "torch" else 2
-            return 2
-        script = rest[0] if rest else None
-        return 2 if script and _SERVERISH.search(_basename(script)) else 1
-    if _SERVERISH.search(base):
-        return 2
-    return 1
-
-
 # ---------------------------------------------------------------- the evaluator
 
 
@@ -509,7 +439,7 @@ class _Evaluator:
             words = [c for c in body.children if c.type == "command_name"]
             name = _text(words[0]).strip() if words else ""
             argc = sum(1 for c in body.children if c.is_named) - 1
-            if _basename(name) in _SHELLS and argc == 0:
+            if program_name(name) in SHELLS and argc == 0:
                 # `bash <<EOF ... EOF`: the heredoc is the script.
                 content = next((c for c in heredoc.children if c.type == "heredoc_body"), None)
                 if content is not None:
@@ -1187,7 +1117,7 @@ class _Evaluator:
         nested = (
             head is not None
             and self.depth < MAX_DEPTH
-            and (_basename(head) in _SHELLS or head.startswith(("/", "./", "../")))
+            and (program_name(head) in SHELLS or head.startswith(("/", "./", "../")))
         )
         if not via_exec and not nested and (score == 0 or score < best):
             return  # not the service on this path: skip building its environment
@@ -1208,12 +1138,12 @@ class _Evaluator:
                 )
             for key in env_del:
                 env[key] = (Binding(None, origin, False),)
-        if head is not None and _basename(head) in _SHELLS and self.depth < MAX_DEPTH:
+        if head is not None and program_name(head) in SHELLS and self.depth < MAX_DEPTH:
             if self._shell_program(program, env, st, how, via_exec, origin):
                 return
         if head is not None and head.startswith(("/", "./", "../")) and self.depth < MAX_DEPTH:
             path = self._resolve(head, st)
-            if path is not None and _is_shell_script(path):
+            if path is not None and is_shell_script(path):
                 if self._child_script(path, program[1:], env, st, how, via_exec, origin):
                     return
         if via_exec:
@@ -2458,14 +2388,14 @@ def _strip_wrappers(
         word = _lit(argv[k])
         if word is None:
             break
-        base = _basename(word)
-        if base not in _WRAPPERS:
+        base = program_name(word)
+        if base not in WRAPPERS:
             break
         if base == "command" and k + 1 < len(argv) and _lit(argv[k + 1]) in ("-v", "-V"):
             break
         if base in ("su",):
             break
-        valued = _WRAPPER_VALUED.get(base, frozenset())
+        valued = WRAPPER_VALUED.get(base, frozenset())
         k += 1
         positional_skips = 1 if base in ("timeout",) else 0
         while k < len(argv):
@@ -2631,20 +2561,13 @@ def _syntax_problem(root: Node) -> tuple[int, str] | None:
     return None
 
 
-# Housekeeping commands the evaluator gives a meaning to (cwd, variables, code).
-_MEANINGFUL = frozenset(
-    """. : cd pushd popd source set eval exit return read mapfile readarray getopts printf
-    shift export declare typeset local readonly unset exec command builtin""".split()
-)
-
-
 def _inert(words: Sequence[Node], functions: Mapping[str, Any]) -> bool:
     """True for a housekeeping command whose words cannot change anything (no ``${X:=d}``)."""
     head = words[0]
     if head.type != "word":
         return False
     name = _text(head)
-    if name not in HOUSEKEEPING or name in _MEANINGFUL or name in functions:
+    if name not in HOUSEKEEPING or name in MEANINGFUL or name in functions:
         return False
     return not any("=" in _text(w) and "${" in _text(w) for w in words[1:])
 
@@ -2722,20 +2645,6 @@ _ANSI = {
 
 def _ansi_c(text: str) -> str:
     return re.sub(r"\\(.)", lambda m: _ANSI.get(m.group(1), "\\" + m.group(1)), text, flags=re.S)
-
-
-def _is_shell_script(path: str) -> bool:
-    """A file whose first line names a shell (``#!/bin/bash``, ``#!/usr/bin/env sh``)."""
-    try:
-        with open(path, "rb") as f:
-            first = f.readline(200)
-    except OSError:
-        return False
-    if not first.startswith(b"#!"):
-        return path.endswith(".sh")
-    words = first[2:].decode("utf-8", "replace").split()
-    names = [_basename(w) for w in words[:2]]
-    return any(n in _SHELLS for n in names)
 
 
 _WORDS = frozenset(
