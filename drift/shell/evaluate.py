@@ -787,10 +787,12 @@ class _Evaluator:
         if self._before_cr(value):
             # CRLF line ends: bash keeps the carriage return in the value.
             alts = [Alt(a.segs + (Seg("\r", origin),), a.conds) for a in alts]
-        # The assignment is what gave the variable this text: restamp the pieces.
+        # Each piece keeps the line that wrote its text (CMD="$CMD --x" keeps the
+        # earlier words' lines); what no line wrote (the caller's value) is this one's.
         return _dedupe(
             Alt(
-                tuple(Seg(s.part, origin) for s in a.segs if not s.brk) or (Seg("", origin),),
+                tuple(Seg(s.part, s.origin or origin) for s in a.segs if not s.brk)
+                or (Seg("", origin),),
                 a.conds,
             )
             for a in alts
@@ -1241,7 +1243,7 @@ class _Evaluator:
                     return False
                 scripts = self._inline_scripts(program[k + 1], st)
                 if not scripts:
-                    return False
+                    return self._simple_command_string(env, st, how, via_exec, origin)
                 children: list[_State] = []
                 for script in scripts:
                     child = self._child_state(st, env)
@@ -1281,6 +1283,42 @@ class _Evaluator:
         finally:
             self.keep_lines = False
         return list(dict.fromkeys(_shown_pattern(o) for o in options))[:8]
+
+    def _simple_command_string(
+        self,
+        env: dict[str, tuple[Binding, ...]],
+        st: _State,
+        how: str,
+        via_exec: bool,
+        origin: Origin,
+    ) -> bool:
+        """``bash -c "$CMD"`` where every value of CMD is one plain command line.
+
+        Such a string runs as its words, so it is split like an unquoted
+        ``$CMD``: each word keeps the line that put it into CMD (a value drift
+        does not know stays one unknown word). A value with quotes, operators
+        or expansions of its own is code drift does not read (False).
+        """
+        node = self.c_string
+        if node is None:
+            return False
+        alts = self.alts(node, st)
+        plain = re.compile(r"[^;&|<>()$`'\"\\\n#*?\[]*")
+        for alt in alts:
+            for seg in alt.segs:
+                if isinstance(seg.part, str) and not plain.fullmatch(seg.part):
+                    return False
+        variants = [
+            self._split(node, Alt(tuple(replace(seg, split=True) for seg in a.segs), a.conds))
+            for a in alts
+        ]
+        variants = [v for v in dict.fromkeys(variants) if v]
+        if not variants:
+            return False
+        child = self._child_state(st, env)
+        self._candidate(variants, [], origin, child, how, via_exec=via_exec)
+        self._after_child(child, st, via_exec)
+        return True
 
     def _child_state(self, st: _State, env: dict[str, tuple[Binding, ...]]) -> _State:
         child = _State({k: v for k, v in env.items()}, st.conds, False, st.cwd, None, (), None, ())
