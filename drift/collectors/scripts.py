@@ -279,8 +279,8 @@ def _exec_fact(subject: str, model: Any, where: dict[str, Any]) -> Fact:
 
 def _flags(model: Any) -> dict[str, list[Possibility]]:
     """flag name -> its possibilities, over every launch and command line the script may run."""
-    from drift.shell.evaluate import Field
     from drift.shell.patterns import Hole, feasible, pattern
+    from drift.shell.words import Field
 
     def text(f: Field) -> str | None:
         if f.spread or not all(isinstance(p, str) for p in f.pattern):
