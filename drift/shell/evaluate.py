@@ -95,7 +95,7 @@ class _Evaluator(Words):
         self.tests: dict[str, dict[str, Any]] = {}
         self.touched: set[str] = set()  # every name the script assigns or unsets somewhere
         self.opaque = False  # a line drift could not follow may have set anything
-        self.functions: dict[str, tuple[Node, str, bytes, int]] = {}
+        self.functions: dict[str, tuple[Node, str, int]] = {}  # name -> body, file, offset
         self.depth = 0
         # file -> its lines, for the text shown beside a line number
         self.lines: dict[str, list[str]] = {}
@@ -245,11 +245,7 @@ class _Evaluator(Words):
         name_node = node.child_by_field_name("name")
         body = node.child_by_field_name("body")
         if name_node is not None and body is not None:
-            data = self._file_bytes()
-            self.functions[_text(name_node)] = (body, self.file, data, self.offset)
-
-    def _file_bytes(self) -> bytes:
-        return "\n".join(self.lines.get(self.file, [])).encode("utf-8", "surrogateescape")
+            self.functions[_text(name_node)] = (body, self.file, self.offset)
 
     def s_if(self, node: Node, st: _State, how: str) -> None:
         """if / elif / else: each branch that may run is a path; the paths merge after."""
@@ -1155,7 +1151,7 @@ class _Evaluator(Words):
         self._after_child(inner, st, via_exec=False)
 
     def _call(self, name: str, args: Sequence[Field], st: _State, how: str) -> None:
-        body, file, data, offset = self.functions[name]
+        body, file, offset = self.functions[name]
         saved = self.file, self.offset
         frame = _Frame(tuple(args))
         outer_args = st.args
