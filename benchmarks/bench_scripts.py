@@ -88,6 +88,29 @@ def _line(path: str, number: int) -> str:
         return ""
 
 
+def attribute_live(
+    facts: dict[str, Fact], argv: list[str], env: dict[str, str]
+) -> dict[str, Attribution | None]:
+    """Every export, flag and the exec of a script attributed against a live process.
+
+    As `drift since` does: the values together, branches decided by the
+    live environment, the launch picked by the live command line.
+    """
+    flags = parse_flags(argv)
+    pairs: dict[str, tuple[StoredVersion | None, StoredVersion | None]] = {}
+    for key, fact in facts.items():
+        kind, _, name = key.partition(":")
+        if kind == "export" and name in env:
+            pairs[key] = (_version(fact), _live(f"env:{name}", env[name]))
+        elif kind == "flag" and name in flags:
+            pairs[key] = (_version(fact), _live(key, flags[name]))
+    decided: set[str] = set()
+    if "exec" in facts:
+        pairs["exec"] = (_version(facts["exec"]), _live("argv", " ".join(argv)))
+        decided = branches_from_env(_version(facts["exec"]), env)
+    return attribute_together(pairs, decided)
+
+
 def _judge(
     found: Attribution | None, truth: tuple[str, int] | None, name: str = ""
 ) -> tuple[str, str]:
@@ -144,17 +167,7 @@ def run_case(case: Path, work: Path) -> CaseResult:
         cwd=folder,
     ) as run:
         flags = parse_flags(run.argv)
-        pairs: dict[str, tuple[StoredVersion | None, StoredVersion | None]] = {}
-        for key, fact in facts.items():
-            kind, _, name = key.partition(":")
-            if kind == "export" and name in run.env:
-                pairs[key] = (_version(fact), _live(f"env:{name}", run.env[name]))
-            elif kind == "flag" and name in flags:
-                pairs[key] = (_version(fact), _live(key, flags[name]))
-        if "exec" in facts:
-            pairs["exec"] = (_version(facts["exec"]), _live("argv", " ".join(run.argv)))
-        decided = branches_from_env(_version(facts["exec"]), run.env) if "exec" in facts else set()
-        found = attribute_together(pairs, decided)
+        found = attribute_live(facts, run.argv, run.env)
         for name in sorted(run.exported):
             if name not in run.assigned and f"export:{name}" not in facts:
                 continue  # bash's own (PWD, SHLVL, _): no script line sets them

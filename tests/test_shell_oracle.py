@@ -13,21 +13,23 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from bash_oracle import launched
+from bench_scripts import attribute_live  # noqa: E402
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from drift.analysis.origins import attribute_together, branches_from_env
 from drift.collectors.scripts import collect_script
 from drift.collectors.services import parse_flags
 from drift.facts import CollectContext, CollectionError, Fact
-from drift.store.query import StoredVersion
 
 NAMES = ("A", "B", "C")
 VALUES = ("1", "2", "a-b")
@@ -133,16 +135,6 @@ def build(statements: list[Any], background: bool) -> Script:
     return script
 
 
-def _version(fact: Fact) -> StoredVersion:
-    return StoredVersion(
-        fact.subject, fact.key, fact.value, None, False, 1, 0, None, None, fact.provenance
-    )
-
-
-def _live(key: str, value: str) -> StoredVersion:
-    return StoredVersion("service:s", key, value, None, False, 1, 0, None, None, {})
-
-
 @dataclass
 class Tally:
     """How many live values drift linked to one line, and how many it left unsure."""
@@ -167,15 +159,7 @@ def check(folder: Path, script: Script, mode: str | None, preset: str | None) ->
     with launched(path, sandbox=folder / "sandbox", env=env, cwd=folder) as run:
         # As the analysis does: every value of the process attributed together.
         live_flags = parse_flags(run.argv)
-        pairs: dict[str, tuple[StoredVersion | None, StoredVersion | None]] = {}
-        for key, fact in facts.items():
-            kind, _, name = key.partition(":")
-            if kind == "export" and name in run.env:
-                pairs[key] = (_version(fact), _live(f"env:{name}", run.env[name]))
-            elif kind == "flag" and name in live_flags:
-                pairs[key] = (_version(fact), _live(key, live_flags[name]))
-        decided = branches_from_env(_version(facts["exec"]), run.env) if "exec" in facts else set()
-        found = attribute_together(pairs, decided)
+        found = attribute_live(facts, run.argv, run.env)
         for name, value in run.exported.items():
             attribution = found.get(f"export:{name}")
             spot = attribution.single if attribution is not None else None

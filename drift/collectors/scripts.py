@@ -330,39 +330,26 @@ def _flags(model: Any) -> dict[str, list[Possibility]]:
                 conds = tuple(dict.fromkeys(conds))
                 seen.setdefault(name, []).append((value_pattern, word.origin, value_origin, conds))
             for name, occurrences in seen.items():
-                if counts[name] == 1:
-                    # one flag whose value has several possibilities
-                    for value_pattern, origin, value_origin, conds in occurrences:
-                        out.setdefault(name, []).append(
-                            Possibility(
-                                value_pattern,
-                                origin,
-                                conds,
-                                "set",
-                                value_origin=value_origin if value_origin != origin else None,
-                            )
-                        )
-                    continue
-                if len(occurrences) == 1:
-                    value_pattern, origin, value_origin, conds = occurrences[0]
-                else:
+                if counts[name] > 1:
+                    # A repeated flag: its values joined, as parse_flags gives the live ones.
                     parts: list[Any] = []
-                    for i, occurrence in enumerate(occurrences):
-                        if i:
+                    for k, occurrence in enumerate(occurrences):
+                        if k:
                             parts.append("\n")
                         parts.extend(occurrence[0])
-                    value_pattern = pattern(*parts) or ("",)
-                    origin, value_origin = occurrences[-1][1], occurrences[-1][2]
+                    last = occurrences[-1]
                     conds = tuple(dict.fromkeys(c for o in occurrences for c in o[3]))
-                out.setdefault(name, []).append(
-                    Possibility(
-                        value_pattern,
-                        origin,
-                        conds,
-                        "set",
-                        value_origin=value_origin if value_origin != origin else None,
+                    occurrences = [(pattern(*parts) or ("",), last[1], last[2], conds)]
+                for value_pattern, origin, value_origin, conds in occurrences:
+                    out.setdefault(name, []).append(
+                        Possibility(
+                            value_pattern,
+                            origin,
+                            conds,
+                            "set",
+                            value_origin=value_origin if value_origin != origin else None,
+                        )
                     )
-                )
     return {name: _unique(possible) for name, possible in out.items()}
 
 

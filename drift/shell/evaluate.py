@@ -1348,12 +1348,10 @@ class _Evaluator(Words):
             name, default = ref
             test: dict[str, Any] = {"var": name, "op": op}
         elif expr.type == "binary_expression":
-            left = expr.child_by_field_name("left")
-            right = expr.child_by_field_name("right")
-            op_node = expr.child_by_field_name("operator")
-            if left is None or right is None or op_node is None:
+            parts = _binary(expr)
+            if parts is None:
                 return None
-            op = _text(op_node)
+            left, op, right = parts
             if op not in ("=", "==", "!="):
                 return None
             ref = _variable_reference(left)
@@ -1396,12 +1394,10 @@ class _Evaluator(Words):
         if node.type == "parenthesized_expression" and node.named_child_count == 1:
             return self._decide_expr(node.named_children[0], st)
         if node.type == "binary_expression":
-            left = node.child_by_field_name("left")
-            right = node.child_by_field_name("right")
-            op_node = node.child_by_field_name("operator")
-            if left is None or right is None or op_node is None:
+            parts = _binary(node)
+            if parts is None:
                 return None
-            op = _text(op_node)
+            left, op, right = parts
             if op in ("&&", "-a", "||", "-o"):
                 a, b = self._decide_expr(left, st), self._decide_expr(right, st)
                 if op in ("&&", "-a"):
@@ -1562,6 +1558,16 @@ def _assign_state(target: _State, source: _State) -> None:
     target.stop = source.stop
     target.last = source.last
     target.frames = source.frames
+
+
+def _binary(node: Node) -> tuple[Node, str, Node] | None:
+    """(left, operator, right) of a test's binary expression, if all three are there."""
+    left = node.child_by_field_name("left")
+    right = node.child_by_field_name("right")
+    op = node.child_by_field_name("operator")
+    if left is None or right is None or op is None:
+        return None
+    return left, _text(op), right
 
 
 def _variable_reference(node: Node) -> tuple[str, str | None] | None:
