@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from drift.config import Config
     from drift.store.db import DbUrl
     from drift.store.query import History
+    from drift.store.writer import ConfigChange
     from drift.timespec import When
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -293,6 +294,29 @@ def record(obj: DriftContext, quiet: bool) -> None:
             click.echo(
                 f"  ! ... and {errors - 10} more (drift since lists them as blind spots)", err=True
             )
+    _say_config_change(result.config_change, quiet)
+
+
+def _say_config_change(change: ConfigChange | None, quiet: bool) -> None:
+    """A record taken with another config than the last says so; one that shares nothing warns.
+
+    The warning goes to stderr even with --quiet: under cron, a config picked
+    up from the wrong folder must not go unnoticed until the incident.
+    """
+    if change is None:
+        return
+    what = "; ".join(change.sections) or "settings only"
+    moved = f"{change.untracked:,} facts no longer tracked, {change.tracked:,} now tracked"
+    if change.covers_none:
+        before = change.before_path or "no config file"
+        after = change.after_path or "no config file"
+        click.echo(
+            f"warning: {after} watches nothing the last record's config ({before}) watched; "
+            f"{change.untracked:,} facts are no longer tracked (wrong --config?)",
+            err=True,
+        )
+    elif not quiet:
+        click.echo(f"  config changed since the last record ({what}): {moved}")
 
 
 def report_options(func: F) -> F:

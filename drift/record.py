@@ -156,8 +156,16 @@ def record(
                     len(f.subjects) * len(f.keys) if isinstance(f, FactBlock) else 1 for f in facts
                 )
                 progress(f"store: {count:,} facts, writing what changed")
+            from drift.scope import ConfigInfo
+
             return writer.write_snapshot(
-                config.host, taken, facts, errors, ctx.cache_updates, started=started
+                config.host,
+                taken,
+                facts,
+                errors,
+                ctx.cache_updates,
+                started=started,
+                config=ConfigInfo.of(config),
             )
     finally:
         writer.close()

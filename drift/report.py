@@ -22,6 +22,7 @@ from drift.analysis.diff import (
 )
 from drift.analysis.group import Restart, RestartEvent, category, group_changes
 from drift.analysis.rank import ChurnInfo, RankedStory, rank_stories
+from drift.analysis.scope import ConfigSwitch, ScopeSplit, split_scope
 from drift.store.query import History, SnapshotInfo, StoredVersion, from_us
 from drift.timespec import When, local_zone
 
@@ -212,7 +213,13 @@ def since_context(
     after = history.state_at(current.id)
     values = _Values(history)
 
-    changes = [c for c in changes_between(before, after) if not c.subject.startswith("health:")]
+    window = history.snapshots_between(baseline.id, current.id)
+    scope = split_scope(
+        [c for c in changes_between(before, after) if not c.subject.startswith("health:")],
+        [baseline, *window],
+        history.configs(),
+    )
+    changes = scope.changes
     stories, events = group_changes(changes, after)
     churn = ChurnInfo(
         history.version_counts(baseline.id), history.count_snapshots_upto(baseline.id)
@@ -226,7 +233,6 @@ def since_context(
         ranked = [r for r in ranked if _touches(r, service)]
     shown = ranked if top is None else ranked[:top]
 
-    window = history.snapshots_between(baseline.id, current.id)
     failing = failing_at(current, after)
     unchanged = unchanged_between(before, after, failing)
     per_kind = Counter(category(v.subject, v.key) for v in unchanged)
@@ -255,7 +261,8 @@ def since_context(
             until,
             f"given with --until {until.text}" if until is not None else "latest record",
         ),
-        "trust": _trust(history, chosen.window, baseline, window, spots),
+        "trust": _trust(history, chosen.window, baseline, window, spots, scope.switches),
+        "scope": _scope_ctx(scope),
         "window": {
             "snapshots": len(window),
             "with_errors": sum(1 for s in window if s.n_errors),
@@ -267,7 +274,9 @@ def since_context(
             {"subject": subject, "changes": changes}
             for subject, changes in sorted(by_subject.items())
         ],
-        "timeline": _timeline(history, baseline, current, ranked, events, inside, flapped),
+        "timeline": _timeline(
+            history, baseline, current, ranked, events, inside, flapped, scope.switches
+        ),
         "unchanged": {
             "count": len(unchanged),
             "by_kind": dict(sorted(per_kind.items())),
@@ -357,12 +366,61 @@ def _suspect_ctx(ranked: RankedStory, values: _Values) -> dict[str, Any]:
     }
 
 
+def _scope_ctx(split: ScopeSplit) -> dict[str, Any]:
+    """The config changes of the window, and the facts that only left or entered its scope."""
+
+    def by_subject(changes: list[Change], version: str) -> list[dict[str, Any]]:
+        subjects: dict[str, list[StoredVersion]] = {}
+        for c in changes:
+            v = c.before if version == "before" else c.after
+            assert v is not None
+            subjects.setdefault(c.subject, []).append(v)
+        out = []
+        for subject, versions in sorted(subjects.items()):
+            at = min(
+                (v.until_snapshot_id or 0, v.until_taken_us or 0)
+                if version == "before"
+                else (v.first_snapshot_id, v.first_taken_us)
+                for v in versions
+            )
+            out.append(
+                {
+                    "subject": subject,
+                    "facts": len(versions),
+                    "since": at[0],
+                    "since_local": _local(at[1]),
+                }
+            )
+        return out
+
+    return {
+        "changes": [
+            {
+                "snapshot": s.snapshot_id,
+                "at": _iso(s.taken_us),
+                "local": _local(s.taken_us),
+                "before_path": s.before_path,
+                "after_path": s.after_path,
+                "sections": list(s.sections),
+                "text": s.text,
+                "detail": s.detail,
+            }
+            for s in split.switches
+        ],
+        "untracked_facts": len(split.untracked),
+        "tracked_facts": len(split.tracked),
+        "untracked": by_subject(split.untracked, "before"),
+        "tracked": by_subject(split.tracked, "after"),
+    }
+
+
 def _trust(
     history: History,
     stable_window: tuple[int, int] | None,
     baseline: SnapshotInfo,
     window: list[SnapshotInfo],
     spots: list[BlindSpot],
+    switches: list[ConfigSwitch] | None = None,
 ) -> dict[str, Any]:
     """How far to trust the baseline: records in its stable window, gaps, collection errors."""
     in_window = None
@@ -382,6 +440,8 @@ def _trust(
     )
     if baseline.n_errors:
         parts.append(f"{baseline.n_errors} collection errors at the baseline itself")
+    if switches:
+        parts.append("config changed at " + ", ".join(f"#{s.snapshot_id}" for s in switches))
     return {
         "window_snapshots": in_window,
         "after_baseline": len(window),
@@ -400,9 +460,10 @@ def _timeline(
     events: list[RestartEvent],
     inside: list[StoredVersion],
     flapped: dict[tuple[str, str], int],
+    switches: list[ConfigSwitch] | None = None,
 ) -> list[dict[str, Any]]:
-    """Restarts, changes, health transitions, flapping and marks, in time order."""
-    entries: list[tuple[int, str, str]] = []
+    """Restarts, changes, config switches, health transitions, flapping and marks, in time order."""
+    entries: list[tuple[int, str, str]] = [(s.taken_us, "config", s.text) for s in switches or ()]
     for event in events:
         names = ", ".join(r.service for r in event.restarts)
         pids = ", ".join(f"{r.before_pid or '-'} -> {r.after_pid or '-'}" for r in event.restarts)

@@ -15,6 +15,13 @@ def context(title: str) -> dict:
         "baseline": {**snapshot, "source": "given", "unhealthy_at": None},
         "current": {**snapshot, "snapshot": 2, "why": "latest record"},
         "trust": {"summary": "1 after the baseline; no gaps; no collection errors"},
+        "scope": {
+            "changes": [],
+            "untracked_facts": 0,
+            "tracked_facts": 0,
+            "untracked": [],
+            "tracked": [],
+        },
         "total_suspects": 1,
         "suspects": [
             {

@@ -194,6 +194,28 @@ def report_context() -> dict[str, Any]:
         },
         "current": {**snapshot, "snapshot": 3, "asked": None, "why": "latest record", "facts": 116},
         "trust": {"summary": "1 after the baseline; no gaps; no collection errors"},
+        "scope": {
+            "changes": [
+                {
+                    "snapshot": 3,
+                    "at": snapshot["time"],
+                    "local": snapshot["local"],
+                    "before_path": "/etc/drift/drift.toml",
+                    "after_path": f"/srv/{SCRIPT}/drift.toml",
+                    "sections": ["services: -web"],
+                    "text": f"config changed at #3 (services: -web, /srv/{SCRIPT}/drift.toml)",
+                    "detail": f"changed at #3 (services: -web, /srv/{SCRIPT}/drift.toml)",
+                }
+            ],
+            "untracked_facts": 1,
+            "tracked_facts": 1,
+            "untracked": [
+                {"subject": f"service:{BREAKOUT}", "facts": 1, "since": 3, "since_local": "x"}
+            ],
+            "tracked": [
+                {"subject": f"file:/srv/{LINK}", "facts": 1, "since": 3, "since_local": "x"}
+            ],
+        },
         "window": {"snapshots": 1, "with_errors": 0},
         "total_suspects": 3,
         "suspects": suspects,

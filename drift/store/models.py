@@ -42,6 +42,23 @@ class Host(Base):
     name: Mapped[str] = mapped_column(String(255), unique=True)
 
 
+class ConfigRecord(Base):
+    """A config some snapshot was taken with: its path, a digest of what it says, its scope.
+
+    Shared by every snapshot taken with the same config, so an unchanged
+    record stores one integer for it. `scope` is drift.scope.Scope as JSON.
+    """
+
+    __tablename__ = "configs"
+    __table_args__ = (UniqueConstraint("path", "digest"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # The config file's absolute path; "" for a record taken with no config file.
+    path: Mapped[str] = mapped_column(Text)
+    digest: Mapped[str] = mapped_column(String(64))
+    scope: Mapped[str] = mapped_column(Text)
+
+
 class Snapshot(Base):
     __tablename__ = "snapshots"
     __table_args__ = (Index("ix_snapshots_host_id_taken_us", "host_id", "taken_us"),)
@@ -58,6 +75,10 @@ class Snapshot(Base):
     # 16-byte digest of every fact collected: equal to the last snapshot's means
     # nothing changed, so the record writes this row and nothing else.
     state_digest: Mapped[bytes | None] = mapped_column(LargeBinary(16))
+    # The config this snapshot was taken with; NULL for snapshots recorded
+    # before drift kept it (their scope is unknown, so nothing is read as
+    # having left or entered it).
+    config_id: Mapped[int | None] = mapped_column(ForeignKey("configs.id"))
 
 
 class Fact(Base):

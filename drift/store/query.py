@@ -11,17 +11,20 @@ import zlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, func, not_, or_, select
 from sqlalchemy.orm import aliased
 
 from drift.errors import NoHistoryError, TimeSpecError
 from drift.store.db import DbUrl, open_engine
-from drift.store.models import Blob, Host, Mark, Snapshot, Version
+from drift.store.models import Blob, ConfigRecord, Host, Mark, Snapshot, Version
 from drift.store.models import Fact as FactRow
 from drift.store.writer import require_schema
 from drift.timespec import When, describe_when
+
+if TYPE_CHECKING:
+    from drift.scope import ConfigInfo
 
 
 def from_us(us: int) -> datetime:
@@ -44,6 +47,8 @@ class SnapshotInfo:
     n_changed: int
     n_errors: int
     errors: list[dict[str, Any]] = field(default_factory=list)
+    # The config the snapshot was taken with (History.configs); None before drift kept it.
+    config_id: int | None = None
 
     @property
     def taken_at(self) -> datetime:
@@ -90,6 +95,7 @@ def _snapshot(row: Any) -> SnapshotInfo:
         row.n_changed,
         row.n_errors,
         json.loads(row.errors) if row.errors else [],
+        row.config_id,
     )
 
 
@@ -189,6 +195,16 @@ class History:
                 ).scalar()
                 or 0
             )
+
+    def configs(self) -> dict[int, ConfigInfo]:
+        """Every config snapshots were taken with, by id (a handful, shared by a fleet's hosts)."""
+        from drift.scope import ConfigInfo, Scope
+
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(ConfigRecord.id, ConfigRecord.path, ConfigRecord.digest, ConfigRecord.scope)
+            ).all()
+        return {r.id: ConfigInfo(r.path or None, r.digest, Scope.from_json(r.scope)) for r in rows}
 
     def snapshots_between(self, after_id: int, upto_id: int) -> list[SnapshotInfo]:
         """Snapshots with after_id < id <= upto_id, oldest first."""

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from drift.errors import RecordLocked, StoreError
 from drift.facts import CachedStat, CollectionError, Fact, FactBlock
@@ -31,6 +31,9 @@ from drift.store.db import (
     connect_dbapi,
     current_revision_dbapi,
 )
+
+if TYPE_CHECKING:
+    from drift.scope import ConfigInfo
 
 # Keys whose values always go to the blob table, and the size above which any value does.
 BLOB_KEYS = frozenset({"content", "stdout"})
@@ -47,6 +50,27 @@ class SnapshotResult:
     changed: int
     errors: list[CollectionError] = field(default_factory=list)
     seconds: float = 0.0
+    # Set when this record's config differs from the last record's.
+    config_change: ConfigChange | None = None
+
+
+@dataclass
+class ConfigChange:
+    """How the config of a record differs from the last record's, and what that did.
+
+    `untracked` facts left the history because the new config no longer asks
+    for them and `tracked` ones entered because it now does: neither is a
+    change on the box, and neither is counted in `changed`. `covers_none`:
+    the new config watches nothing the last one watched (another config
+    picked up by mistake, most likely).
+    """
+
+    before_path: str | None
+    after_path: str | None
+    sections: list[str]  # "services: -web", "files: +kernels"
+    untracked: int = 0
+    tracked: int = 0
+    covers_none: bool = False
 
 
 def now_us() -> int:
@@ -352,10 +376,14 @@ class HistoryWriter:
         errors: list[CollectionError],
         cache_updates: dict[str, CachedStat],
         started: float | None = None,
+        config: ConfigInfo | None = None,
     ) -> SnapshotResult:
         """Store one snapshot: new versions for changed facts, closed ones for removed facts.
 
-        FactBlocks are expanded only when something changed.
+        FactBlocks are expanded only when something changed. `config`, the
+        config the facts were collected with, is stored with the snapshot; a
+        fact that left or entered its scope is closed or opened like any other
+        but is not counted as a change.
 
         A fact covered by a collection error is neither compared nor closed: it
         keeps its last version, so a read failure never looks like a removal.
@@ -380,10 +408,17 @@ class HistoryWriter:
             # The last snapshot's digest equals its stored state only if it had no
             # collection errors (covered facts kept values it did not collect).
             last = self.conn.execute(
-                "SELECT state_digest, n_errors, n_facts FROM snapshots WHERE host_id = ? "
-                "ORDER BY id DESC LIMIT 1",
+                "SELECT state_digest, n_errors, n_facts, config_id FROM snapshots "
+                "WHERE host_id = ? ORDER BY id DESC LIMIT 1",
                 (host_id,),
             ).fetchone()
+            config_id = self._config_id(config) if config is not None else None
+            before = (
+                self._config(int(last[3]))
+                if config is not None and last is not None and last[3] not in (None, config_id)
+                else None
+            )
+            change = _config_change(before, config)
             if (
                 last is not None
                 and last[1] == 0
@@ -392,11 +427,11 @@ class HistoryWriter:
             ):
                 n_facts = int(last[2])  # the same list, so the same distinct facts
                 snapshot_id = self._insert_snapshot(
-                    host_id, taken_us, started, n_facts, 0, errors, errors_json, digest
+                    host_id, taken_us, started, n_facts, 0, errors, errors_json, digest, config_id
                 )
                 self._write_cache(host_id, cache_updates, set())
                 return SnapshotResult(
-                    snapshot_id, taken_us, n_facts, 0, errors, time.monotonic() - started
+                    snapshot_id, taken_us, n_facts, 0, errors, time.monotonic() - started, change
                 )
 
             open_versions: dict[tuple[str, str], tuple[int, int, str | None, str | None, bool]] = {
@@ -434,18 +469,25 @@ class HistoryWriter:
                 new_rows.append((ident, provenance, secret, fact_id, value, blob_digest, data))
 
             gone_files: set[str] = set()
+            gone: list[tuple[tuple[str, str], int]] = []
             for ident, (_fid, vid, *_rest) in open_versions.items():
                 if ident in unique or any(err.covers(*ident) for err in errors):
                     continue
                 closing.append(vid)
+                gone.append((ident, vid))
                 if ident[0].startswith("file:"):
                     gone_files.add(ident[0][len("file:") :])
 
             n_fresh = sum(len(block.subjects) * len(block.keys) for block in fresh)
             n_facts = len(unique) + n_fresh
             changed = n_fresh + len(new_rows) + len(closing) - reopened - moved
+            if change is not None and before is not None and config is not None:
+                self._count_scope_moves(
+                    change, before, config, gone, new_rows, fresh, open_versions
+                )
+                changed -= change.untracked + change.tracked
             snapshot_id = self._insert_snapshot(
-                host_id, taken_us, started, n_facts, changed, errors, errors_json, digest
+                host_id, taken_us, started, n_facts, changed, errors, errors_json, digest, config_id
             )
             self.conn.executemany(
                 "UPDATE versions SET until_snapshot_id = ? WHERE id = ?",
@@ -455,8 +497,83 @@ class HistoryWriter:
             self._insert_versions(host_id, snapshot_id, new_rows, new_host)
             self._write_cache(host_id, cache_updates, gone_files)
         return SnapshotResult(
-            snapshot_id, taken_us, n_facts, changed, errors, time.monotonic() - started
+            snapshot_id, taken_us, n_facts, changed, errors, time.monotonic() - started, change
         )
+
+    # ------------------------------------------------------------ the config's scope
+
+    def _config_id(self, config: ConfigInfo) -> int:
+        """The row of this config (path and digest), inserted the first time it is used."""
+        path = config.path or ""
+        query = "SELECT id FROM configs WHERE path = ? AND digest = ?"
+        row = self.conn.execute(query, (path, config.digest)).fetchone()
+        if row is None:
+            # Another host of a fleet may insert the same config at the same moment.
+            self.conn.execute(
+                "INSERT INTO configs (path, digest, scope) VALUES (?, ?, ?) "
+                "ON CONFLICT (path, digest) DO NOTHING",
+                (path, config.digest, config.scope.to_json()),
+            )
+            row = self.conn.execute(query, (path, config.digest)).fetchone()
+        return int(row[0])
+
+    def _config(self, config_id: int) -> ConfigInfo | None:
+        from drift.scope import ConfigInfo, Scope
+
+        row = self.conn.execute(
+            "SELECT path, digest, scope FROM configs WHERE id = ?", (config_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        return ConfigInfo(row[0] or None, row[1], Scope.from_json(row[2]))
+
+    def _count_scope_moves(
+        self,
+        change: ConfigChange,
+        before: ConfigInfo,
+        after: ConfigInfo,
+        gone: list[tuple[tuple[str, str], int]],
+        new_rows: list[_NewVersion],
+        fresh: list[FactBlock],
+        open_versions: dict[tuple[str, str], Any],
+    ) -> None:
+        """Count the facts that left or entered the config's scope, and whether any stayed."""
+        provenance = self._script_provenance([vid for ident, vid in gone])
+        change.untracked = sum(
+            1
+            for ident, vid in gone
+            if not after.scope.covers(ident[0], provenance.get(vid))
+            and before.scope.covers(ident[0], provenance.get(vid))
+        )
+        change.tracked = sum(
+            1
+            for ident, prov, _secret, fact_id, *_rest in new_rows
+            if fact_id is None
+            and after.scope.covers(ident[0], prov)
+            and not before.scope.covers(ident[0], prov)
+        ) + sum(
+            len(block.keys)
+            for block in fresh
+            for subject in block.subjects
+            if not before.scope.covers(subject)
+        )
+        if not before.scope.empty and open_versions:
+            subjects = {ident[0] for ident in open_versions}
+            change.covers_none = not any(after.scope.covers(s) for s in subjects)
+
+    def _script_provenance(self, version_ids: list[int]) -> dict[int, dict[str, Any]]:
+        """Stored provenance of versions of script facts (a sourced file names its service)."""
+        out: dict[int, dict[str, Any]] = {}
+        for i in range(0, len(version_ids), 500):
+            chunk = version_ids[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            for vid, text in self.conn.execute(
+                "SELECT v.id, v.provenance FROM versions v JOIN facts f ON f.id = v.fact_id "
+                f"WHERE v.id IN ({marks}) AND f.subject LIKE 'script:%'",
+                chunk,
+            ):
+                out[int(vid)] = json.loads(text) if text else {}
+        return out
 
     def _placed_provenance(
         self, host_id: int, unique: dict[tuple[str, str], _Entry]
@@ -593,12 +710,23 @@ class HistoryWriter:
         errors: list[CollectionError],
         errors_json: str | None,
         digest: bytes,
+        config_id: int | None,
     ) -> int:
         duration_ms = int((time.monotonic() - started) * 1000)
         return self._insert_id(
             "INSERT INTO snapshots (host_id, taken_us, duration_ms, n_facts, n_changed, "
-            "n_errors, errors, state_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (host_id, taken_us, duration_ms, n_facts, n_changed, len(errors), errors_json, digest),
+            "n_errors, errors, state_digest, config_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                host_id,
+                taken_us,
+                duration_ms,
+                n_facts,
+                n_changed,
+                len(errors),
+                errors_json,
+                digest,
+                config_id,
+            ),
         )
 
     def _insert_versions(
@@ -733,6 +861,15 @@ class HistoryWriter:
             "ON CONFLICT (host_id, shard) DO UPDATE SET entries = excluded.entries",
             rows,
         )
+
+
+def _config_change(before: ConfigInfo | None, after: ConfigInfo | None) -> ConfigChange | None:
+    """How the config changed between two records, if it did (None for the same one)."""
+    if before is None or after is None:
+        return None
+    if (before.path, before.digest) == (after.path, after.digest):
+        return None
+    return ConfigChange(before.path, after.path, before.scope.changes_to(after.scope))
 
 
 def _provenance_json(provenance: dict[str, Any]) -> str | None:

@@ -1,0 +1,212 @@
+"""What a config covers: its scope, stored with every snapshot.
+
+A fact that leaves the history because the config stopped asking for it was
+not removed from the box; a fact that enters because the config started asking
+for it was not added. Each snapshot therefore records which config it was taken
+with (its path and a digest of its effective content) and that config's scope:
+the services, scripts, file sets, repos, commands and health checks it names.
+Analysis asks the scope whether a subject was watched before saying "removed"
+or "added"; a subject outside it is "no longer tracked" or "now tracked".
+
+This module sits beside config.py: record writes a scope, analysis reads one,
+and neither the collectors nor the store depend on it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from fnmatch import translate
+from functools import lru_cache
+from typing import Any
+
+from drift.config import Config
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The subjects one config asks drift to watch, by section and name.
+
+    `services` maps a service's name to its serve script (or None);
+    `files` maps a file set's name to its globs. Everything is plain data so
+    a scope round-trips through JSON unchanged.
+    """
+
+    services: dict[str, str | None] = field(default_factory=dict)
+    files: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    repos: tuple[str, ...] = ()
+    commands: tuple[str, ...] = ()
+    health: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, config: Config) -> Scope:
+        return cls(
+            services={s.name: s.script for s in config.services},
+            files={f.name: tuple(f.paths) for f in config.files},
+            repos=tuple(r.path for r in config.repos),
+            commands=tuple(c.name for c in config.commands),
+            health=tuple(h.name for h in config.health),
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> Scope:
+        data = json.loads(text)
+        return cls(
+            services=dict(data.get("services", {})),
+            files={k: tuple(v) for k, v in data.get("files", {}).items()},
+            repos=tuple(data.get("repos", ())),
+            commands=tuple(data.get("commands", ())),
+            health=tuple(data.get("health", ())),
+        )
+
+    @property
+    def empty(self) -> bool:
+        return not (self.services or self.files or self.repos or self.commands or self.health)
+
+    def covers(self, subject: str, provenance: dict[str, Any] | None = None) -> bool:
+        """Whether this scope asks for `subject` (``service:decode``, ``file:/etc/x`` ...).
+
+        A sourced file (``script:`` with the service it was read for in its
+        provenance) is covered while that service's script is. A subject of a
+        kind this scope does not know is covered: drift never guesses it away.
+        """
+        kind, _, name = subject.partition(":")
+        if kind == "service":
+            return name in self.services
+        if kind == "script":
+            if name in self.services.values():
+                return True
+            service = (provenance or {}).get("service")
+            return isinstance(service, str) and self.services.get(service) is not None
+        if kind == "file":
+            return any(glob_matches(g, name) for globs in self.files.values() for g in globs)
+        if kind == "repo":
+            return name in self.repos
+        if kind == "command":
+            return name in self.commands
+        if kind == "health":
+            return name in self.health
+        return True
+
+    def shares_with(self, other: Scope) -> bool:
+        """Whether the two scopes name anything in common (a service, a glob, a repo ...)."""
+        return bool(
+            self.services.keys() & other.services.keys()
+            or {g for gs in self.files.values() for g in gs}
+            & {g for gs in other.files.values() for g in gs}
+            or set(self.repos) & set(other.repos)
+            or set(self.commands) & set(other.commands)
+            or set(self.health) & set(other.health)
+        )
+
+    def changes_to(self, other: Scope) -> list[str]:
+        """What changed from this scope to `other`, by section: ``services: -web, +router``.
+
+        A name kept with other paths (a service's script, a file set's globs) is ``~name``.
+        """
+        parts = []
+        for section, before, after in (
+            ("services", self.services, other.services),
+            ("files", self.files, other.files),
+            ("repos", dict.fromkeys(self.repos), dict.fromkeys(other.repos)),
+            ("commands", dict.fromkeys(self.commands), dict.fromkeys(other.commands)),
+            ("health", dict.fromkeys(self.health), dict.fromkeys(other.health)),
+        ):
+            names = [f"-{n}" for n in before if n not in after]
+            names += [f"+{n}" for n in after if n not in before]
+            names += [f"~{n}" for n in before if n in after and before[n] != after[n]]
+            if names:
+                parts.append(f"{section}: {', '.join(names)}")
+        return parts
+
+
+def config_digest(config: Config) -> str:
+    """A digest of what the config says, not how it is written: comments and order aside."""
+    data = asdict(config)
+    data.pop("path", None)
+    text = json.dumps(data, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+@dataclass(frozen=True)
+class ConfigInfo:
+    """The config a snapshot was taken with: its path, a digest of what it said, its scope."""
+
+    path: str | None
+    digest: str
+    scope: Scope
+
+    @classmethod
+    def of(cls, config: Config) -> ConfigInfo:
+        path = str(config.path.resolve()) if config.path is not None else None
+        return cls(path, config_digest(config), Scope.of(config))
+
+
+def glob_matches(pattern: str, path: str) -> bool:
+    """Whether `path` is a file the files collector's `pattern` matches.
+
+    The same rules as the collector: ``**`` is zero or more directories (and
+    ``dir/**`` every file below dir); ``*``, ``?`` and ``[...]`` stay within one
+    name and match a leading dot.
+    """
+    parts = _glob_parts(pattern)
+    names = os.path.abspath(path).split("/")[1:]
+    return _match(parts, tuple(names))
+
+
+@lru_cache(maxsize=256)
+def _glob_parts(pattern: str) -> tuple[str, ...]:
+    parts: list[str] = []
+    for part in os.path.abspath(pattern).split("/")[1:]:
+        if part == "**" and parts and parts[-1] == "**":
+            continue
+        parts.append(part)
+    if parts and parts[-1] == "**":
+        parts.append("*")
+    return tuple(parts)
+
+
+@lru_cache(maxsize=1024)
+def _component(part: str) -> re.Pattern[str] | None:
+    return re.compile(translate(part)) if _GLOB_CHARS.intersection(part) else None
+
+
+def _match(parts: tuple[str, ...], names: tuple[str, ...]) -> bool:
+    # Positions (i in parts) still alive after each name: an NFA, no backtracking blow-up.
+    states = _close(parts, {0})
+    for name in names:
+        following: set[int] = set()
+        for i in states:
+            if i == len(parts):
+                continue
+            part = parts[i]
+            if part == "**":
+                following.add(i)
+                continue
+            matcher = _component(part)
+            if (matcher.match(name) is not None) if matcher is not None else part == name:
+                following.add(i + 1)
+        states = _close(parts, following)
+        if not states:
+            return False
+    return len(parts) in states
+
+
+def _close(parts: tuple[str, ...], states: set[int]) -> set[int]:
+    """Add the states reachable by letting each ``**`` match no directory."""
+    out = set(states)
+    todo = list(states)
+    while todo:
+        i = todo.pop()
+        if i < len(parts) and parts[i] == "**" and i + 1 not in out:
+            out.add(i + 1)
+            todo.append(i + 1)
+    return out
