@@ -54,20 +54,29 @@ class RepoSpec:
 
 @dataclass(frozen=True)
 class CommandSpec:
-    """A command whose output and exit code are recorded."""
+    """A command whose output and exit code are recorded.
+
+    It runs in `cwd`: from drift.toml, the config file's folder unless the
+    entry names another; None (a spec built in code) is the current folder.
+    """
 
     name: str
     run: str
     timeout: float = 10.0
+    cwd: str | None = None
 
 
 @dataclass(frozen=True)
 class HealthSpec:
-    """A check run at every record; exit 0 within the timeout means healthy."""
+    """A check run at every record; exit 0 within the timeout means healthy.
+
+    It runs in `cwd`, as a CommandSpec does.
+    """
 
     name: str
     run: str
     timeout: float = 20.0
+    cwd: str | None = None
 
 
 _Run = TypeVar("_Run", CommandSpec, HealthSpec)
@@ -332,16 +341,24 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
 
 
 def _runs(top: _Reader, key: str, spec: type[_Run], *, default_timeout: float) -> list[_Run]:
-    """[[commands]] and [[health]]: a unique name, a command line, a timeout."""
+    """[[commands]] and [[health]]: a unique name, a command line, a timeout, a folder.
+
+    They run in the config file's folder unless `cwd` names another, so
+    `./check.sh` means the same whichever folder `drift record` is started
+    from, as every other relative path of the config does. A folder that does
+    not exist is reported when the command runs, not here: a record from cron
+    must not lose every other fact over one folder.
+    """
     readers = top.tables(key)
     runs = []
     for r in readers:
-        r.check_keys({"name", "run", "timeout"})
+        r.check_keys({"name", "run", "timeout", "cwd"})
         runs.append(
             spec(
                 name=_name(r),
                 run=r.string("run", required=True) or "",
                 timeout=r.number("timeout", default_timeout),
+                cwd=r.path_string("cwd") or str(r.base),
             )
         )
     _unique_names(readers, [run.name for run in runs])

@@ -102,6 +102,10 @@ straight from marshal, and building named ones cost more than the load.
 """
 
 
+PROCESS_KEYS = ("pid", "started_at", "exe", "argv")
+"""The facts of a service that say which process it is: `CollectContext.last_processes`."""
+
+
 @dataclass
 class CollectContext:
     """What collectors may use besides their own config section.
@@ -113,6 +117,10 @@ class CollectContext:
     used to query systemd and `proc_root` where /proc is, both changeable so
     drift can watch services inside a container from the host. `progress`,
     when someone watches (a terminal), takes a one-line status of long work.
+    `last_processes`, read-only input from the store too, holds what was
+    last recorded of each service's process (``service:NAME`` -> PROCESS_KEYS
+    and ``pidfile_mtime`` -> value), so the services collector can tell the
+    process it finds from the one it saw before.
     """
 
     file_cache: dict[str, CachedStat] = field(default_factory=dict)
@@ -121,3 +129,4 @@ class CollectContext:
     systemctl: tuple[str, ...] = ("systemctl",)
     proc_root: str = "/proc"
     progress: Callable[[str], None] | None = None
+    last_processes: dict[str, dict[str, str]] = field(default_factory=dict)

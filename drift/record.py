@@ -128,6 +128,9 @@ def record(
                 systemctl=config.systemctl,
                 proc_root=config.proc_root,
                 progress=progress,
+                last_processes=writer.load_last_processes(
+                    config.host, [f"service:{svc.name}" for svc in config.services]
+                ),
             )
             from drift.redact import SKIP_KEYS, Redactor, load_or_create_key
 

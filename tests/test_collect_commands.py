@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -10,9 +11,10 @@ from pathlib import Path
 
 import psutil
 import pytest
+from conftest import run_drift
 
-from drift.collectors.commands import MAX_OUTPUT, collect_command, run_bounded
-from drift.config import CommandSpec
+from drift.collectors.commands import MAX_OUTPUT, collect_command, collect_health, run_bounded
+from drift.config import CommandSpec, HealthSpec, load_config
 from drift.facts import CollectContext, CollectionError, Fact
 
 
@@ -126,3 +128,74 @@ def test_run_bounded_reports_a_program_that_cannot_start(tmp_path: Path) -> None
 def test_run_bounded_in_cwd_with_argv(tmp_path: Path) -> None:
     run = run_bounded(["pwd"], 5, cwd=str(tmp_path))
     assert (run.exit_code, run.stdout, run.timed_out) == (0, f"{tmp_path}\n".encode(), False)
+
+
+# --- the folder a command runs in ----------------------------------------------
+
+
+def test_commands_and_checks_run_beside_the_config_not_where_drift_was_started(
+    tmp_path: Path,
+) -> None:
+    """The same record from another folder must not flip an exit code or an output."""
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "marker").write_text("beside the config")
+    (tmp_path / "marker").write_text("where drift was started")  # run_drift's own folder
+    (conf / "drift.toml").write_text(
+        'host = "h"\n'
+        '[[commands]]\nname = "marker"\nrun = "cat ./marker"\n'
+        '[[health]]\nname = "marker-here"\nrun = "grep -q config ./marker"\n'
+    )
+    db = tmp_path / "d.db"
+    args = ["--config", str(conf / "drift.toml"), "--db", str(db)]
+    assert run_drift(["record", *args], tmp_path).stdout.startswith(
+        "snapshot #1: 3 facts, 3 changed, 0 errors"
+    )
+    shown = json.loads(run_drift(["show", *args, "--format", "json"], tmp_path).stdout)
+    facts = {
+        (subject["subject"], fact["key"]): fact
+        for subject in shown["data"]["subjects"]
+        for fact in subject["facts"]
+    }
+    assert facts["command:marker", "stdout"]["value"] == "beside the config"
+    assert facts["command:marker", "exit"]["value"] == "0"
+    assert facts["health:marker-here", "ok"]["value"] == "true"
+    assert facts["command:marker", "exit"]["provenance"] == {
+        "run": "cat ./marker",
+        "cwd": str(conf),
+    }
+
+
+def test_cwd_of_an_entry_is_taken_from_the_config_folder(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "drift.toml").write_text(
+        '[[commands]]\nname = "rel"\nrun = "pwd"\ncwd = "data"\n'
+        f'[[commands]]\nname = "abs"\nrun = "pwd"\ncwd = "{tmp_path}"\n'
+    )
+    rel, absolute = load_config(tmp_path / "drift.toml").commands
+    assert (rel.cwd, absolute.cwd) == (str(tmp_path / "data"), str(tmp_path))
+    assert values(list(collect_command(rel, CollectContext())))["stdout"] == (
+        f"{tmp_path / 'data'}\n"
+    )
+    assert values(list(collect_command(absolute, CollectContext())))["stdout"] == f"{tmp_path}\n"
+
+
+def test_a_folder_gone_is_a_blind_spot_for_a_command_and_a_failure_for_a_check(
+    tmp_path: Path,
+) -> None:
+    gone = tmp_path / "gone"
+    command = CommandSpec(name="probe", run="true", cwd=str(gone))
+    assert list(collect_command(command, CollectContext())) == [
+        CollectionError("command:probe", None, f"cannot run in {gone}: no such folder")
+    ]
+    # A check that cannot run vouches for nothing: it must not extend a stable window.
+    (check,) = collect_health(HealthSpec(name="up", run="true", cwd=str(gone)), CollectContext())
+    assert isinstance(check, Fact) and check.value == "false"
+    assert check.provenance["outcome"] == f"cannot run in {gone}: no such folder"
+
+
+def test_a_spec_without_a_folder_runs_in_the_current_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert values(collect("pwd")) == {"stdout": f"{tmp_path}\n", "exit": "0"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import shlex
 import signal
 import subprocess
@@ -12,12 +13,13 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
+from conftest import run_drift
 from privileges import as_nobody
 
 from drift.collectors.scripts import collect_script
@@ -206,8 +208,11 @@ def test_pidfile_service_reports_its_live_process(serve: Serve) -> None:
     started = datetime.fromisoformat(got["started_at"])
     assert started.tzinfo is not None and started.utcoffset() == UTC.utcoffset(None)
     assert got["started_at"].endswith("+00:00") and "." in got["started_at"]
-    expected_start = datetime.fromtimestamp(psutil.Process(pid).create_time(), UTC)
-    assert started == expected_start
+    # psutil adds the boot time cut to the second, so its start is up to 1 s early;
+    # drift's is the same tick count from a boot time to the millisecond.
+    whole_second_boot = datetime.fromtimestamp(psutil.Process(pid).create_time(), UTC)
+    assert timedelta(0) <= started - whole_second_boot < timedelta(seconds=1)
+    assert started.microsecond % 1000 == 0
     assert abs((datetime.now(UTC) - started).total_seconds()) < 60
 
     assert json.loads(got["argv"]) == [
@@ -231,8 +236,15 @@ def test_pidfile_service_reports_its_live_process(serve: Serve) -> None:
     assert got["env:FROM_PARENT"] == "yes"
     assert "matches" not in got
 
-    assert facts["pid"].provenance == {"pid": pid, "found_by": f"pidfile {serve.pidfile}"}
-    assert facts["started_at"].provenance == facts["pid"].provenance
+    written = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(
+        microseconds=serve.pidfile.stat().st_mtime_ns // 1000
+    )
+    assert facts["pid"].provenance == {
+        "pid": pid,
+        "found_by": f"pidfile {serve.pidfile}",
+        "pidfile_mtime": written.isoformat(),
+    }
+    assert facts["started_at"].provenance == {**facts["pid"].provenance, "uncertainty_ms": 10}
     assert facts["env:HF_HOME"].provenance == {"pid": pid, "source": f"/proc/{pid}/environ"}
     assert facts["flag:--tp-size"].provenance == {"pid": pid, "source": f"/proc/{pid}/cmdline"}
     assert facts["argv"].provenance == facts["flag:--tp-size"].provenance
@@ -278,18 +290,42 @@ def test_stopped_service_is_not_running_and_has_no_process_facts(serve: Serve) -
     assert facts["running"].provenance == {"found_by": f"pidfile {serve.pidfile}"}
 
 
-@pytest.mark.parametrize("content", ["dead", "", "garbage\n", "-5\n", "0\n", None])
-def test_stale_or_broken_pidfile_means_not_running(tmp_path: Path, content: str | None) -> None:
+def test_pidfile_of_a_process_that_is_gone_means_not_running(tmp_path: Path) -> None:
+    """What a daemon that died leaves behind: the pid of a process that no longer exists."""
     pidfile = tmp_path / "svc.pid"
-    if content == "dead":
-        dead = subprocess.Popen(["true"])
-        dead.wait()
-        content = f"{dead.pid}\n"
-    if content is not None:
-        pidfile.write_text(content)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    pidfile.write_text(f"{dead.pid}\n")
     facts, errors = collect(ServiceSpec(name="svc", pidfile=str(pidfile)))
     assert errors == []
     assert values(facts) == {"running": "false"}
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (None, "does not exist"),
+        ("", "is empty"),
+        ("  \n", "is empty"),
+        ("garbage\n", "holds no pid"),
+        ("-5\n", "holds no pid"),
+        ("0\n", "holds no pid"),
+    ],
+)
+def test_missing_or_garbled_pidfile_is_a_blind_spot_not_a_stop(
+    tmp_path: Path, content: str | None, problem: str
+) -> None:
+    """A typo in the path must not read as the service stopping: its facts keep their values."""
+    pidfile = tmp_path / "svc.pid"
+    if content is not None:
+        pidfile.write_text(content)
+    facts, errors = collect(ServiceSpec(name="svc", pidfile=str(pidfile)))
+    assert facts == {}
+    assert errors == [
+        CollectionError(
+            "service:svc", None, f"pidfile {pidfile} {problem}: cannot tell whether svc runs"
+        )
+    ]
 
 
 def test_unreadable_pidfile_is_a_blind_spot_not_a_stop(tmp_path: Path) -> None:
@@ -300,6 +336,272 @@ def test_unreadable_pidfile_is_a_blind_spot_not_a_stop(tmp_path: Path) -> None:
     assert len(errors) == 1
     assert errors[0].key is None and errors[0].covers("service:svc", "env:HF_HOME")
     assert str(pidfile) in errors[0].message
+
+
+# --- what a pidfile points at ------------------------------------------------
+
+
+def _kernel_thread() -> int | None:
+    """The pid of a kernel thread visible here (kthreadd on a host), if any."""
+    for pid in psutil.pids():
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_bytes()
+        except OSError:
+            continue
+        if int(stat.rpartition(b")")[2].split()[6]) & 0x00200000:
+            return pid
+    return None
+
+
+@pytest.mark.parametrize("who", ["init", "drift", "kernel thread"])
+def test_pidfile_naming_init_drift_or_a_kernel_thread_is_a_blind_spot(
+    tmp_path: Path, who: str
+) -> None:
+    """Such a pidfile is wrong (a `$PPID`, a stale pid): what it names is no one's service."""
+    if who == "init":
+        if 1 not in {p.pid for p in psutil.Process().parents()}:
+            pytest.skip("pid 1 is not an ancestor here")
+        pid, what = 1, f"the init process ({psutil.Process(1).name()})"
+    elif who == "drift":
+        pid, what = os.getpid(), "drift itself"
+    else:
+        found = _kernel_thread()
+        if found is None:
+            pytest.skip("no kernel thread visible")
+        pid, what = found, f"a kernel thread ({psutil.Process(found).name()})"
+    pidfile = tmp_path / "svc.pid"
+    pidfile.write_text(f"{pid}\n")
+    facts, errors = collect(ServiceSpec(name="svc", pidfile=str(pidfile)))
+    assert facts == {}
+    assert errors == [
+        CollectionError(
+            "service:svc",
+            None,
+            f"pidfile {pidfile} holds pid {pid}, {what}, not svc: cannot tell whether svc runs",
+        )
+    ]
+
+
+def test_pid_1_of_a_container_seen_from_outside_is_its_service(
+    serve: Serve, tmp_path: Path
+) -> None:
+    """In a /proc drift does not run in (a container's), pid 1 is not drift's init."""
+    fake_proc = tmp_path / "proc"
+    fake_proc.mkdir()
+    (fake_proc / "1").symlink_to(f"/proc/{serve.pid}")  # the container's pid 1: the service
+    pidfile = tmp_path / "one.pid"
+    pidfile.write_text("1\n")
+    # psutil reads <proc_root>/1/...; without <proc_root>/self drift is not in it.
+    spec = ServiceSpec(name="decode", pidfile=str(pidfile))
+    facts, errors = collect(spec, CollectContext(proc_root=str(fake_proc)))
+    assert errors == []
+    assert facts["pid"].value == "1"
+    assert facts["flag:--drift-test"].value == serve.token
+
+
+def _seconds(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
+def test_started_at_is_the_tick_the_process_started_in_not_a_second_early(
+    tmp_path: Path, spawn: Spawn
+) -> None:
+    """The kernel counts a start in 10 ms ticks; the boot time is read to the millisecond."""
+    pidfile = tmp_path / "svc.pid"
+    spec = ServiceSpec(name="svc", pidfile=str(pidfile))
+    for _ in range(3):
+        before = time.time()
+        proc = spawn([sys.executable, "-c", SLEEPER])
+        after = time.time()
+        pidfile.write_text(f"{proc.pid}\n")
+        facts, errors = collect(spec)
+        assert errors == []
+        started = _seconds(facts["started_at"].value)
+        # At most a tick (10 ms) before the fork, never after it; 20 ms either way.
+        assert before - 0.020 <= started <= after + 0.020, (before, started, after)
+        assert facts["started_at"].provenance["uncertainty_ms"] == 10
+        # The same process read again gives the same text, clock readings apart.
+        assert collect(spec)[0]["started_at"].value == facts["started_at"].value
+
+
+def test_a_start_read_a_little_differently_keeps_the_recorded_one(serve: Serve) -> None:
+    """Same pid, start moved under a second (a stepped clock, the old whole-second boot):
+    the process recorded before, so its recorded start stays and no restart is invented."""
+    spec = ServiceSpec(name="decode", pidfile=str(serve.pidfile))
+    fresh = collect(spec)[0]["started_at"].value
+    earlier = (datetime.fromisoformat(fresh) - timedelta(milliseconds=640)).isoformat(
+        timespec="microseconds"
+    )
+    last = {"service:decode": {"pid": str(serve.pid), "started_at": earlier}}
+    facts, errors = collect(spec, CollectContext(last_processes=last))
+    assert errors == []
+    assert facts["started_at"].value == earlier
+    # Another pid, or the same pid a whole restart apart: the reading is the start.
+    for pid, moved in ((serve.pid + 1, 640), (serve.pid, 5000)):
+        before = datetime.fromisoformat(fresh) - timedelta(milliseconds=moved)
+        last = {"service:decode": {"pid": str(pid), "started_at": before.isoformat()}}
+        facts, errors = collect(spec, CollectContext(last_processes=last))
+        assert errors == []
+        assert facts["started_at"].value == fresh
+
+
+def _history(
+    pid: int, started: datetime, exe: str, argv: list[str], pidfile_mtime: str | None = None
+) -> dict[str, Any]:
+    last = {
+        "pid": str(pid),
+        "started_at": started.isoformat(timespec="microseconds"),
+        "exe": exe,
+        "argv": json.dumps(argv),
+    }
+    if pidfile_mtime is not None:
+        last["pidfile_mtime"] = pidfile_mtime
+    return {"service:decode": last}
+
+
+@pytest.mark.parametrize(
+    ("taker", "written"), [("sleep", "same"), ("python -c", "same"), ("sleep", "unknown")]
+)
+def test_stale_pidfile_whose_pid_another_program_took_is_a_blind_spot(
+    tmp_path: Path, spawn: Spawn, taker: str, written: str
+) -> None:
+    """decode (python -m sglang...) was recorded under pid N; now pid N is another program.
+
+    The pidfile was not rewritten since (or the record is from a drift that did
+    not note when it was written).
+    """
+    argv = ["sleep", "600"] if taker == "sleep" else [sys.executable, "-c", SLEEPER]
+    other = spawn(argv)
+    _wait_for(lambda: _cmdline(other.pid) == argv)
+    pidfile = tmp_path / "decode.pid"
+    pidfile.write_text(f"{other.pid}\n")
+    spec = ServiceSpec(name="decode", pidfile=str(pidfile))
+    mtime = collect(spec)[0]["pid"].provenance["pidfile_mtime"]
+    python = os.path.realpath(sys.executable)
+    then = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
+    last = _history(
+        other.pid,
+        then,
+        python,
+        [sys.executable, "-m", "sglang.launch_server"],
+        mtime if written == "same" else None,
+    )
+    facts, errors = collect(spec, CollectContext(last_processes=last))
+    assert facts == {}
+    started = collect(spec)[0]["started_at"].value
+    now_runs = psutil.Process(other.pid).exe() + ("" if taker == "sleep" else " -c")
+    at = datetime.fromisoformat(started).strftime("%Y-%m-%d %H:%M:%S UTC")
+    assert errors == [
+        CollectionError(
+            "service:decode",
+            None,
+            f"pidfile {pidfile} is stale: pid {other.pid} now runs {now_runs} (started {at}), "
+            f"not the {python} -m sglang.launch_server "
+            f"(started {then.strftime('%Y-%m-%d %H:%M:%S UTC')}) last recorded for decode: "
+            "cannot tell whether decode runs",
+        )
+    ]
+
+
+@pytest.mark.parametrize("again", ["the same program", "a rewritten pidfile"])
+def test_a_restart_under_the_same_pid_is_still_the_service(serve: Serve, again: str) -> None:
+    """A container's services get the same pids at every start: that is still the service,
+    whether it runs the same program or a new one that wrote its pidfile anew."""
+    spec = ServiceSpec(name="decode", pidfile=str(serve.pidfile))
+    now = collect(spec)[0]
+    then = datetime.fromisoformat(now["started_at"].value) - timedelta(hours=1)
+    if again == "the same program":
+        last = _history(serve.pid, then, now["exe"].value, json.loads(now["argv"].value))
+    else:
+        earlier = then.isoformat()  # the pidfile as it was written for the earlier process
+        last = _history(serve.pid, then, "/usr/bin/java", ["java", "-jar", "x.jar"], earlier)
+    facts, errors = collect(spec, CollectContext(last_processes=last))
+    assert errors == []
+    assert facts["started_at"].value == now["started_at"].value
+    assert facts["env:SGLANG_SM120_MMA_TARGET_CTAS"].value == "512"
+
+
+# --- the same, through drift record and drift since ----------------------------
+
+
+def _config(tmp_path: Path, pidfile: Path) -> list[str]:
+    path = tmp_path / "drift.toml"
+    path.write_text(f'host = "h"\n[[services]]\nname = "decode"\npidfile = "{pidfile}"\n')
+    return ["--config", str(path), "--db", str(tmp_path / "d.db")]
+
+
+def _shown(args: list[str], tmp_path: Path) -> dict[str, str]:
+    out = run_drift(["show", *args, "--format", "json", "service:"], tmp_path).stdout
+    subjects = json.loads(out)["data"]["subjects"]
+    return {f["key"]: f["value"] for s in subjects for f in s["facts"]}
+
+
+def test_an_unchanged_process_recorded_twice_changes_nothing(serve: Serve, tmp_path: Path) -> None:
+    """Each record reads the boot time anew; the start of one process must not move."""
+    args = _config(tmp_path, serve.pidfile)
+    first = run_drift(["record", *args], tmp_path).stdout
+    assert re.match(r"snapshot #1: \d+ facts, \d+ changed, 0 errors", first)
+    for n in (2, 3):
+        out = run_drift(["record", *args], tmp_path).stdout
+        assert re.match(rf"snapshot #{n}: \d+ facts, 0 changed, 0 errors", out), out
+
+
+def test_a_missing_pidfile_is_a_blind_spot_of_record_and_since(
+    serve: Serve, tmp_path: Path
+) -> None:
+    """The pidfile path gone (a typo, a daemon that removed it): decode does not read as stopped."""
+    args = _config(tmp_path, serve.pidfile)
+    run_drift(["record", *args], tmp_path)
+    serve.pidfile.rename(tmp_path / "elsewhere.pid")
+    blind = f"pidfile {serve.pidfile} does not exist: cannot tell whether decode runs"
+    result = run_drift(["record", *args], tmp_path)
+    assert result.stdout.startswith("snapshot #2: ") and ", 0 changed, 1 error," in result.stdout
+    assert result.stderr == f"  ! service:decode: {blind}\n"
+    assert _shown(args, tmp_path)["running"] == "true"  # its last known value
+    report = run_drift(["since", *args, "--stable", "#1"], tmp_path).stdout
+    assert "No change since the baseline." in report
+    assert f"  ! service:decode: {blind} (1x, " in report
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to choose a pid (ns_last_pid)")
+def test_a_pid_reused_by_another_program_is_a_blind_spot_not_a_new_service(
+    tmp_path: Path, spawn: Spawn
+) -> None:
+    """decode dies leaving its pidfile; later `sleep` gets its pid. That is not decode."""
+    pidfile = tmp_path / "decode.pid"
+    decode = spawn([sys.executable, "-c", SLEEPER, "--drift-test", uuid.uuid4().hex])
+    pidfile.write_text(f"{decode.pid}\n")
+    args = _config(tmp_path, pidfile)
+    run_drift(["record", *args], tmp_path)
+    os.killpg(decode.pid, signal.SIGKILL)
+    decode.wait()
+    assert ", 0 errors," in run_drift(["record", *args], tmp_path).stdout
+    assert _shown(args, tmp_path)["running"] == "false"
+
+    taker = _spawn_with_pid(spawn, decode.pid, ["sleep", "600"])
+    result = run_drift(["record", *args], tmp_path)
+    assert ", 0 changed, 1 error," in result.stdout
+    assert result.stderr.startswith(
+        f"  ! service:decode: pidfile {pidfile} is stale: pid {taker.pid} now runs "
+        f"{psutil.Process(taker.pid).exe()} (started "
+    )
+    assert f"not the {os.path.realpath(sys.executable)} -c (started " in result.stderr
+    assert _shown(args, tmp_path)["running"] == "false"  # sleep's env is not decode's
+    report = run_drift(["since", *args, "--stable", "#2"], tmp_path).stdout
+    assert "No change since the baseline." in report
+    assert f"  ! service:decode: pidfile {pidfile} is stale: pid {taker.pid} " in report
+
+
+def _spawn_with_pid(spawn: Spawn, pid: int, argv: list[str]) -> subprocess.Popen[bytes]:
+    """Start `argv` as pid `pid`, as pid reuse would (other processes may fork in between)."""
+    for _ in range(200):
+        Path("/proc/sys/kernel/ns_last_pid").write_text(f"{pid - 1}")
+        proc = spawn(argv)
+        if proc.pid == pid:
+            return proc
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    pytest.skip(f"pid {pid} kept going to other processes")
 
 
 # --- match -------------------------------------------------------------------

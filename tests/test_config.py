@@ -56,6 +56,7 @@ def test_good_config_resolves_relative_paths_from_its_folder(tmp_path: Path) -> 
     assert config.files[0].paths == (str(tmp_path / "sglang/**/*.py"),)
     assert config.repos[0].path == "/opt/sglang"
     assert config.commands[0].timeout == 5.0
+    assert config.commands[0].cwd == str(tmp_path)  # run beside the config, like its paths
     assert config.secrets.allow == ("TOKENIZERS_PARALLELISM",)
 
 
@@ -83,6 +84,10 @@ def test_good_config_resolves_relative_paths_from_its_folder(tmp_path: Path) -> 
         (
             '[[commands]]\nname = "c"\nrun = "true"\ntimeout = 0',
             "commands[0].timeout: must be greater than 0",
+        ),
+        (
+            '[[health]]\nname = "h"\nrun = "true"\ncwd = 1',
+            "health[0].cwd: expected a string, got an integer",
         ),
         (
             '[[commands]]\nname = "c"\nrun = "a"\n[[commands]]\nname = "c"\nrun = "b"',

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +15,8 @@ import pytest
 from conftest import run_drift
 from postgres_server import postgres_server
 
-from drift.store.db import HEAD_REVISION
+from drift.store.db import HEAD_REVISION, resolve_db_url
+from drift.store.writer import HistoryWriter
 
 
 @pytest.fixture(scope="module")
@@ -67,3 +73,41 @@ def test_two_hosts_record_into_one_postgres_history(pg_url: str, tmp_path: Path)
     )["data"]
     assert seven["suspects"] == []
     assert "abcdefghijklmnopqrstuvwxyz123456" not in json.dumps(seven) + json.dumps(since)
+
+
+def test_the_last_process_of_a_service_reads_back_the_same_on_both_stores(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """What a stale-pidfile check compares with: pid, start, program, when the pidfile was written.
+
+    The command line is longer than a value kept inline, so it comes back from the blob table.
+    """
+    padding = "x" * 600
+    argv = [sys.executable, "-c", "import time; time.sleep(600)", padding]
+    proc = subprocess.Popen(argv, start_new_session=True, stdin=subprocess.DEVNULL)
+    try:
+        pidfile = tmp_path / "svc.pid"
+        pidfile.write_text(f"{proc.pid}\n")
+        config = tmp_path / "drift.toml"
+        config.write_text(f'host = "pg-svc"\n[[services]]\nname = "svc"\npidfile = "{pidfile}"\n')
+        deadline = time.monotonic() + 10
+        while padding not in Path(f"/proc/{proc.pid}/cmdline").read_text():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        for db in (pg_url, str(tmp_path / "d.db")):
+            args = ["--config", str(config), "--db", db]
+            run_drift(["record", *args], tmp_path)
+            assert ", 0 changed, 0 errors," in run_drift(["record", *args], tmp_path).stdout
+            writer = HistoryWriter.open(resolve_db_url(db))
+            try:
+                last = writer.load_last_processes("pg-svc", ["service:svc", "service:other"])
+            finally:
+                writer.close()
+            assert set(last) == {"service:svc"}
+            got = last["service:svc"]
+            assert set(got) == {"pid", "started_at", "exe", "argv", "pidfile_mtime"}
+            assert got["pid"] == str(proc.pid)
+            assert json.loads(got["argv"]) == argv
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

@@ -129,16 +129,12 @@ def stream_bounded(
             start_new_session=True,
         )
     except OSError as exc:
-        what = exc.strerror or str(exc)
-        where = f" (in {cwd})" if cwd and not os.path.isdir(cwd) else ""
-        return CompletedRun(
-            args,
-            None,
-            b"",
-            b"",
-            time.monotonic() - started,
-            error=f"cannot start {args[0]}: {what}{where}",
-        )
+        if cwd and not os.path.isdir(cwd):
+            # The child's chdir failed, not the program: say which folder.
+            error = f"cannot run in {cwd}: no such folder"
+        else:
+            error = f"cannot start {args[0]}: {exc.strerror or exc}"
+        return CompletedRun(args, None, b"", b"", time.monotonic() - started, error=error)
 
     assert proc.stdout is not None and proc.stderr is not None
     err_tail = bytearray()
@@ -219,7 +215,7 @@ def exit_text(exit_code: int) -> str:
 def collect_command(spec: CommandSpec, ctx: CollectContext) -> Iterator[Fact | CollectionError]:
     """Run one [[commands]] entry: facts `stdout` and `exit`, or a CollectionError."""
     subject = f"command:{spec.name}"
-    run = run_bounded(spec.run, spec.timeout)
+    run = run_bounded(spec.run, spec.timeout, cwd=spec.cwd)
     if run.error is not None:
         yield CollectionError(subject, None, run.error)
         return
@@ -232,7 +228,7 @@ def collect_command(spec: CommandSpec, ctx: CollectContext) -> Iterator[Fact | C
     text = run.stdout.decode("utf-8", errors="replace")
     if run.truncated:
         text += TRUNCATED_NOTE
-    provenance = {"run": spec.run}
+    provenance = _provenance(spec)
     yield Fact(subject, "stdout", text, provenance)
     yield Fact(subject, "exit", exit_text(run.exit_code), provenance)
 
@@ -240,10 +236,11 @@ def collect_command(spec: CommandSpec, ctx: CollectContext) -> Iterator[Fact | C
 def collect_health(spec: HealthSpec, ctx: CollectContext) -> Iterator[Fact | CollectionError]:
     """`health:NAME ok`: "true" when the check exits 0 within its timeout, else "false".
 
-    A check that times out or cannot start is unhealthy, not a blind spot:
-    a decode server that does not answer in 20 s is exactly what it detects.
+    A check that times out or cannot start (its folder gone included) is
+    unhealthy, not a blind spot: a decode server that does not answer in 20 s
+    is exactly what it detects, and a check that cannot run vouches for nothing.
     """
-    run = run_bounded(spec.run, spec.timeout)
+    run = run_bounded(spec.run, spec.timeout, cwd=spec.cwd)
     ok = run.exit_code == 0 and not run.timed_out and run.error is None
     if run.timed_out:
         outcome = f"timed out after {spec.timeout:g}s"
@@ -255,5 +252,12 @@ def collect_health(spec: HealthSpec, ctx: CollectContext) -> Iterator[Fact | Col
         f"health:{spec.name}",
         "ok",
         "true" if ok else "false",
-        {"run": spec.run, "outcome": outcome},
+        {**_provenance(spec), "outcome": outcome},
     )
+
+
+def _provenance(spec: CommandSpec | HealthSpec) -> dict[str, str]:
+    """The command line, and the folder it ran in when the config gave one."""
+    if spec.cwd is None:
+        return {"run": spec.run}
+    return {"run": spec.run, "cwd": spec.cwd}

@@ -9,6 +9,14 @@ for a service found by unit.
 A stopped service is a state, not a failure: it yields ``running = "false"``
 and no process facts, so its env and flag facts end (that is real). Anything
 that could not be read is a CollectionError, so its facts keep their value.
+So is a pidfile that cannot say which process is the service: one that is
+missing, empty or garbled, one naming drift itself, the init process or a
+kernel thread, and a stale one whose pid another program has taken since
+the service was last recorded (``ctx.last_processes``).
+
+``started_at`` is the start of the clock tick (10 ms) in which the process
+started: the kernel counts it in ticks of CLOCK_BOOTTIME, and drift adds the
+boot time to the millisecond, so one process gives one value at every record.
 
 Processes are read with psutil under ``ctx.proc_root``, so drift on the host
 can watch a container's processes through that container's /proc.
@@ -21,16 +29,30 @@ import os
 import re
 import shlex
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import TypeVar
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
 
 import psutil
 
 from drift.config import ServiceSpec
 from drift.errors import DriftError
 from drift.facts import CollectContext, CollectionError, Fact, printable
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+_TICK_NS = 1_000_000_000 // _CLOCK_TICKS
+# A kernel thread (kworker, kthreadd ...): flags field of /proc/PID/stat.
+_PF_KTHREAD = 0x00200000
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+SAME_PROCESS = timedelta(seconds=1)
+"""Start times of one pid closer than this are one process read twice, not two processes.
+
+A pid is not reused within a second of its last start (pid_max is at least
+32768), while a reading may move that much: drift before this one read the
+boot time to the whole second, and a stepped wall clock moves every start.
+"""
 
 # psutil.PROCFS_PATH is process-global; collecting two services from two
 # threads with different proc roots must not interleave.
@@ -163,27 +185,37 @@ class _Located:
     process: psutil.Process | None = None
     facts: list[Result] = field(default_factory=list)
     error: CollectionError | None = None
+    pidfile_mtime: str | None = None  # when the pidfile that named the process was written
+
+    @property
+    def provenance(self) -> dict[str, Any]:
+        """How the process was found, for the provenance of its pid and start."""
+        if self.pidfile_mtime is None:
+            return {"found_by": self.found_by}
+        return {"found_by": self.found_by, "pidfile_mtime": self.pidfile_mtime}
 
 
 def collect_service(spec: ServiceSpec, ctx: CollectContext) -> Iterator[Result]:
     """Facts about one service's main process, found by pidfile, regex or systemd unit."""
     subject = f"service:{spec.name}"
+    boot_ns = boot_time_ns()
     # Everything is read while PROCFS_PATH points at ctx.proc_root, then
     # yielded after it is restored, so no caller ever runs with it changed.
     with _PROCFS_LOCK:
         saved = psutil.PROCFS_PATH
         psutil.PROCFS_PATH = ctx.proc_root
         try:
-            results = _collect(spec, ctx, subject)
+            results = _collect(spec, ctx, subject, boot_ns)
         finally:
             psutil.PROCFS_PATH = saved
     yield from results
 
 
-def _collect(spec: ServiceSpec, ctx: CollectContext, subject: str) -> list[Result]:
+def _collect(spec: ServiceSpec, ctx: CollectContext, subject: str, boot_ns: int) -> list[Result]:
     """Find the process and read it; a process that exits while read is looked up once more."""
     vanished: list[int] = []
     out: list[Result] = []
+    last = ctx.last_processes.get(subject, {})
     for _attempt in range(2):
         located = _locate(spec, ctx, subject)
         out = list(located.facts)
@@ -194,10 +226,19 @@ def _collect(spec: ServiceSpec, ctx: CollectContext, subject: str) -> list[Resul
             out.append(Fact(subject, "running", "false", {"found_by": located.found_by}))
             return out
         try:
-            out.extend(_process_facts(subject, located.process, located.found_by, ctx.proc_root))
-            return out
+            facts = _process_facts(
+                subject, located.process, located.provenance, ctx.proc_root, boot_ns, last
+            )
         except psutil.NoSuchProcess:  # ZombieProcess too: it died while we read it
             vanished.append(located.process.pid)
+            continue
+        if spec.pidfile is not None:
+            stale = _stale_pidfile(spec.pidfile, subject, facts, last)
+            if stale is not None:
+                out.append(stale)
+                return out
+        out.extend(facts)
+        return out
     pids = ", ".join(str(p) for p in vanished)
     out.append(CollectionError(subject, None, f"process exited while being read (pids {pids})"))
     return out
@@ -205,7 +246,7 @@ def _collect(spec: ServiceSpec, ctx: CollectContext, subject: str) -> list[Resul
 
 def _locate(spec: ServiceSpec, ctx: CollectContext, subject: str) -> _Located:
     if spec.pidfile is not None:
-        return _from_pidfile(spec.pidfile, subject)
+        return _from_pidfile(spec.pidfile, subject, ctx.proc_root)
     if spec.match is not None:
         return _from_match(spec.match, ctx.proc_root, subject)
     if spec.unit is not None:
@@ -213,33 +254,211 @@ def _locate(spec: ServiceSpec, ctx: CollectContext, subject: str) -> _Located:
     return _Located("nothing", error=CollectionError(subject, None, "no unit, pidfile or match"))
 
 
-def _from_pidfile(path: str, subject: str) -> _Located:
+def _from_pidfile(path: str, subject: str, proc_root: str) -> _Located:
     found_by = f"pidfile {path}"
+    service = subject.removeprefix("service:")
+
+    def blind(problem: str) -> _Located:
+        message = f"{problem}: cannot tell whether {service} runs"
+        return _Located(found_by, error=CollectionError(subject, None, message))
+
     try:
         with open(path, "rb") as f:
             data = f.read(64)
+            written = os.fstat(f.fileno()).st_mtime_ns
     except FileNotFoundError:
-        return _Located(found_by)
+        # A daemon that removed its pidfile on a clean exit looks just like a
+        # typo in the path; the typo must not read as a stop, so neither does.
+        return blind(f"pidfile {path} does not exist")
     except PermissionError:
-        return _Located(
-            found_by,
-            error=CollectionError(subject, None, f"permission denied reading pidfile {path}"),
-        )
+        return blind(f"permission denied reading pidfile {path}")
     except OSError as exc:
-        return _Located(
-            found_by,
-            error=CollectionError(
-                subject, None, f"cannot read pidfile {path}: {exc.strerror or exc}"
-            ),
-        )
-    # An empty or garbled pidfile is what a crashed or half-started daemon
-    # leaves behind: the service is not running, not unknown.
+        return blind(f"cannot read pidfile {path}: {exc.strerror or exc}")
+    # Empty or garbled: a daemon caught writing it, or not a pidfile at all.
     words = data.split()
+    if not words:
+        return blind(f"pidfile {path} is empty")
     try:
-        pid = int(words[0]) if words else 0
+        pid = int(words[0])
     except ValueError:
         pid = 0
-    return _Located(found_by, process=_alive(pid) if pid > 0 else None)
+    if pid <= 0:
+        return blind(f"pidfile {path} holds no pid")
+    process = _alive(pid)
+    if process is None:
+        # The pid of a process that is gone: what a daemon that died leaves behind.
+        return _Located(found_by)
+    other = _not_a_service(process, proc_root)
+    if other is not None:
+        return blind(f"pidfile {path} holds pid {pid}, {other}, not {service}")
+    mtime = _EPOCH + timedelta(microseconds=written // 1000)
+    return _Located(found_by, process=process, pidfile_mtime=mtime.isoformat())
+
+
+def _not_a_service(proc: psutil.Process, proc_root: str) -> str | None:
+    """What the process is when it cannot be anyone's service (drift, init, a kernel thread)."""
+    me = _self_pid(proc_root)
+    if proc.pid == me:
+        return "drift itself"
+    try:
+        name = proc.name()
+    except psutil.Error:
+        name = "?"
+    # pid 1 is the service itself in a container whose /proc drift reads from
+    # outside, or enters with `docker exec`: refused only when drift runs under it.
+    if proc.pid == 1 and me is not None and 1 in _own_lineage(proc_root):
+        return f"the init process ({name})"
+    if _kernel_thread(proc.pid, proc_root):
+        return f"a kernel thread ({name})"
+    return None
+
+
+def _kernel_thread(pid: int, proc_root: str) -> bool:
+    try:
+        return bool(int(_stat_fields(pid, proc_root)[_STAT_FLAGS]) & _PF_KTHREAD)
+    except (psutil.NoSuchProcess, IndexError, ValueError):
+        return False
+
+
+# Indexes in _stat_fields, which start at field 3 (state) of proc(5).
+_STAT_FLAGS = 6
+_STAT_STARTTIME = 19
+
+
+def _stat_fields(pid: int, proc_root: str) -> list[bytes]:
+    """The fields of /proc/PID/stat after ``pid (comm)``; comm may hold spaces and parens."""
+    try:
+        with open(f"{proc_root}/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        raise psutil.NoSuchProcess(pid) from None
+    return stat.rpartition(b")")[2].split()
+
+
+def _stale_pidfile(
+    path: str, subject: str, facts: list[Result], last: dict[str, str]
+) -> CollectionError | None:
+    """A pidfile still holding the pid last recorded, now another program started since.
+
+    Nothing rewrote the pidfile, yet the process under its pid started at
+    another time and runs another program: the service that wrote it is gone
+    and its pid was reused. A rewritten pidfile, or the same program under the
+    same pid, is a restart (a container's services get the same pids again)
+    and stays the service.
+    """
+    now = {f.key: f.value for f in facts if isinstance(f, Fact)}
+    pid = now.get("pid")
+    if pid is None or last.get("pid") != pid:
+        return None
+    pid_fact = next(f for f in facts if isinstance(f, Fact) and f.key == "pid")
+    written, written_before = pid_fact.provenance.get("pidfile_mtime"), last.get("pidfile_mtime")
+    if written and written_before and written != written_before:
+        return None
+    before_at, at = _parse_start(last.get("started_at")), _parse_start(now.get("started_at"))
+    if before_at is None or at is None or abs(at - before_at) < SAME_PROCESS:
+        return None
+    before, current = _program(last), _program(now)
+    if not _different_programs(before, current):
+        return None
+    service = subject.removeprefix("service:")
+    return CollectionError(
+        subject,
+        None,
+        f"pidfile {path} is stale: pid {pid} now runs {_program_text(current)} "
+        f"(started {_clock(at)}), not the {_program_text(before)} "
+        f"(started {_clock(before_at)}) last recorded for {service}: "
+        f"cannot tell whether {service} runs",
+    )
+
+
+_Program = tuple[str | None, str | None, str | None]
+
+
+def _program(facts: dict[str, str]) -> _Program:
+    """(executable, basename of argv[0], python's script or module) of a process, where known."""
+    try:
+        argv = json.loads(facts.get("argv") or "[]")
+    except ValueError:
+        argv = []
+    if not isinstance(argv, list) or not all(isinstance(w, str) for w in argv):
+        argv = []
+    head = os.path.basename(argv[0]) if argv else None
+    return facts.get("exe") or None, head or None, _python_program(argv)
+
+
+def _python_program(argv: list[str]) -> str | None:
+    """For a python command line, what it runs: ``-m MODULE``, ``-c`` or the script path."""
+    if not argv or not _PYTHON.fullmatch(os.path.basename(argv[0])):
+        return None
+    options: list[tuple[str, str, str | None, str | None]] = []
+    start = _python_options(argv, lambda w: w, options)
+    for name, _word, value, inline in options:
+        if name == "-m":
+            return f"-m {inline if inline is not None else value or ''}"
+        if name == "-c":
+            return "-c"
+    script = argv[start - 1] if 1 <= start - 1 < len(argv) else None
+    return script if script is not None and not script.startswith("-") else None
+
+
+def _different_programs(before: _Program, current: _Program) -> bool:
+    """True when what is known of both says they differ: executable (else argv[0]), script."""
+    exe_before, head_before, script_before = before
+    exe_now, head_now, script_now = current
+    if exe_before and exe_now:
+        if exe_before != exe_now:
+            return True
+    elif head_before and head_now and head_before != head_now:
+        return True
+    return bool(script_before and script_now and script_before != script_now)
+
+
+def _program_text(program: _Program) -> str:
+    exe, head, script = program
+    text = exe or head or "an unknown program"
+    return f"{text} {script}" if script else text
+
+
+def _parse_start(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
+
+
+def _clock(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def boot_time_ns() -> int:
+    """When the kernel booted, in nanoseconds since the epoch, rounded to the millisecond.
+
+    /proc/PID/stat counts a process's start in clock ticks of CLOCK_BOOTTIME
+    (time since boot, suspend included), so the boot is CLOCK_REALTIME minus
+    CLOCK_BOOTTIME. /proc/stat's btime, which psutil adds, is that moment cut
+    to the second: start times were up to a second early. Of a few readings
+    the one with the two BOOTTIME reads closest together wins; the rounding
+    gives the same value at every record until the wall clock is stepped.
+    Under a container's /proc too: its processes run on the same kernel, and
+    a time namespace shifts their start times and drift's clock alike.
+    """
+    best_gap, best = -1, 0
+    for _ in range(5):
+        before = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+        real = time.clock_gettime_ns(time.CLOCK_REALTIME)
+        after = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+        if best_gap < 0 or after - before < best_gap:
+            best_gap, best = after - before, real - (before + after) // 2
+    return (best + 500_000) // 1_000_000 * 1_000_000
+
+
+def start_time_text(boot_ns: int, ticks: int) -> str:
+    """``started_at`` for a process started `ticks` clock ticks after a boot at `boot_ns`."""
+    moment = _EPOCH + timedelta(microseconds=(boot_ns + ticks * _TICK_NS) // 1000)
+    return moment.isoformat(timespec="microseconds")
 
 
 def _alive(pid: int) -> psutil.Process | None:
@@ -292,9 +511,8 @@ def _own_lineage(proc_root: str) -> frozenset[int]:
     namespace, so a container's /proc, where drift is invisible, excludes
     nothing, while os.getpid() could name an unrelated container process.
     """
-    try:
-        me = int(os.readlink(os.path.join(proc_root, "self")))
-    except (OSError, ValueError):
+    me = _self_pid(proc_root)
+    if me is None:
         return frozenset()
     lineage = {me}
     try:
@@ -302,6 +520,14 @@ def _own_lineage(proc_root: str) -> frozenset[int]:
     except psutil.Error:
         pass
     return frozenset(lineage)
+
+
+def _self_pid(proc_root: str) -> int | None:
+    """drift's own pid as seen in proc_root, or None if drift is not in it."""
+    try:
+        return int(os.readlink(os.path.join(proc_root, "self")))
+    except (OSError, ValueError):
+        return None
 
 
 def _from_unit(unit: str, ctx: CollectContext, subject: str) -> _Located:
@@ -329,20 +555,42 @@ def _from_unit(unit: str, ctx: CollectContext, subject: str) -> _Located:
 
 
 def _process_facts(
-    subject: str, proc: psutil.Process, found_by: str, proc_root: str
+    subject: str,
+    proc: psutil.Process,
+    found: dict[str, Any],
+    proc_root: str,
+    boot_ns: int,
+    last: dict[str, str],
 ) -> list[Result]:
-    """Every fact of one live process; raises psutil.NoSuchProcess if it exits meanwhile."""
+    """Every fact of one live process; raises psutil.NoSuchProcess if it exits meanwhile.
+
+    `last` is what was last recorded of the service's process: when it had
+    this pid and started within SAME_PROCESS of this reading, this is that
+    process, and its recorded ``started_at`` is kept, so a reading that moved
+    (a stepped clock, a boot time formerly cut to the second) is no restart.
+    """
     pid = proc.pid
     where = f"{proc_root}/{pid}"
-    located = {"pid": pid, "found_by": found_by}
+    located = {"pid": pid, **found}
     with proc.oneshot():
-        created = proc.create_time()
         ppid = proc.ppid()
-    started_at = datetime.fromtimestamp(created, UTC).isoformat(timespec="microseconds")
+    try:
+        ticks = int(_stat_fields(pid, proc_root)[_STAT_STARTTIME])
+    except (IndexError, ValueError):
+        raise psutil.NoSuchProcess(pid) from None  # not a stat line: read it again
+    started_at = start_time_text(boot_ns, ticks)
+    recorded = _parse_start(last.get("started_at"))
+    if last.get("pid") == str(pid) and recorded is not None:
+        moment = _parse_start(started_at)
+        if moment is not None and abs(moment - recorded) < SAME_PROCESS:
+            started_at = last["started_at"]
+    # The kernel counts the start in whole ticks: the process started in the
+    # tick that begins at started_at.
+    tick = {**located, "uncertainty_ms": 1000 // _CLOCK_TICKS}
     out: list[Result] = [
         Fact(subject, "running", "true", dict(located)),
         Fact(subject, "pid", str(pid), dict(located)),
-        Fact(subject, "started_at", started_at, dict(located)),
+        Fact(subject, "started_at", started_at, tick),
         Fact(subject, "ppid", str(ppid), {"pid": pid, "source": f"{where}/stat"}),
     ]
     for key, read, source in (

@@ -23,7 +23,7 @@ from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from drift.errors import RecordLocked, StoreError
-from drift.facts import CachedStat, CollectionError, Fact, FactBlock
+from drift.facts import PROCESS_KEYS, CachedStat, CollectionError, Fact, FactBlock
 from drift.store.db import (
     DbapiConnection,
     DbUrl,
@@ -294,6 +294,51 @@ class HistoryWriter:
         ):
             cache.update(_load_shard(entries))
         return cache
+
+    def load_last_processes(self, host: str, subjects: list[str]) -> dict[str, dict[str, str]]:
+        """What was last recorded of each service's process: its PROCESS_KEYS, stopped or not.
+
+        The last value of each, open or closed, so a service that stopped
+        still has the pid and program it last ran, and ``pidfile_mtime``
+        from the provenance of that pid: the services collector tells a
+        stale pidfile whose pid another program took from the service, and
+        keeps the recorded start of a process it has seen before.
+        """
+        host_id = self.host_id(host)
+        if host_id is None or not subjects:
+            return {}
+        marks = ",".join("?" * len(subjects))
+        keys = ",".join("?" * len(PROCESS_KEYS))
+        rows = self.conn.execute(
+            "SELECT f.subject, f.key, v.value, v.blob_sha256, v.secret, v.provenance FROM facts f "
+            "JOIN versions v ON v.fact_id = f.id "
+            f"WHERE f.host_id = ? AND f.subject IN ({marks}) AND f.key IN ({keys}) "
+            "AND v.first_snapshot_id = "
+            "(SELECT max(w.first_snapshot_id) FROM versions w WHERE w.fact_id = f.id)",
+            (host_id, *subjects, *PROCESS_KEYS),
+        ).fetchall()
+        last: dict[str, dict[str, str]] = {}
+        in_blobs: dict[str, list[tuple[str, str]]] = {}
+        for subject, key, value, digest, secret, provenance in rows:
+            if secret:
+                continue  # a keyed digest says nothing about what ran
+            if key == "pid" and provenance:
+                written = json.loads(provenance).get("pidfile_mtime")
+                if isinstance(written, str):
+                    last.setdefault(subject, {})["pidfile_mtime"] = written
+            if value is not None:
+                last.setdefault(subject, {})[key] = value
+            elif digest is not None:
+                in_blobs.setdefault(digest, []).append((subject, key))
+        if in_blobs:  # a long command line
+            marks = ",".join("?" * len(in_blobs))
+            for digest, content in self.conn.execute(
+                f"SELECT sha256, content FROM blobs WHERE sha256 IN ({marks})", tuple(in_blobs)
+            ):
+                text = zlib.decompress(content).decode("utf-8", "surrogateescape")
+                for subject, key in in_blobs[digest]:
+                    last.setdefault(subject, {})[key] = text
+        return last
 
     # ------------------------------------------------------------ the write
 
