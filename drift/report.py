@@ -23,6 +23,7 @@ from drift.analysis.diff import (
 from drift.analysis.group import Restart, RestartEvent, category, group_changes
 from drift.analysis.rank import ChurnInfo, RankedStory, rank_stories
 from drift.analysis.scope import ConfigSwitch, ScopeSplit, split_scope
+from drift.redact import shown_secret
 from drift.store.query import History, SnapshotInfo, StoredVersion, from_us
 from drift.timespec import When, local_zone
 
@@ -98,7 +99,7 @@ class _Values:
         if version is None:
             return None
         if version.secret:
-            return f"[redacted {version.value.split(':')[-1][:8] if version.value else ''}]"
+            return shown_secret(version.value)
         if version.blob_sha256 is not None:
             text = self.history.text(version)
             if "\n" not in text.rstrip("\n") and len(text) <= SHORT_VALUE:
