@@ -278,8 +278,8 @@ def record(obj: DriftContext, quiet: bool) -> None:
     if not quiet:
         errors = len(result.errors)
         click.echo(
-            f"snapshot #{result.snapshot_id}: {result.facts} facts, {result.changed} changed, "
-            f"{errors} error{'' if errors == 1 else 's'}, {result.seconds:.2f}s"
+            f"snapshot #{result.snapshot_id}: {result.facts:,} facts, {result.changed:,} changed, "
+            f"{errors:,} error{'' if errors == 1 else 's'}, {result.seconds:.2f}s"
         )
         if result.facts == 0 and not errors:
             click.echo(
@@ -292,7 +292,8 @@ def record(obj: DriftContext, quiet: bool) -> None:
             click.echo(f"  ! {err.subject}{key}: {err.message}", err=True)
         if errors > 10:
             click.echo(
-                f"  ! ... and {errors - 10} more (drift since lists them as blind spots)", err=True
+                f"  ! ... and {errors - 10:,} more (drift since lists them as blind spots)",
+                err=True,
             )
     _say_config_change(result.config_change, quiet)
 
@@ -553,7 +554,7 @@ def report(
         tmp.unlink(missing_ok=True)
         raise DriftError(f"{output}: cannot write: {exc.strerror}") from None
     shown = len(context["suspects"])
-    click.echo(f"wrote {target} ({fmt}, {shown} suspect{'' if shown == 1 else 's'})")
+    click.echo(f"wrote {target} ({fmt}, {shown:,} suspect{'' if shown == 1 else 's'})")
 
 
 @cli.command(short_help="The recorded state at a time.")

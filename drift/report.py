@@ -106,7 +106,7 @@ class _Values:
                 return text.rstrip("\n")  # one short line (a version, a count): show it
             lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
             noun = "line" if lines == 1 else "lines"
-            return f"sha256:{version.blob_sha256[:12]} ({lines} {noun}, {len(text)} chars)"
+            return f"sha256:{version.blob_sha256[:12]} ({lines:,} {noun}, {len(text):,} chars)"
         return version.value or ""
 
     def diff(self, change: Change) -> dict[str, Any] | None:
@@ -126,7 +126,7 @@ class _Values:
         result = diff_content(old, new, fmt, labels=("baseline", "current"))
         lines = list(result.unified)
         if len(lines) > DIFF_LINES:
-            lines = lines[:DIFF_LINES] + [f"... {len(lines) - DIFF_LINES} more diff lines"]
+            lines = lines[:DIFF_LINES] + [f"... {len(lines) - DIFF_LINES:,} more diff lines"]
         return {
             "format": result.format,
             "keys": [
@@ -431,16 +431,16 @@ def _trust(
     errors = sum(1 for s in spots if s.kind == "error")
     parts = []
     if in_window is not None:
-        parts.append(f"{in_window} record{'' if in_window == 1 else 's'} in the stable window")
-    parts.append(f"{len(window)} after the baseline")
-    parts.append(f"{gaps} gap{'' if gaps == 1 else 's'} in recording" if gaps else "no gaps")
+        parts.append(f"{in_window:,} record{'' if in_window == 1 else 's'} in the stable window")
+    parts.append(f"{len(window):,} after the baseline")
+    parts.append(f"{gaps:,} gap{'' if gaps == 1 else 's'} in recording" if gaps else "no gaps")
     parts.append(
-        f"{errors} kind{'' if errors == 1 else 's'} of collection error"
+        f"{errors:,} kind{'' if errors == 1 else 's'} of collection error"
         if errors
         else "no collection errors"
     )
     if baseline.n_errors:
-        parts.append(f"{baseline.n_errors} collection errors at the baseline itself")
+        parts.append(f"{baseline.n_errors:,} collection errors at the baseline itself")
     if switches:
         parts.append("config changed at " + ", ".join(f"#{s.snapshot_id}" for s in switches))
     return {
@@ -483,7 +483,7 @@ def _timeline(
             (
                 current.taken_us,
                 "flapping",
-                f"{subject} {key} changed {count} time{'' if count == 1 else 's'} and is back "
+                f"{subject} {key} changed {count:,} time{'' if count == 1 else 's'} and is back "
                 "to its baseline value",
             )
         )
@@ -556,6 +556,7 @@ def render_template(
     )
     env.filters["printable"] = printable
     env.filters["short"] = _short
+    env.filters["num"] = number
 
     def paint(text: str, style: str) -> str:
         if not color:
@@ -566,6 +567,11 @@ def render_template(
 
     env.filters["paint"] = paint
     return env.get_template(name).render(**context)
+
+
+def number(count: int) -> str:
+    """A count as people read it: thousands separated, `47,024` (JSON keeps the plain int)."""
+    return f"{count:,}"
 
 
 def _short(text: str | None, limit: int = SHORT_VALUE) -> str | None:
@@ -715,6 +721,7 @@ def render_report(context: dict[str, Any], fmt: str, templates_dir: str | None =
     # str() first: a pid is an int, and a StrictUndefined must raise UndefinedError, not TypeError.
     env.filters["printable"] = lambda text: printable(str(text))
     env.filters["short"] = _short
+    env.filters["num"] = number
     env.filters["md"] = _md_text
     env.filters["code"] = _md_code
     env.filters["fence"] = _md_fence

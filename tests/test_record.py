@@ -110,7 +110,7 @@ def test_record_killed_at_any_point_leaves_complete_snapshots(tmp_path: Path) ->
                 ).fetchone()[0]
                 assert open_at == n_facts, f"snapshot {snap} is incomplete"
     after = run_drift(["record", *cfg], tmp_path).stdout
-    assert after.startswith(f"snapshot #{snapshots(db)}: 4502 facts")  # 1500 files x 3 + 2
+    assert after.startswith(f"snapshot #{snapshots(db)}: 4,502 facts")  # 1500 files x 3 + 2
 
 
 def _tree_to_record(tmp_path: Path, count: int) -> tuple[Path, list[str]]:
@@ -160,7 +160,7 @@ def test_a_first_record_killed_in_its_journaled_write_leaves_a_usable_database(
         assert conn.execute("SELECT count(*) FROM snapshots").fetchone()[0] == 0
         assert conn.execute("SELECT count(*) FROM versions").fetchone()[0] == 0
     out = run_drift(["record", *cfg], tmp_path).stdout
-    assert out.startswith("snapshot #1: 18002 facts, 18002 changed")
+    assert out.startswith("snapshot #1: 18,002 facts, 18,002 changed")
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert not journal.exists()
@@ -179,7 +179,7 @@ def test_a_first_record_beside_an_open_reader_goes_through_the_wal_at_once(
         started = time.monotonic()
         out = run_drift(["record", *cfg], tmp_path).stdout
         assert time.monotonic() - started < 5  # not the 10 s busy timeout
-        assert out.startswith("snapshot #1: 1802 facts, 1802 changed")
+        assert out.startswith("snapshot #1: 1,802 facts, 1,802 changed")
         assert reader.execute("SELECT count(*) FROM versions").fetchone()[0] == 1802
         assert reader.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     finally:
