@@ -370,16 +370,26 @@ def test_a_terminal_sees_hashing_progress_and_cron_sees_none(tmp_path: Path) -> 
         (tree / f"f{i:02}.bin").write_bytes(os.urandom(64 << 10))
     for i in range(2):  # large files are read on a second thread; they count too
         (tree / f"large{i}.bin").write_bytes(os.urandom(4 << 20))
+    share = tmp_path / "share"  # a set whose name reads like a verb after "files"
+    share.mkdir()
+    for i in range(3):
+        (share / f"s{i}.txt").write_text(f"{i}\n")
     path = tmp_path / "drift.toml"
-    path.write_text(f'host = "rec"\n[[files]]\nname = "tree"\npaths = ["{tree}/*"]\n')
+    path.write_text(
+        f'host = "rec"\n[[files]]\nname = "tree"\npaths = ["{tree}/*"]\n'
+        f'[[files]]\nname = "share"\npaths = ["{share}/*"]\n'
+    )
     cfg = ["--config", str(path), "--db", str(tmp_path / "d.db")]
 
     stdout, screen = _stderr_on_a_terminal(["record", *cfg], tmp_path)
-    assert stdout.startswith("snapshot #1: 96 facts, 96 changed")
-    assert re.search(r"\rfiles tree: listing, \d+ found", screen), screen
-    assert re.search(r"\rfiles tree: hashing [123] of 32 \(\d of 10 MiB\)", screen), screen
+    assert stdout.startswith("snapshot #1: 105 facts, 105 changed")
+    # What it is doing comes first, then which set: each set shows as soon as it starts.
+    assert re.search(r"\rlisting files of set tree: \d+ found", screen), screen
+    assert re.search(r"\rhashing files of set tree: [123] of 32 \(\d of 10 MiB\)", screen), screen
+    assert re.search(r"\rhashing files of set share: [123] of 3 \(0 of 0 MiB\)", screen), screen
+    assert "files share" not in screen
     # Storing follows at once: a new kind of work is not held back by the rate limit.
-    assert "\rstore: 96 facts, writing what changed" in screen
+    assert "\rstore: 105 facts, writing what changed" in screen
     # The status line is blanked again: the terminal is left on a clean line.
     assert screen.endswith("\r") and screen.rsplit("\r", 2)[-2].strip() == ""
 
