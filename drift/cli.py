@@ -152,6 +152,18 @@ def emit(text: str) -> None:
     click.echo(text, nl=not text.endswith("\n"))
 
 
+def terminal_width() -> int | None:
+    """Columns to wrap text to: the terminal's ($COLUMNS first), or None when stdout is piped.
+
+    Piped text is not wrapped, so that every item stays one line for grep.
+    """
+    if not sys.stdout.isatty():
+        return None
+    import shutil
+
+    return shutil.get_terminal_size().columns
+
+
 @click.group(cls=DriftGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="drift")
 def cli() -> None:
@@ -405,6 +417,7 @@ def _render(
         {**context, "explain": options["explain"], "digests": options["digests"]},
         obj.config().templates_dir,
         color=color,
+        width=terminal_width(),
     )
 
 
@@ -436,7 +449,8 @@ def _view(
     if fmt == "json":
         emit(render_json(command, context))
     else:
-        emit(render_template(f"{command}.txt.j2", context, obj.config().templates_dir))
+        templates_dir = obj.config().templates_dir
+        emit(render_template(f"{command}.txt.j2", context, templates_dir, width=terminal_width()))
 
 
 report_format_option = click.option(
@@ -664,7 +678,8 @@ def demo(keep: bool, output: str | None) -> None:
     finally:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
-    emit(render_template("since.txt.j2", {**context, "explain": False, "digests": False}))
+    shown = {**context, "explain": False, "digests": False}
+    emit(render_template("since.txt.j2", shown, width=terminal_width()))
     if output:
         target = Path(output)
     else:

@@ -96,3 +96,34 @@ def test_counts_read_with_thousands_separators_in_every_human_format(tmp_path: P
         assert "(1,500 lines, " in out and "1500 lines" not in out  # a hunk header keeps 1500
     data = json.loads(render_json("since", context))["data"]
     assert data["unchanged"]["count"] == 1200  # JSON keeps the plain number
+
+
+def test_a_wrapped_coloured_title_closes_its_colour_before_the_indent() -> None:
+    title = "export SGLANG_SM120_MMA_TARGET_CTAS=512 added to /opt/serve/decode.sh:8"
+    out = render_template("since.txt.j2", context(title), color=True, width=60)
+    first, second = next(
+        (line, out.splitlines()[i + 1])
+        for i, line in enumerate(out.splitlines())
+        if line.startswith(" 1. [")
+    )
+    # Bold ends with the line and starts again after the hanging indent, so the
+    # indent is never underlined or coloured, and the path sits under the text.
+    assert first.startswith(" 1. [0.90] \x1b[1mexport") and first.endswith("\x1b[0m")
+    assert second == " " * 11 + "\x1b[1m/opt/serve/decode.sh:8\x1b[0m"
+
+
+def test_a_value_with_a_newline_stays_on_one_line() -> None:
+    snapshot = {"snapshot": 3, "local": "2026-12-02 12:00:00 UTC", "why": "latest record"}
+    fact = {"key": "exec", "value": "python -c 'import time\nwhile True: pass'", "where": ""}
+    out = render_template(
+        "show.txt.j2",
+        {
+            "host": "h",
+            "snapshot": snapshot,
+            "pattern": None,
+            "subjects": [{"subject": "script:/opt/serve/decode.sh", "facts": [fact]}],
+            "errors": [],
+        },
+    )
+    assert "  exec = python -c 'import time\\nwhile True: pass'\n" in out
+    assert "\nwhile" not in out
