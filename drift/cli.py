@@ -669,17 +669,18 @@ def demo(keep: bool, output: str | None) -> None:
     from pathlib import Path
 
     from drift.demo import SERVICES, IncidentSandbox, run_demo
-    from drift.report import render_report, render_template
+    from drift.report import render_report, render_template, wrap_lines
 
+    width = terminal_width()
     root = Path(tempfile.mkdtemp(prefix="drift-demo-"))
     box = IncidentSandbox(root)
     try:
-        context = run_demo(root, click.echo, keep=keep)
+        context = run_demo(root, lambda text: click.echo(wrap_lines(text, width)), keep=keep)
     finally:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
     shown = {**context, "explain": False, "digests": False}
-    emit(render_template("since.txt.j2", shown, width=terminal_width()))
+    emit(render_template("since.txt.j2", shown, width=width))
     if output:
         target = Path(output)
     else:
