@@ -152,6 +152,18 @@ def emit(text: str) -> None:
     click.echo(text, nl=not text.endswith("\n"))
 
 
+def terminal_width() -> int | None:
+    """Columns to wrap text to: the terminal's ($COLUMNS first), or None when stdout is piped.
+
+    Piped text is not wrapped, so that every item stays one line for grep.
+    """
+    if not sys.stdout.isatty():
+        return None
+    import shutil
+
+    return shutil.get_terminal_size().columns
+
+
 @click.group(cls=DriftGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="drift")
 def cli() -> None:
@@ -278,8 +290,8 @@ def record(obj: DriftContext, quiet: bool) -> None:
     if not quiet:
         errors = len(result.errors)
         click.echo(
-            f"snapshot #{result.snapshot_id}: {result.facts} facts, {result.changed} changed, "
-            f"{errors} error{'' if errors == 1 else 's'}, {result.seconds:.2f}s"
+            f"snapshot #{result.snapshot_id}: {result.facts:,} facts, {result.changed:,} changed, "
+            f"{errors:,} error{'' if errors == 1 else 's'}, {result.seconds:.2f}s"
         )
         if result.facts == 0 and not errors:
             click.echo(
@@ -292,7 +304,8 @@ def record(obj: DriftContext, quiet: bool) -> None:
             click.echo(f"  ! {err.subject}{key}: {err.message}", err=True)
         if errors > 10:
             click.echo(
-                f"  ! ... and {errors - 10} more (drift since lists them as blind spots)", err=True
+                f"  ! ... and {errors - 10:,} more (drift since lists them as blind spots)",
+                err=True,
             )
     _say_config_change(result.config_change, quiet)
 
@@ -404,6 +417,7 @@ def _render(
         {**context, "explain": options["explain"], "digests": options["digests"]},
         obj.config().templates_dir,
         color=color,
+        width=terminal_width(),
     )
 
 
@@ -435,7 +449,8 @@ def _view(
     if fmt == "json":
         emit(render_json(command, context))
     else:
-        emit(render_template(f"{command}.txt.j2", context, obj.config().templates_dir))
+        templates_dir = obj.config().templates_dir
+        emit(render_template(f"{command}.txt.j2", context, templates_dir, width=terminal_width()))
 
 
 report_format_option = click.option(
@@ -553,7 +568,7 @@ def report(
         tmp.unlink(missing_ok=True)
         raise DriftError(f"{output}: cannot write: {exc.strerror}") from None
     shown = len(context["suspects"])
-    click.echo(f"wrote {target} ({fmt}, {shown} suspect{'' if shown == 1 else 's'})")
+    click.echo(f"wrote {target} ({fmt}, {shown:,} suspect{'' if shown == 1 else 's'})")
 
 
 @cli.command(short_help="The recorded state at a time.")
@@ -654,16 +669,18 @@ def demo(keep: bool, output: str | None) -> None:
     from pathlib import Path
 
     from drift.demo import SERVICES, IncidentSandbox, run_demo
-    from drift.report import render_report, render_template
+    from drift.report import render_report, render_template, wrap_lines
 
+    width = terminal_width()
     root = Path(tempfile.mkdtemp(prefix="drift-demo-"))
     box = IncidentSandbox(root)
     try:
-        context = run_demo(root, click.echo, keep=keep)
+        context = run_demo(root, lambda text: click.echo(wrap_lines(text, width)), keep=keep)
     finally:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
-    emit(render_template("since.txt.j2", {**context, "explain": False, "digests": False}))
+    shown = {**context, "explain": False, "digests": False}
+    emit(render_template("since.txt.j2", shown, width=width))
     if output:
         target = Path(output)
     else:

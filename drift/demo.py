@@ -241,7 +241,7 @@ def run_demo(root: Path, say: Callable[[str], None], *, keep: bool = False) -> d
         say(f"sandbox {root}: prefill, decode and router running from serve/*.sh")
         for _ in range(3):
             snap = record(config, db)
-            say(f"  morning: drift record -> snapshot #{snap.snapshot_id}, {snap.facts} facts")
+            say(f"  morning: drift record -> snapshot #{snap.snapshot_id}, {snap.facts:,} facts")
         add_mark(db, config.host, "stable", snap.taken_us, "decode answers; p99 fine")
         say("  morning: drift mark stable --note 'decode answers; p99 fine'")
         line = box.add_culprit()
@@ -250,7 +250,7 @@ def run_demo(root: Path, say: Callable[[str], None], *, keep: bool = False) -> d
         say("       a kernel file is touched (same bytes); all three services are co-restarted")
         box.restart_all()
         snap = record(config, db)
-        say(f"       drift record -> snapshot #{snap.snapshot_id}, {snap.changed} facts changed")
+        say(f"       drift record -> snapshot #{snap.snapshot_id}, {snap.changed:,} facts changed")
         say("\n$ drift since\n")
         history = History.open(db, config.host)
         try:

@@ -58,6 +58,17 @@ MARKER_FORMAT = "[redacted:{}]"
 MIN_KNOWN_LENGTH = 6
 KEY_BYTES = 32
 
+
+def shown_secret(stored: str | None) -> str:
+    """How a secret fact is shown: ``[redacted:<8 hex>]``, the same marker as inside a text.
+
+    `stored` is the fact's ``hmac-sha256:`` digest; both forms start with the
+    same hex digits, so a secret reads the same in a value, a title and a diff.
+    """
+    hexed = (stored or "").rsplit(":", 1)[-1][:8]
+    return MARKER_FORMAT.format(hexed) if hexed else "[redacted]"
+
+
 # Keys whose values are hashes, sizes, modes and ids: never secret, and
 # masking a known secret inside a hex digest would corrupt it (a six-digit
 # secret turns up in about one sha256 in 300k by chance). Skipping them is also

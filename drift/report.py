@@ -23,6 +23,7 @@ from drift.analysis.diff import (
 from drift.analysis.group import Restart, RestartEvent, category, group_changes
 from drift.analysis.rank import ChurnInfo, RankedStory, rank_stories
 from drift.analysis.scope import ConfigSwitch, ScopeSplit, split_scope
+from drift.redact import shown_secret
 from drift.store.query import History, SnapshotInfo, StoredVersion, from_us
 from drift.timespec import When, local_zone
 
@@ -98,14 +99,14 @@ class _Values:
         if version is None:
             return None
         if version.secret:
-            return f"[redacted {version.value.split(':')[-1][:8] if version.value else ''}]"
+            return shown_secret(version.value)
         if version.blob_sha256 is not None:
             text = self.history.text(version)
             if "\n" not in text.rstrip("\n") and len(text) <= SHORT_VALUE:
                 return text.rstrip("\n")  # one short line (a version, a count): show it
             lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
             noun = "line" if lines == 1 else "lines"
-            return f"sha256:{version.blob_sha256[:12]} ({lines} {noun}, {len(text)} chars)"
+            return f"sha256:{version.blob_sha256[:12]} ({lines:,} {noun}, {len(text):,} chars)"
         return version.value or ""
 
     def diff(self, change: Change) -> dict[str, Any] | None:
@@ -125,7 +126,7 @@ class _Values:
         result = diff_content(old, new, fmt, labels=("baseline", "current"))
         lines = list(result.unified)
         if len(lines) > DIFF_LINES:
-            lines = lines[:DIFF_LINES] + [f"... {len(lines) - DIFF_LINES} more diff lines"]
+            lines = lines[:DIFF_LINES] + [f"... {len(lines) - DIFF_LINES:,} more diff lines"]
         return {
             "format": result.format,
             "keys": [
@@ -430,16 +431,16 @@ def _trust(
     errors = sum(1 for s in spots if s.kind == "error")
     parts = []
     if in_window is not None:
-        parts.append(f"{in_window} record{'' if in_window == 1 else 's'} in the stable window")
-    parts.append(f"{len(window)} after the baseline")
-    parts.append(f"{gaps} gap{'' if gaps == 1 else 's'} in recording" if gaps else "no gaps")
+        parts.append(f"{in_window:,} record{'' if in_window == 1 else 's'} in the stable window")
+    parts.append(f"{len(window):,} after the baseline")
+    parts.append(f"{gaps:,} gap{'' if gaps == 1 else 's'} in recording" if gaps else "no gaps")
     parts.append(
-        f"{errors} kind{'' if errors == 1 else 's'} of collection error"
+        f"{errors:,} kind{'' if errors == 1 else 's'} of collection error"
         if errors
         else "no collection errors"
     )
     if baseline.n_errors:
-        parts.append(f"{baseline.n_errors} collection errors at the baseline itself")
+        parts.append(f"{baseline.n_errors:,} collection errors at the baseline itself")
     if switches:
         parts.append("config changed at " + ", ".join(f"#{s.snapshot_id}" for s in switches))
     return {
@@ -482,7 +483,7 @@ def _timeline(
             (
                 current.taken_us,
                 "flapping",
-                f"{subject} {key} changed {count} time{'' if count == 1 else 's'} and is back "
+                f"{subject} {key} changed {count:,} time{'' if count == 1 else 's'} and is back "
                 "to its baseline value",
             )
         )
@@ -526,12 +527,19 @@ _STYLES: dict[str, dict[str, Any]] = {
 
 
 def render_template(
-    name: str, context: dict[str, Any], templates_dir: str | None = None, *, color: bool = False
+    name: str,
+    context: dict[str, Any],
+    templates_dir: str | None = None,
+    *,
+    color: bool = False,
+    width: int | None = None,
 ) -> str:
     """Render a template from templates/ (or the user's override folder).
 
     With `color`, the `paint` filter adds ANSI styles; values are passed
     through `printable` first, so text from the box cannot inject its own.
+    With `width` (a terminal's columns), every line is wrapped to it by
+    `wrap_lines`, after rendering: templates need not know about widths.
     """
     from jinja2 import (
         ChoiceLoader,
@@ -553,8 +561,10 @@ def render_template(
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["printable"] = printable
+    # One line per value: a newline inside one would start a line that reads as a new item.
+    env.filters["printable"] = lambda text: printable(text).replace("\n", "\\n")
     env.filters["short"] = _short
+    env.filters["num"] = number
 
     def paint(text: str, style: str) -> str:
         if not color:
@@ -564,7 +574,102 @@ def render_template(
         return click.style(text, **_STYLES.get(style, {}))
 
     env.filters["paint"] = paint
-    return env.get_template(name).render(**context)
+    return wrap_lines(env.get_template(name).render(**context), width)
+
+
+# Wrapping terminal text -----------------------------------------------------
+
+MIN_WIDTH = 40  # narrower terminals get 40-column lines: a hanging indent needs room
+_SGR = re.compile(r"\x1b\[[0-9;]*m")  # drift's own colours: values are `printable` already
+_PIECES = re.compile(r" +|[^ ]+")
+# What starts a line and is not its text: a continuation goes under the text after it.
+# A word too long to follow a marker stays on its line; one too long to follow a
+# label goes to a line of its own ("key =", then the long value under it).
+_LEAD = re.compile(
+    r"""(?P<indent>\ *)(?:
+      (?P<marker>
+        \d+\.\ +(?:\[[\d.]+\]\ +)?                          # a ranked suspect: " 1. [0.96] "
+      | [*=!~-]\ +                                         # a bullet: * root, - evidence, = ! ~
+      | (?:at|from)\ +                                     # where a change came from
+      )
+    | (?P<label>
+        \d{4}-\d\d-\d\d\ [\d:]+\ \S+\ {2,}\S+\ +             # a timeline entry: time and kind
+      | [a-z]+\ {2,}                                       # a header column: "baseline  "
+      | [A-Za-z][\w\ ]{0,30}?:\ +                           # a label: "why: ", "Blind spots: "
+      | \S+\ =\ +                                          # a value: "score = ", "env:PATH = "
+      )
+    )?""",
+    re.VERBOSE,
+)
+
+
+def wrap_lines(text: str, width: int | None) -> str:
+    """Wrap terminal text to `width` columns, each continuation indented under its line's text.
+
+    Lines break only at spaces, so a path or digest longer than the line stays
+    whole on a line of its own. A continuation starts past its line's marker
+    (`` 1. [0.96] ``, ``* ``, ``why: ``, a timeline entry's time and kind), or
+    four columns in, never at column 0 where it would read as a new item.
+    `width` None leaves the text as it is: one line per item, for grep.
+    """
+    if width is None:
+        return text
+    width = max(width, MIN_WIDTH)
+    return "\n".join(_wrap_line(line, width) for line in text.split("\n"))
+
+
+def _visible(text: str) -> int:
+    return len(_SGR.sub("", text))
+
+
+def _wrap_line(line: str, width: int) -> str:
+    if "\t" in line:
+        line = line.expandtabs()  # a tab's width depends on its column: make it spaces first
+    if _visible(line) <= width:
+        return line
+    match = _LEAD.match(_SGR.sub("", line))
+    assert match is not None  # every part of the pattern is optional
+    indent, lead, label = len(match.group("indent")), match.end(), match.group("label")
+    # Under the text, unless there is no marker or it leaves too little room.
+    hang = lead if (label or match.group("marker")) and lead <= width // 2 else indent + 4
+    hang = min(hang, width // 2)
+    lines: list[str] = []
+    current, used = "", 0  # the line being built, and its visible width
+    started = False  # whether `current` holds a word of the text yet, not only its lead
+    styles: list[str] = []  # colours open at the end of `current`, reopened after a break
+    spaces = ""  # the spaces since the last word: kept inside a line, dropped at a break
+    for piece in _PIECES.findall(line):
+        size = _visible(piece)
+        if used < lead:  # the indent and marker are never broken
+            current, used = current + piece, used + size
+        elif piece.startswith(" "):
+            spaces = piece
+        else:
+            if used + len(spaces) + size > width and (started or label):
+                lines.append(current.rstrip(" ") + ("\x1b[0m" if styles else ""))
+                if not started:  # it did not fit under the label either: give it more room
+                    hang = min(hang, indent + 4)
+                current, used = " " * hang + "".join(styles), hang
+            else:
+                current, used = current + spaces, used + len(spaces)
+            current, used = current + piece, used + size
+            started, spaces = True, ""
+        _track(piece, styles)
+    return "\n".join([*lines, current + spaces])
+
+
+def _track(piece: str, styles: list[str]) -> None:
+    """Follow the colour codes in `piece`: a reset closes every open style."""
+    for code in _SGR.findall(piece):
+        if code in ("\x1b[0m", "\x1b[m"):
+            styles.clear()
+        else:
+            styles.append(code)
+
+
+def number(count: int) -> str:
+    """A count as people read it: thousands separated, `47,024` (JSON keeps the plain int)."""
+    return f"{count:,}"
 
 
 def _short(text: str | None, limit: int = SHORT_VALUE) -> str | None:
@@ -714,6 +819,7 @@ def render_report(context: dict[str, Any], fmt: str, templates_dir: str | None =
     # str() first: a pid is an int, and a StrictUndefined must raise UndefinedError, not TypeError.
     env.filters["printable"] = lambda text: printable(str(text))
     env.filters["short"] = _short
+    env.filters["num"] = number
     env.filters["md"] = _md_text
     env.filters["code"] = _md_code
     env.filters["fence"] = _md_fence

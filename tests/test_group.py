@@ -471,7 +471,10 @@ def test_secret_export_is_matched_by_digest_and_never_shown() -> None:
 
     assert story.status == "live"
     assert ("service:decode", "env:HF_TOKEN") in idents(story.evidence)
-    assert story.title == "export HF_TOKEN=[redacted] at /opt/serve/decode.sh:5 (was [redacted])"
+    # The same marker a secret gets inside a text: the first hex digits of its digest.
+    assert story.title == (
+        "export HF_TOKEN=[redacted:abababab] at /opt/serve/decode.sh:5 (was [redacted:cdcdcdcd])"
+    )
     assert "ab" * 8 not in story.title + story.label
 
 

@@ -195,3 +195,31 @@ def test_a_rotated_token_is_a_change_without_either_value_anywhere(sandbox, tmp_
     assert rotated["kind"] == "modified" and rotated["secret"] is True
     assert rotated["before"] != rotated["after"]  # changed, shown as two different digests
     assert "[redacted" in outputs[0]
+
+
+def test_a_secret_reads_as_one_marker_in_show_history_titles_and_diffs(
+    sandbox, tmp_path: Path
+) -> None:
+    import re
+
+    cfg = ["--config", str(sandbox.config_path), "--db", str(sandbox.db_path)]
+    run_drift(["record", *cfg], tmp_path)
+    script = sandbox.script("decode")
+    script.write_text(script.read_text().replace(DEMO_TOKEN, "hf_" + "OtherTokenNotRealEither77"))
+    run_drift(["record", *cfg], tmp_path)
+
+    marker = re.compile(r"\[redacted:[0-9a-f]{8}\]")
+    shown = run_drift(["show", "--at", "#1", "HF_TOKEN", *cfg], tmp_path).stdout
+    (old,) = set(marker.findall(shown))  # one token, one marker, in value and source line
+    new_show = run_drift(["show", f"script:{script} export:HF_TOKEN", *cfg], tmp_path).stdout
+    (new,) = set(marker.findall(new_show))
+    assert new != old
+
+    since = run_drift(["since", "--stable", "#1", "--all", *cfg], tmp_path).stdout
+    title = next(line for line in since.splitlines() if "export HF_TOKEN=" in line)
+    assert f"export HF_TOKEN={new}" in title and f"(was {old})" in title
+    assert f"-export HF_TOKEN={old}" in since and f"+export HF_TOKEN={new}" in since
+    history = run_drift(["history", "HF_TOKEN", *cfg], tmp_path).stdout
+    assert f"= {old}" in history and f"= {new}" in history
+    for out in (shown, new_show, since, history):
+        assert "[redacted " not in out and "[redacted]" not in out

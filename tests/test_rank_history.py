@@ -52,8 +52,8 @@ def test_a_day_of_churn_does_not_hide_the_one_env_change(tmp_path: Path) -> None
     clock = next(s for s in suspects if s["changes"][0]["subject"] == "command:clock")
     assert clock["rank"] > 1 and clock["score"] < suspects[0]["score"]
     assert (
-        "changes at every record: 1200 times in the 1201 records before the baseline"
+        "changes at every record: 1,200 times in the 1,201 records before the baseline"
         in clock["reasons"]
     )
-    assert "never changed in the 1201 records before the baseline" in suspects[0]["reasons"]
+    assert "never changed in the 1,201 records before the baseline" in suspects[0]["reasons"]
     assert context["trust"]["after_baseline"] == 239

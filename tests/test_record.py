@@ -110,7 +110,7 @@ def test_record_killed_at_any_point_leaves_complete_snapshots(tmp_path: Path) ->
                 ).fetchone()[0]
                 assert open_at == n_facts, f"snapshot {snap} is incomplete"
     after = run_drift(["record", *cfg], tmp_path).stdout
-    assert after.startswith(f"snapshot #{snapshots(db)}: 4502 facts")  # 1500 files x 3 + 2
+    assert after.startswith(f"snapshot #{snapshots(db)}: 4,502 facts")  # 1500 files x 3 + 2
 
 
 def _tree_to_record(tmp_path: Path, count: int) -> tuple[Path, list[str]]:
@@ -160,7 +160,7 @@ def test_a_first_record_killed_in_its_journaled_write_leaves_a_usable_database(
         assert conn.execute("SELECT count(*) FROM snapshots").fetchone()[0] == 0
         assert conn.execute("SELECT count(*) FROM versions").fetchone()[0] == 0
     out = run_drift(["record", *cfg], tmp_path).stdout
-    assert out.startswith("snapshot #1: 18002 facts, 18002 changed")
+    assert out.startswith("snapshot #1: 18,002 facts, 18,002 changed")
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert not journal.exists()
@@ -179,7 +179,7 @@ def test_a_first_record_beside_an_open_reader_goes_through_the_wal_at_once(
         started = time.monotonic()
         out = run_drift(["record", *cfg], tmp_path).stdout
         assert time.monotonic() - started < 5  # not the 10 s busy timeout
-        assert out.startswith("snapshot #1: 1802 facts, 1802 changed")
+        assert out.startswith("snapshot #1: 1,802 facts, 1,802 changed")
         assert reader.execute("SELECT count(*) FROM versions").fetchone()[0] == 1802
         assert reader.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     finally:
@@ -370,16 +370,26 @@ def test_a_terminal_sees_hashing_progress_and_cron_sees_none(tmp_path: Path) -> 
         (tree / f"f{i:02}.bin").write_bytes(os.urandom(64 << 10))
     for i in range(2):  # large files are read on a second thread; they count too
         (tree / f"large{i}.bin").write_bytes(os.urandom(4 << 20))
+    share = tmp_path / "share"  # a set whose name reads like a verb after "files"
+    share.mkdir()
+    for i in range(3):
+        (share / f"s{i}.txt").write_text(f"{i}\n")
     path = tmp_path / "drift.toml"
-    path.write_text(f'host = "rec"\n[[files]]\nname = "tree"\npaths = ["{tree}/*"]\n')
+    path.write_text(
+        f'host = "rec"\n[[files]]\nname = "tree"\npaths = ["{tree}/*"]\n'
+        f'[[files]]\nname = "share"\npaths = ["{share}/*"]\n'
+    )
     cfg = ["--config", str(path), "--db", str(tmp_path / "d.db")]
 
     stdout, screen = _stderr_on_a_terminal(["record", *cfg], tmp_path)
-    assert stdout.startswith("snapshot #1: 96 facts, 96 changed")
-    assert re.search(r"\rfiles tree: listing, \d+ found", screen), screen
-    assert re.search(r"\rfiles tree: hashing [123] of 32 \(\d of 10 MiB\)", screen), screen
+    assert stdout.startswith("snapshot #1: 105 facts, 105 changed")
+    # What it is doing comes first, then which set: each set shows as soon as it starts.
+    assert re.search(r"\rlisting files of set tree: \d+ found", screen), screen
+    assert re.search(r"\rhashing files of set tree: [123] of 32 \(\d of 10 MiB\)", screen), screen
+    assert re.search(r"\rhashing files of set share: [123] of 3 \(0 of 0 MiB\)", screen), screen
+    assert "files share" not in screen
     # Storing follows at once: a new kind of work is not held back by the rate limit.
-    assert "\rstore: 96 facts, writing what changed" in screen
+    assert "\rstore: 105 facts, writing what changed" in screen
     # The status line is blanked again: the terminal is left on a clean line.
     assert screen.endswith("\r") and screen.rsplit("\r", 2)[-2].strip() == ""
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from drift.report import render_template
 
 EVIL = "\x1b[2J\x1b[31mHACKED\x07"
@@ -55,3 +58,72 @@ def test_colour_styles_drift_s_own_text_but_not_values() -> None:
     out = render_template("since.txt.j2", context(f"export K={EVIL}"), color=True)
     assert "\x1b[1m" in out  # titles are bold
     assert "\x1b[2J" not in out and "\x1b[31mHACKED" not in out and "\x07" not in out
+
+
+def test_counts_read_with_thousands_separators_in_every_human_format(tmp_path: Path) -> None:
+    from drift.facts import Fact
+    from drift.report import render_json, render_report, since_context
+    from drift.store.db import resolve_db_url
+    from drift.store.query import History
+    from drift.store.writer import HistoryWriter
+    from drift.timespec import When
+
+    db = resolve_db_url(str(tmp_path / "d.db"))
+    writer = HistoryWriter.open(db)
+    try:
+        ids = []
+        for n, word in enumerate(("line", "row")):
+            facts = [Fact(f"file:/data/f{i:04}", "sha256", f"{i:064x}") for i in range(1200)]
+            output = "".join(f"{word} {i}\n" for i in range(1500))
+            facts.append(Fact("command:big", "stdout", output, {"run": "seq"}))
+            ids.append(writer.write_snapshot("h", 1_780_000_000_000_000 + n, facts, [], {}))
+    finally:
+        writer.close()
+    history = History.open(db, "h")
+    try:
+        context = since_context(history, When(snapshot=ids[0].snapshot_id, text="#1"), None)
+    finally:
+        history.close()
+
+    extras = {"regenerate": "drift report", "generated_at": "2026-12-02T12:00:00+00:00"}
+    text = render_template("since.txt.j2", {**context, "explain": False, "digests": False})
+    md = render_report({**context, **extras, "explain": False, "digests": False}, "md")
+    html = render_report({**context, **extras, "explain": True, "digests": False}, "html")
+    assert "Verified unchanged: 1,200 facts (file 1,200)" in text
+    assert "... and 1,180 more unchanged subjects" in text
+    for out in (text, md, html):
+        assert "1,200" in out and "1200" not in out
+        assert "(1,500 lines, " in out and "1500 lines" not in out  # a hunk header keeps 1500
+    data = json.loads(render_json("since", context))["data"]
+    assert data["unchanged"]["count"] == 1200  # JSON keeps the plain number
+
+
+def test_a_wrapped_coloured_title_closes_its_colour_before_the_indent() -> None:
+    title = "export SGLANG_SM120_MMA_TARGET_CTAS=512 added to /opt/serve/decode.sh:8"
+    out = render_template("since.txt.j2", context(title), color=True, width=60)
+    first, second = next(
+        (line, out.splitlines()[i + 1])
+        for i, line in enumerate(out.splitlines())
+        if line.startswith(" 1. [")
+    )
+    # Bold ends with the line and starts again after the hanging indent, so the
+    # indent is never underlined or coloured, and the path sits under the text.
+    assert first.startswith(" 1. [0.90] \x1b[1mexport") and first.endswith("\x1b[0m")
+    assert second == " " * 11 + "\x1b[1m/opt/serve/decode.sh:8\x1b[0m"
+
+
+def test_a_value_with_a_newline_stays_on_one_line() -> None:
+    snapshot = {"snapshot": 3, "local": "2026-12-02 12:00:00 UTC", "why": "latest record"}
+    fact = {"key": "exec", "value": "python -c 'import time\nwhile True: pass'", "where": ""}
+    out = render_template(
+        "show.txt.j2",
+        {
+            "host": "h",
+            "snapshot": snapshot,
+            "pattern": None,
+            "subjects": [{"subject": "script:/opt/serve/decode.sh", "facts": [fact]}],
+            "errors": [],
+        },
+    )
+    assert "  exec = python -c 'import time\\nwhile True: pass'\n" in out
+    assert "\nwhile" not in out

@@ -41,6 +41,7 @@ from drift.analysis.origins import (
     branches_from_env,
     possibilities,
 )
+from drift.redact import shown_secret
 from drift.shell.patterns import feasible
 from drift.store.query import StoredVersion, from_us, to_us
 from drift.timespec import local_zone
@@ -859,11 +860,11 @@ def _listed(service: str | None) -> list[str]:
 
 
 def shown(version: StoredVersion | None, limit: int = 80) -> str:
-    """A value for a title: secrets as [redacted], long text shortened, blobs not shown."""
+    """A value for a title: secrets as [redacted:<8 hex>], long text shortened, blobs not shown."""
     if version is None:
         return ""
     if version.secret:
-        return "[redacted]"
+        return shown_secret(version.value)
     if version.value is None:
         return "[text]"
     text = version.value

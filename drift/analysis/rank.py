@@ -217,10 +217,10 @@ def _churn(story: Story, churn: ChurnInfo, weights: Weights) -> tuple[float, str
         return 1.0, "new: not recorded before the baseline"
     changes = versions - 1
     if changes == 0:
-        return 1.0, f"never changed in the {churn.snapshots_before} records before the baseline"
+        return 1.0, f"never changed in the {churn.snapshots_before:,} records before the baseline"
     rate = min(1.0, changes / intervals)
-    times = "once" if changes == 1 else f"{changes} times"
-    seen = f"{times} in the {churn.snapshots_before} records before the baseline"
+    times = "once" if changes == 1 else f"{changes:,} times"
+    seen = f"{times} in the {churn.snapshots_before:,} records before the baseline"
     if rate >= 1.0:
         return 0.0, f"changes at every record: {seen}"
     return 1.0 - rate, f"changed {seen}"

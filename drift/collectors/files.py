@@ -118,7 +118,7 @@ def collect_files(
     found = _expand(
         spec.paths,
         ctx.exclude,
-        None if sink is None else lambda n: sink(f"files {spec.name}: listing, {n:,} found"),
+        None if sink is None else lambda n: sink(f"listing files of set {spec.name}: {n:,} found"),
     )
     cache = ctx.file_cache
     # One provenance dict per pattern, shared by its files: the store
@@ -246,7 +246,12 @@ def _cached_digest(cached: CachedStat | None, st: os.stat_result, content: bool)
 
 
 class _Progress:
-    """Reports "hashing N of M files, X of Y MiB" for the files a set must read."""
+    """Reports "hashing files of set NAME: N of M (X of Y MiB)" for the files a set must read.
+
+    The verb comes first: a set's name right after "files" read as one ("files
+    share: ..."). The name comes before the first digit, so the status line
+    shows each set's first report at once.
+    """
 
     def __init__(self, sink: Callable[[str], None], name: str, jobs: list[tuple[str, int]]) -> None:
         self.sink = sink
@@ -263,7 +268,7 @@ class _Progress:
         if elsewhere is not None:
             files, nbytes = files + elsewhere[0], nbytes + elsewhere[1]
         self.sink(
-            f"files {self.name}: hashing {files:,} of {self.files:,} "
+            f"hashing files of set {self.name}: {files:,} of {self.files:,} "
             f"({nbytes / _MIB:,.0f} of {self.bytes / _MIB:,.0f} MiB)"
         )
 
