@@ -14,7 +14,7 @@ def context(title: str) -> dict:
         "host": "gpu-node-7",
         "baseline": {**snapshot, "source": "given", "unhealthy_at": None},
         "current": {**snapshot, "snapshot": 2, "why": "latest record"},
-        "trust": {"summary": "1 after the baseline; no gaps; no collection errors"},
+        "trust": {"summary": "1 after the baseline; no gaps; no collection errors", "warnings": []},
         "total_suspects": 1,
         "suspects": [
             {
