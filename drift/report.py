@@ -377,7 +377,8 @@ def _trust(
         else "no collection errors"
     )
     if baseline.n_errors:
-        parts.append(f"{baseline.n_errors} collection errors at the baseline itself")
+        noun = "error" if baseline.n_errors == 1 else "errors"
+        parts.append(f"{baseline.n_errors} collection {noun} at the baseline itself")
     warnings = []
     steps = clock_steps([baseline, *window])
     if steps:
