@@ -21,6 +21,7 @@ from drift.errors import DriftError
 
 if TYPE_CHECKING:
     from drift.config import Config
+    from drift.facts import CollectionError
     from drift.store.db import DbUrl
     from drift.store.query import History
     from drift.timespec import When
@@ -36,6 +37,7 @@ WHEN_HELP = (
 # Exit codes beyond a DriftError's own (2 bad input, 3 a record is running): decided here, once.
 EXIT_NO_MATCH = 1  # `drift history`: nothing matched the pattern (as grep does)
 EXIT_COLLECTION_ERRORS = 4  # `drift record`: the snapshot was stored, with collection errors
+QUIET_ERRORS_SHOWN = 20  # new collection errors `record --quiet` lists before "... and N more"
 
 
 @dataclass
@@ -385,10 +387,7 @@ def record(obj: DriftContext, quiet: bool) -> None:
         sys.exit(EXIT_COLLECTION_ERRORS)
 
 
-QUIET_ERRORS_SHOWN = 20
-
-
-def _error_text(err: Any) -> str:
+def _error_text(err: CollectionError) -> str:
     """`service:decode unit: message` for a collection error."""
     key = f" {err.key}" if err.key else ""
     return f"{err.subject}{key}: {err.message}"
