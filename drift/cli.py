@@ -21,6 +21,7 @@ from drift.errors import DriftError
 
 if TYPE_CHECKING:
     from drift.config import Config
+    from drift.facts import CollectionError
     from drift.store.db import DbUrl
     from drift.store.query import History
     from drift.store.writer import ConfigChange
@@ -30,8 +31,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 WHEN_HELP = (
     "WHEN is 12:00, 12:00:30, noon, midnight, 'yesterday 12:00', '2h ago', "
-    "'90m ago', an ISO 8601 time, or '#57' for snapshot 57."
+    "'90m ago', an ISO 8601 time, or '#57' for snapshot 57 (a time of day later "
+    "than now is yesterday's)."
 )
+
+# Exit codes beyond a DriftError's own (2 bad input, 3 a record is running): decided here, once.
+EXIT_NO_MATCH = 1  # `drift history`: nothing matched the pattern (as grep does)
+EXIT_COLLECTION_ERRORS = 4  # `drift record`: the snapshot was stored, with collection errors
+QUIET_ERRORS_SHOWN = 20  # new collection errors `record --quiet` lists before "... and N more"
 
 
 @dataclass
@@ -50,18 +57,78 @@ class DriftContext:
             self._config = load_config(self.config_path)
         return self._config
 
+    def db_choice(self) -> tuple[str | None, str]:
+        """The database as given, and where from: --db, $DRIFT_DB, the config's db, the default.
+
+        The config is read only when neither --db nor $DRIFT_DB says, so a
+        broken drift.toml does not stand in the way of an explicit database.
+        """
+        if self.db:
+            return self.db, "--db"
+        env = os.environ.get("DRIFT_DB")
+        if env:
+            return env, "$DRIFT_DB"
+        config = self.config()
+        if config.db:
+            return config.db, f"db in {config.path}"
+        if config.path is not None:
+            return None, f"the default; {config.path} sets no db"
+        return None, "the default; no drift.toml found, so no db setting"
+
     def db_url(self) -> DbUrl:
         from drift.store.db import resolve_db_url
 
-        return resolve_db_url(self.db)
+        return resolve_db_url(self.db_choice()[0])
 
     def host_name(self) -> str:
         return self.host or self.config().host
 
-    def history(self) -> History:
+    def history(self, *, hint: str = "run `drift record` or `drift init`") -> History:
+        """Open the history, or say in one line why there is none: where drift looked, where a
+        config says the history is, or that the first record is still running."""
+        from drift.errors import NoDatabaseError, NoHistoryError, RecordRunning, SchemaTooOld
         from drift.store.query import History
+        from drift.store.writer import record_running
 
-        return History.open(self.db_url(), self.host_name())
+        db = self.db_url()
+        try:
+            return History.open(db, self.host_name())
+        except (NoDatabaseError, NoHistoryError, SchemaTooOld) as exc:
+            if isinstance(exc, NoDatabaseError):
+                raise NoDatabaseError(self.no_database(exc.path, hint), exc.path) from None
+            try:
+                running = record_running(db, self.host_name())
+            except DriftError:
+                running = False  # only a better message was at stake
+            if running:
+                raise RecordRunning(
+                    f"no history for host {self.host_name()!r} in {db.display()} yet: its first "
+                    "`drift record` is running now; try again when it has finished"
+                ) from None
+            raise
+
+    def no_database(self, path: str, hint: str) -> str:
+        """`PATH: no drift database here yet (from where)`, and where a config says it is."""
+        from drift.store.db import resolve_db_url
+
+        _raw, origin = self.db_choice()
+        given = origin in ("--db", "$DRIFT_DB")
+        message = f"{path}: no drift database here yet ({'from ' if given else ''}{origin})"
+        if given:
+            try:
+                config = self.config()
+            except DriftError:
+                config = None  # a broken config cannot say where else to look
+            if config is not None and config.db:
+                elsewhere = resolve_db_url(config.db)
+                if elsewhere.display() != path:
+                    return (
+                        f"{message}; {config.path} keeps its history in "
+                        f"{elsewhere.display()}: drop {origin} to use it"
+                    )
+        if origin.startswith("the default") and self.config().path is None:
+            hint += ", or give --config with the drift.toml that `drift record` uses"
+        return f"{message}: {hint}"
 
 
 pass_drift = click.make_pass_decorator(DriftContext, ensure=True)
@@ -94,7 +161,7 @@ def common_options(func: F) -> F:
                 expose_value=False,
                 callback=_store_option("db"),
                 help="Database: a file path, sqlite:///PATH or postgresql://... "
-                "(else $DRIFT_DB, else ~/.local/state/drift/drift.db).",
+                "(else $DRIFT_DB, else db in drift.toml, else ~/.local/state/drift/drift.db).",
             ),
             click.option(
                 "--host",
@@ -255,18 +322,27 @@ class StatusLine:
 
 @cli.command(short_help="Collect and store one snapshot (run it every minute).")
 @common_options
-@click.option("-q", "--quiet", is_flag=True, help="Print nothing on success (for cron).")
+@click.option(
+    "-q",
+    "--quiet",
+    is_flag=True,
+    help="Print nothing on success (for cron); collection errors the previous record did "
+    "not have still go to stderr, one line each.",
+)
 @pass_drift
 def record(obj: DriftContext, quiet: bool) -> None:
     """Collect every configured fact and store what changed since the last record.
 
     \b
-    One line on success: snapshot number, facts, changed, errors, seconds.
-    On a terminal, stderr shows how far listing and hashing have got while
-    it runs (a first record of a large tree reads every byte), then that it
-    is storing.
-    Exit 3 at once, writing nothing, if another record of the same history is
-    running. Never migrates: on an older schema it asks for `drift db upgrade`.
+    One line on success: snapshot number, facts, changed, errors, seconds;
+    then the collection errors on stderr. On a terminal, stderr shows how far
+    listing and hashing have got while it runs (a first record of a large
+    tree reads every byte), then that it is storing.
+    Exit 0: stored, every fact collected. Exit 4: stored, but some facts could
+    not be collected (they keep their last value; drift since lists them as
+    blind spots). Exit 3 at once, writing nothing, if another record of the
+    same history is running. Never migrates: on an older schema it asks for
+    `drift db upgrade`.
     """
     from dataclasses import replace
 
@@ -287,7 +363,22 @@ def record(obj: DriftContext, quiet: bool) -> None:
     finally:
         if status is not None:
             status.clear()
-    if not quiet:
+    if quiet:
+        # Cron mails what a job prints: a new problem once, not the same one every minute.
+        shown = result.new_errors[:QUIET_ERRORS_SHOWN]
+        for err in shown:
+            click.echo(
+                f"drift: new collection error in snapshot #{result.snapshot_id}: "
+                f"{_error_text(err)}",
+                err=True,
+            )
+        if len(result.new_errors) > len(shown):
+            click.echo(
+                f"drift: ... and {len(result.new_errors) - len(shown)} more new collection "
+                f"errors in snapshot #{result.snapshot_id} (drift since lists them as blind spots)",
+                err=True,
+            )
+    else:
         errors = len(result.errors)
         click.echo(
             f"snapshot #{result.snapshot_id}: {result.facts:,} facts, {result.changed:,} changed, "
@@ -300,14 +391,21 @@ def record(obj: DriftContext, quiet: bool) -> None:
                 err=True,
             )
         for err in result.errors[:10]:
-            key = f" {err.key}" if err.key else ""
-            click.echo(f"  ! {err.subject}{key}: {err.message}", err=True)
+            click.echo(f"  ! {_error_text(err)}", err=True)
         if errors > 10:
             click.echo(
                 f"  ! ... and {errors - 10:,} more (drift since lists them as blind spots)",
                 err=True,
             )
     _say_config_change(result.config_change, quiet)
+    if result.errors:
+        sys.exit(EXIT_COLLECTION_ERRORS)
+
+
+def _error_text(err: CollectionError) -> str:
+    """`service:decode unit: message` for a collection error."""
+    key = f" {err.key}" if err.key else ""
+    return f"{err.subject}{key}: {err.message}"
 
 
 def _say_config_change(change: ConfigChange | None, quiet: bool) -> None:
@@ -364,19 +462,82 @@ def report_options(func: F) -> F:
     return func
 
 
-def _report_extras(context: dict[str, Any], regenerate: str | None = None) -> dict[str, Any]:
+def _report_extras(context: dict[str, Any], regenerate: str) -> dict[str, Any]:
     """What the HTML and Markdown reports add: how to regenerate them, and when they were made."""
-    import shlex
     from datetime import UTC, datetime
 
-    command = regenerate or "drift " + shlex.join(sys.argv[1:])
     return {
         "explain": True,
         "digests": False,
         **context,
-        "regenerate": command,
+        "regenerate": regenerate,
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
+
+
+def regenerate_command(
+    command: str,
+    context: dict[str, Any],
+    options: dict[str, Any],
+    *,
+    config_path: Any = None,
+    db: str | None = None,
+    output: str | None = None,
+    fmt: str | None = None,
+) -> str:
+    """The command line that makes this report again, however much is recorded later.
+
+    The exact snapshots (`--stable '#5' --until '#6'`), the host, the config
+    and the database (`db`: its --db value, password dropped, or None when the
+    config carries it), and whatever chose the suspects shown.
+    """
+    import shlex
+
+    baseline = f"#{context['baseline']['snapshot']}"
+    current = f"#{context['current']['snapshot']}"
+    args = ["drift", command]
+    if output is not None:
+        args += ["-o", output]
+    args += [baseline, current] if command == "diff" else ["--stable", baseline, "--until", current]
+    if fmt is not None:
+        args += ["--format", fmt]
+    args += ["--host", context["host"]]
+    if config_path is not None:
+        args += ["--config", str(config_path)]
+    if db is not None:
+        args += ["--db", db]
+    if options.get("show_all"):
+        args.append("--all")
+    elif options.get("top"):
+        args += ["--top", str(options["top"])]
+    if options.get("service"):
+        args += ["--service", options["service"]]
+    args += [f"--{flag}" for flag in ("explain", "digests") if options.get(flag)]
+    return shlex.join(args)
+
+
+def _regenerate(
+    obj: DriftContext,
+    command: str,
+    context: dict[str, Any],
+    options: dict[str, Any],
+    *,
+    output: str | None = None,
+    fmt: str | None = None,
+) -> str:
+    """regenerate_command for this invocation: its config and database, as absolute paths."""
+    config = obj.config()
+    _raw, origin = obj.db_choice()
+    from_config = config.db is not None and origin == f"db in {config.path}"
+    return regenerate_command(
+        command,
+        context,
+        options,
+        config_path=config.path.resolve() if config.path is not None else None,
+        db=None if from_config else obj.db_url().public(),
+        output=output,
+        fmt=fmt,
+    )
 
 
 def _report_context(
@@ -390,24 +551,38 @@ def _report_context(
     from drift.report import since_context
 
     top = None if options["show_all"] else (options["top"] or default_top)
+    labels = ("the first WHEN", "the second WHEN") if command == "diff" else ("--stable", "--until")
     history = obj.history()
     try:
         return since_context(
-            history, stable, until, command=command, top=top, service=options["service"]
+            history,
+            stable,
+            until,
+            command=command,
+            top=top,
+            service=options["service"],
+            labels=labels,
         )
     finally:
         history.close()
 
 
 def _render(
-    obj: DriftContext, command: str, context: dict[str, Any], fmt: str, options: dict[str, Any]
+    obj: DriftContext,
+    command: str,
+    context: dict[str, Any],
+    fmt: str,
+    options: dict[str, Any],
+    regenerate: str | None = None,
 ) -> str:
     from drift.report import render_json, render_report, render_template
 
     if fmt == "json":
         return render_json(command, context)
     if fmt in ("md", "html"):
-        extras = _report_extras(context)
+        extras = _report_extras(
+            context, regenerate or _regenerate(obj, command, context, options, fmt=fmt)
+        )
         extras["explain"] = True if fmt == "html" else options["explain"]
         extras["digests"] = options["digests"]
         return render_report(extras, fmt, obj.config().templates_dir)
@@ -437,8 +612,9 @@ def _show_report(
 
 def _view(
     obj: DriftContext, command: str, build: Callable[[History], dict[str, Any]], fmt: str
-) -> None:
-    """Open the history, build a context, print it as text (templates/COMMAND.txt.j2) or JSON."""
+) -> dict[str, Any]:
+    """Open the history, build a context, print it as text (templates/COMMAND.txt.j2) or JSON;
+    return the context."""
     from drift.report import render_json, render_template
 
     history = obj.history()
@@ -451,6 +627,7 @@ def _view(
     else:
         templates_dir = obj.config().templates_dir
         emit(render_template(f"{command}.txt.j2", context, templates_dir, width=terminal_width()))
+    return context
 
 
 report_format_option = click.option(
@@ -502,6 +679,8 @@ def diff(obj: DriftContext, start: str, end: str, fmt: str, **options: Any) -> N
     """The same report as since, between any two times or snapshots.
 
     \b
+    WHEN is 12:00, noon, 'yesterday 12:00', '2h ago', an ISO 8601 time, or
+    '#57' for snapshot 57; the second must not be before the first.
     Example: drift diff '#12' '#57'     drift diff 'yesterday 12:00' noon
     """
     _show_report(obj, "diff", parse_when_arg(start), parse_when_arg(end), fmt, options)
@@ -547,6 +726,7 @@ def report(
     from drift.errors import DriftError
 
     target = Path(output)
+    given_fmt = fmt
     if fmt is None:
         fmt = {".html": "html", ".htm": "html", ".md": "md", ".json": "json"}.get(
             target.suffix.lower()
@@ -559,7 +739,8 @@ def report(
     baseline = parse_when_arg(stable) if stable else None
     upto = parse_when_arg(until) if until else None
     context = _report_context(obj, "report", baseline, upto, options, None)
-    text = _render(obj, "report", context, fmt, options)
+    regenerate = _regenerate(obj, "report", context, options, output=output, fmt=given_fmt)
+    text = _render(obj, "report", context, fmt, options, regenerate)
     tmp = target.with_name(f".{target.name}.tmp")
     try:
         tmp.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
@@ -601,10 +782,13 @@ def history(obj: DriftContext, pattern: str, fmt: str) -> None:
 
     PATTERN is a glob on subject, key or "subject key" (a plain word matches
     as a substring), e.g.  drift history SGLANG_SM120_MMA_TARGET_CTAS
+    Exit 1 when no recorded fact matches (as grep does).
     """
     from drift.report import history_context
 
-    _view(obj, "history", lambda history: history_context(history, pattern), fmt)
+    context = _view(obj, "history", lambda history: history_context(history, pattern), fmt)
+    if not context["facts"]:
+        sys.exit(EXIT_NO_MATCH)
 
 
 @cli.command(short_help="Mark a moment stable or unstable, or add a note.")
@@ -626,19 +810,25 @@ def mark(obj: DriftContext, kind: str, at: str | None, note: str | None) -> None
     from drift.timespec import When, describe_when
 
     moment = now_us()
-    if at:
-        when = parse_when_arg(at)
-        if when.at is not None:
-            moment = to_us(when.at)
-        else:  # #N: the moment that snapshot was taken
-            history = obj.history()
-            try:
-                moment = history.snapshot_for(when).taken_us
-            finally:
-                history.close()
+    when = parse_when_arg(at) if at else None
+    # A mark belongs to a recorded history: never start a database (or a host) with one.
+    history = obj.history(hint="run `drift record` first (a mark needs a recorded history)")
+    try:
+        if when is not None:
+            # #N: the moment that snapshot was taken
+            moment = (
+                to_us(when.at)
+                if when.at is not None
+                else history.snapshot_for(when, "--at").taken_us
+            )
+    finally:
+        history.close()
     mark_id = add_mark(obj.db_url(), obj.host_name(), kind, moment, note)
     when_text = describe_when(When(at=from_us(moment)))
     click.echo(f"mark #{mark_id}: {kind} at {when_text} for host {obj.host_name()}")
+
+
+DEMO_REPORT = "drift-demo-report.html"
 
 
 @cli.command(short_help="Replay the motivating incident in a sandbox.")
@@ -651,7 +841,8 @@ def mark(obj: DriftContext, kind: str, at: str | None, note: str | None) -> None
     "-o",
     "--output",
     metavar="FILE",
-    help="Where to write the HTML report (default: a new drift-demo-report-*.html in /tmp).",
+    help="Where to write the HTML report (default: drift-demo-report.html in the current "
+    "folder, replaced by the next demo).",
 )
 def demo(keep: bool, output: str | None) -> None:
     """Replay the motivating incident in a sandbox and show what drift finds.
@@ -681,16 +872,31 @@ def demo(keep: bool, output: str | None) -> None:
             shutil.rmtree(root, ignore_errors=True)
     shown = {**context, "explain": False, "digests": False}
     emit(render_template("since.txt.j2", shown, width=width))
-    if output:
-        target = Path(output)
-    else:
-        fd, name = tempfile.mkstemp(prefix="drift-demo-report-", suffix=".html")
-        os.close(fd)
-        target = Path(name)
+    # One fixed name where the user is, replaced each time: seen, and never piling up in /tmp.
+    target = Path(output or DEMO_REPORT).absolute()
     cfg = f"--config {box.config_path} --db {box.db_path}"
-    regenerate = f"drift report {cfg} -o {target}" if keep else "drift demo"
-    target.write_text(render_report(_report_extras(context, regenerate), "html"), encoding="utf-8")
-    click.echo(f"\nHTML report for the postmortem: {target}")
+    regenerate = (
+        regenerate_command(
+            "report",
+            context,
+            {},
+            config_path=box.config_path,
+            db=str(box.db_path),
+            output=str(target),
+        )
+        if keep
+        else "drift demo"
+    )
+    try:
+        target.write_text(
+            render_report(_report_extras(context, regenerate), "html"), encoding="utf-8"
+        )
+    except OSError as exc:
+        raise DriftError(
+            f"{target}: cannot write the demo's HTML report: {exc.strerror}; give -o FILE"
+        ) from None
+    replaced = "" if output else " (the next `drift demo` replaces it)"
+    click.echo(f"\nHTML report for the postmortem: {target}{replaced}")
     if keep:
         click.echo(f"\nThe sandbox stays in {root} with its services running. Try:")
         for command in (
@@ -734,10 +940,16 @@ def db_upgrade(obj: DriftContext) -> None:
 @pass_drift
 def db_current(obj: DriftContext) -> None:
     """Print the database's schema revision and the one this drift needs."""
+    from drift.errors import NoDatabaseError
     from drift.store.db import HEAD_REVISION, connect_dbapi, current_revision_dbapi
 
     database = obj.db_url()
-    conn = connect_dbapi(database)
+    try:
+        conn = connect_dbapi(database)
+    except NoDatabaseError as exc:
+        raise NoDatabaseError(
+            obj.no_database(exc.path, "run `drift init` or `drift db upgrade`"), exc.path
+        ) from None
     try:
         revision = current_revision_dbapi(conn)
     finally:

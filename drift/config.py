@@ -102,6 +102,7 @@ class Config:
     commands: tuple[CommandSpec, ...] = ()
     health: tuple[HealthSpec, ...] = ()
     secrets: SecretsSpec = field(default_factory=SecretsSpec)
+    db: str | None = None  # where the history is: an SQLite path (absolute) or a URL
     secret_key_file: str | None = None
     systemctl: tuple[str, ...] = ("systemctl",)
     proc_root: str = "/proc"
@@ -247,6 +248,7 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
             "commands",
             "health",
             "secrets",
+            "db",
             "secret_key_file",
             "systemctl",
             "proc_root",
@@ -333,11 +335,41 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
         commands=tuple(commands),
         health=tuple(health),
         secrets=secrets,
+        db=_db_location(top),
         secret_key_file=top.path_string("secret_key_file"),
         systemctl=systemctl,
         proc_root=top.path_string("proc_root") or "/proc",
         templates_dir=top.path_string("templates_dir"),
     )
+
+
+DB_SCHEMES = ("sqlite", "postgresql", "postgres", "postgresql+psycopg")
+
+
+def _db_location(top: _Reader) -> str | None:
+    """`db`: a file path or a URL; a relative path (plain or sqlite:///) is from the
+    config's folder. The scheme is checked here, so a typo names the file and key.
+    """
+    value = top.string("db")
+    if value is None:
+        return None
+    if not value.strip():
+        top.fail("db", "must not be empty")
+    if "://" not in value:
+        return str(top.base / os.path.expanduser(value))
+    scheme, rest = value.split("://", 1)
+    if scheme not in DB_SCHEMES:
+        top.fail(
+            "db",
+            f"unsupported scheme {scheme!r}: use a file path, sqlite:///PATH or postgresql://...",
+        )
+    if scheme == "sqlite":
+        if rest == "/:memory:":
+            top.fail("db", "an in-memory database keeps no history: give a file path")
+        if not rest.startswith("/") or rest == "/":
+            top.fail("db", "an SQLite URL is sqlite:///PATH")
+        return "sqlite:///" + str(top.base / os.path.expanduser(rest[1:]))
+    return value
 
 
 def _runs(top: _Reader, key: str, spec: type[_Run], *, default_timeout: float) -> list[_Run]:

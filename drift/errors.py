@@ -21,6 +21,14 @@ class StoreError(DriftError):
     """The database cannot be used as it is (wrong schema version, unreachable)."""
 
 
+class NoDatabaseError(StoreError):
+    """The SQLite file the history should be in does not exist (yet)."""
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class SchemaTooOld(StoreError):
     """The database predates this drift; `drift db upgrade` migrates it."""
 
@@ -31,6 +39,12 @@ class SchemaTooNew(StoreError):
 
 class RecordLocked(DriftError):
     """Another `drift record` for this history is running."""
+
+    exit_code = 3
+
+
+class RecordRunning(DriftError):
+    """A read found no history yet because the first `drift record` is still running."""
 
     exit_code = 3
 

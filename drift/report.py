@@ -191,25 +191,18 @@ def since_context(
     command: str = "since",
     top: int | None = DEFAULT_TOP,
     service: str | None = None,
+    labels: tuple[str, str] = ("--stable", "--until"),
 ) -> dict[str, Any]:
     """Everything `drift since` and `drift diff` show, from the baseline to `until` (or latest).
 
     Without `stable`, the baseline is the end of the most recent stable window.
     `top` keeps the first N suspects (None: all); `service` keeps the suspects
-    that touch that service.
+    that touch that service; `labels` name how `stable` and `until` were given.
     """
-    from drift.analysis.windows import choose_baseline
+    from drift.analysis.windows import given_why, resolve_span
 
-    chosen = choose_baseline(history, stable)
-    baseline = history.snapshot_for(chosen.when)
-    current = history.snapshot_for(until) if until is not None else history.latest()
-    if current.id < baseline.id:
-        from drift.errors import TimeSpecError
-
-        raise TimeSpecError(
-            f"{until.text if until else 'the end'} (snapshot #{current.id}) is "
-            f"before the baseline (snapshot #{baseline.id})"
-        )
+    span = resolve_span(history, stable, until, labels)
+    chosen, baseline, current = span.chosen, span.baseline, span.current
     before = history.state_at(baseline.id)
     after = history.state_at(current.id)
     values = _Values(history)
@@ -260,7 +253,7 @@ def since_context(
         "current": _snapshot_ctx(
             current,
             until,
-            f"given with --until {until.text}" if until is not None else "latest record",
+            given_why(labels[1], until) if until is not None else "latest record",
         ),
         "trust": _trust(history, chosen.window, baseline, window, spots, scope.switches),
         "scope": _scope_ctx(scope),
@@ -423,7 +416,10 @@ def _trust(
     spots: list[BlindSpot],
     switches: list[ConfigSwitch] | None = None,
 ) -> dict[str, Any]:
-    """How far to trust the baseline: records in its stable window, gaps, collection errors."""
+    """How far to trust the baseline: records in its stable window, gaps, collection errors,
+    and whether the clock went back between the baseline and the current record."""
+    from drift.analysis.windows import clock_steps
+
     in_window = None
     if stable_window is not None:
         in_window = history.count_snapshots_in(*stable_window)
@@ -440,7 +436,19 @@ def _trust(
         else "no collection errors"
     )
     if baseline.n_errors:
-        parts.append(f"{baseline.n_errors:,} collection errors at the baseline itself")
+        noun = "error" if baseline.n_errors == 1 else "errors"
+        parts.append(f"{baseline.n_errors:,} collection {noun} at the baseline itself")
+    warnings = []
+    steps = clock_steps([baseline, *window])
+    if steps:
+        parts.append(f"clock went back {len(steps)} time{'' if len(steps) == 1 else 's'}")
+        for before, after in steps:
+            back = round((before.taken_us - after.taken_us) / 1_000_000)
+            warnings.append(
+                f"the clock went back: snapshot #{after.id} was taken at {_local(after.taken_us)}, "
+                f"{_duration(back)} before #{before.id} ({_local(before.taken_us)}); times in "
+                "this window are out of order, so name snapshots by number (#N)"
+            )
     if switches:
         parts.append("config changed at " + ", ".join(f"#{s.snapshot_id}" for s in switches))
     return {
@@ -449,8 +457,19 @@ def _trust(
         "gaps": gaps,
         "errors": errors,
         "baseline_errors": baseline.n_errors,
+        "clock_steps": len(steps),
+        "warnings": warnings,
         "summary": "; ".join(parts),
     }
+
+
+def _duration(seconds: int) -> str:
+    """`1h 05m`, `4m 10s`, `12s`: how far the clock went back."""
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
 
 
 def _timeline(

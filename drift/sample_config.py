@@ -6,6 +6,12 @@ STARTER_CONFIG = """\
 
 # host = "gpu-node-7"          # default: this machine's hostname
 
+# Where the history is, for every command that reads this file (cron, a
+# systemd timer, `drift since` by hand): a path (relative to this folder) or
+# postgresql://USER@HOST/DB. --db and $DRIFT_DB override it.
+# db = "/var/lib/drift/drift.db"  # default: ~/.local/state/drift/drift.db
+# secret_key_file = "/var/lib/drift/secret.key"   # default: beside the database
+
 # A service: found by exactly one of unit (systemd), pidfile, or match (a
 # regex on the command line). Its pid, start time, argv, each --flag and each
 # variable of its live environment are recorded; `script` adds the serve

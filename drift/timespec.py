@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from drift.errors import TimeSpecError
 
-__all__ = ["When", "describe_when", "local_zone", "parse_when"]
+__all__ = ["When", "describe_when", "local_zone", "parse_when", "quote_when"]
 
 ACCEPTED_FORMS = "use 12:00, noon, yesterday 12:00, 2h ago, an ISO 8601 time, or #57"
 
@@ -45,6 +45,9 @@ class When:
     at: datetime | None = None  # timezone-aware, UTC
     snapshot: int | None = None
     text: str = ""  # what the user typed, for messages
+    # How a form that could mean two days was read ("read as yesterday 12:00"), so a
+    # report or an error can say which day it took; empty when there was no choice.
+    reading: str = ""
 
     def __post_init__(self) -> None:
         # Callers branch on which field is set; a When with both or neither is a bug upstream.
@@ -130,7 +133,11 @@ def parse_when(text: str, *, now: datetime | None = None, tz: tzinfo | None = No
 
     clock = _clock_time(typed, spec)
     if clock is not None:
-        return moment(_most_recent(clock, now, tz))
+        at = _most_recent(clock, now, tz)
+        if at.astimezone(tz).date() < today:
+            # Later than now today: the user means yesterday, and should be told so.
+            return When(at=at, text=typed, reading=f"read as yesterday {typed}")
+        return moment(at)
 
     return moment(_parse_iso(typed, tz))
 
@@ -142,6 +149,15 @@ def describe_when(w: When, tz: tzinfo | None = None) -> str:
     assert w.at is not None  # guaranteed by When.__post_init__
     local = w.at.astimezone(tz if tz is not None else local_zone())
     return local.strftime("%Y-%m-%d %H:%M:%S %Z").rstrip()
+
+
+def quote_when(w: When, tz: tzinfo | None = None) -> str:
+    """What was typed and what it was read as: ``12:00 (read as yesterday 12:00, 2026-12-01
+    12:00:00 CET)``; a snapshot number stays as typed."""
+    if w.snapshot is not None:
+        return w.text or f"#{w.snapshot}"
+    parts = [p for p in (w.reading, describe_when(w, tz)) if p]
+    return f"{w.text} ({', '.join(parts)})" if w.text else describe_when(w, tz)
 
 
 # --- helpers -----------------------------------------------------------------

@@ -5,11 +5,12 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import drift_env, run_drift
+from conftest import drift_env, run_drift, start_drift
 
 from drift.cli import cli
 
@@ -184,3 +185,58 @@ def test_templates_dir_in_drift_toml_overrides_a_template(tmp_path: Path) -> Non
     run_drift(["record", *cfg], tmp_path)
     out = run_drift(["since", "--stable", "#1", *cfg], tmp_path).stdout
     assert out.startswith("ON CALL VIEW tpl: 1 suspect(s)\n1 command v: output modified")
+
+
+def test_history_that_matches_nothing_exits_1_like_grep(
+    recorded: list[str], tmp_path: Path
+) -> None:
+    missed = run_drift(["history", "NOPE", *recorded], tmp_path, check=False)
+    assert missed.returncode == 1
+    assert "(no recorded fact matches NOPE)" in missed.stdout and missed.stderr == ""
+    as_json = run_drift(["history", "NOPE", "--format", "json", *recorded], tmp_path, check=False)
+    assert as_json.returncode == 1 and '"facts": []' in as_json.stdout
+    assert run_drift(["history", "hello", *recorded], tmp_path).returncode == 0
+    help_text = " ".join(run_drift(["history", "--help"], tmp_path).stdout.split())
+    assert "Exit 1 when no recorded fact matches" in help_text
+
+
+def test_mark_without_a_history_refuses_and_creates_nothing(tmp_path: Path) -> None:
+    result = run_drift(["mark", "stable", "--note", "p99 ok"], tmp_path, check=False)
+    assert result.returncode == 2 and result.stdout == ""
+    default = tmp_path / "xdg-state" / "drift" / "drift.db"
+    assert result.stderr.startswith(f"drift: {default}: no drift database here yet (the default")
+    assert "run `drift record` first" in result.stderr and result.stderr.count("\n") == 1
+    assert not (tmp_path / "xdg-state").exists()
+
+
+def test_mark_for_a_host_never_recorded_refuses(recorded: list[str], tmp_path: Path) -> None:
+    result = run_drift(["mark", "stable", "--host", "gpu-node-9", *recorded], tmp_path, check=False)
+    assert result.returncode == 2
+    assert (
+        "no history for host 'gpu-node-9'" in result.stderr
+        and "recorded hosts: cli" in result.stderr
+    )
+
+
+def test_reading_during_the_first_record_says_one_is_running(tmp_path: Path) -> None:
+    config = tmp_path / "drift.toml"
+    config.write_text('host = "first"\n[[commands]]\nname = "slow"\nrun = "sleep 4"\n')
+    cfg = ["--config", str(config), "--db", str(tmp_path / "d.db")]
+    first = start_drift(["record", *cfg], tmp_path)
+    try:
+        deadline = time.monotonic() + 20
+        while True:  # until the record has created the database and holds its lock
+            result = run_drift(["since", "--stable", "#1", *cfg], tmp_path, check=False)
+            if "is running now" in result.stderr or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert result.returncode == 3 and result.stdout == ""
+        assert result.stderr == (
+            f"drift: no history for host 'first' in {tmp_path / 'd.db'} yet: its first "
+            "`drift record` is running now; try again when it has finished\n"
+        )
+    finally:
+        out, _err = first.communicate(timeout=30)
+    assert out.startswith("snapshot #1")
+    after = run_drift(["since", "--stable", "#1", *cfg], tmp_path)
+    assert "trust     0 after the baseline" in after.stdout

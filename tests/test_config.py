@@ -101,6 +101,10 @@ def test_good_config_resolves_relative_paths_from_its_folder(tmp_path: Path) -> 
         ),
         ('[secrets]\nredact = "X"\nshow = ["Y"]', "secrets.show: unknown key"),
         ('host = "a', "TOML syntax error"),
+        ('db = "mysql://drift@db/drift"', "db: unsupported scheme 'mysql'"),
+        ('db = ""', "db: must not be empty"),
+        ('db = "sqlite:///:memory:"', "db: an in-memory database keeps no history"),
+        ("db = 5", "db: expected a string, got an integer"),
     ],
 )
 def test_bad_config_names_file_key_and_problem(tmp_path: Path, text: str, message: str) -> None:
@@ -208,3 +212,21 @@ def test_starter_config_is_valid_as_written_and_with_every_example_uncommented(
     assert [s.name for s in config.services] == ["decode"]
     assert [h.name for h in config.health] == ["decode-answers"]
     assert config.files[1].format == "json"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("drift.db", "{base}/drift.db"),
+        ("state/drift.db", "{base}/state/drift.db"),
+        ("/var/lib/drift/drift.db", "/var/lib/drift/drift.db"),
+        ("sqlite:///rel.db", "sqlite:///{base}/rel.db"),
+        ("sqlite:////abs/drift.db", "sqlite:////abs/drift.db"),
+        ("postgresql://drift@db-host/drift", "postgresql://drift@db-host/drift"),
+    ],
+)
+def test_db_is_a_path_from_the_config_folder_or_a_url(
+    tmp_path: Path, value: str, expected: str
+) -> None:
+    config = load_config(write(tmp_path, f'db = "{value}"\n'))
+    assert config.db == expected.format(base=tmp_path)

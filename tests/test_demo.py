@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 import signal
+import subprocess
 import time
 from pathlib import Path
 
 import psutil
-from conftest import run_drift, start_drift
+from conftest import DRIFT, drift_env, run_drift, start_drift
 
 from drift.demo import CULPRIT, DEMO_TOKEN
 
@@ -55,3 +56,25 @@ def test_ctrl_c_stops_the_services_and_removes_the_sandbox(tmp_path: Path) -> No
         time.sleep(0.1)
     assert not {p.pid for p in demo_servers()} - before
     assert not sandbox.exists()
+
+
+def test_demo_keeps_one_report_where_the_user_is_and_nothing_in_tmp(tmp_path: Path) -> None:
+    # Every run used to leave a new drift-demo-report-*.html in the temp folder.
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    here = tmp_path / "here"
+    here.mkdir()
+    env = {**drift_env(tmp_path), "TMPDIR": str(tmp)}
+    for _ in range(2):
+        result = subprocess.run(
+            [DRIFT, "demo"], capture_output=True, text=True, env=env, cwd=here, timeout=120
+        )
+        assert result.returncode == 0, result.stderr
+        report = here / "drift-demo-report.html"
+        assert (
+            f"HTML report for the postmortem: {report} (the next `drift demo` replaces it)"
+            in result.stdout
+        )
+    assert [p.name for p in here.iterdir()] == ["drift-demo-report.html"]
+    assert "SGLANG_SM120_MMA_TARGET_CTAS=512" in report.read_text()
+    assert list(tmp.iterdir()) == []  # the sandbox went too

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -56,8 +57,13 @@ def test_wheel_in_a_fresh_venv_migrates_records_and_reports(tmp_path: Path) -> N
         ],
         ROOT,
     )
-    wheel = next(dist.glob("drift-*.whl"))
+    wheel = next(dist.glob("drift_provenance-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
+    metadata = zipfile.ZipFile(wheel).read("drift_provenance-0.1.0.dist-info/METADATA").decode()
+    assert "Name: drift-provenance\n" in metadata and "License-File: LICENSE\n" in metadata
+    assert "drift_provenance-0.1.0.dist-info/licenses/LICENSE" in names
+    entry_points = zipfile.ZipFile(wheel).read("drift_provenance-0.1.0.dist-info/entry_points.txt")
+    assert b"drift = drift.cli:main" in entry_points  # the command stays drift
     assert "drift/migrations/env.py" in names
     assert "drift/migrations/versions/0001_initial.py" in names
     assert "drift/migrations/versions/0002_stat_cache_shards.py" in names
@@ -94,3 +100,19 @@ def test_wheel_in_a_fresh_venv_migrates_records_and_reports(tmp_path: Path) -> N
     assert f"schema {HEAD_REVISION}" in run([drift, "db", "current", "--db", db], work, env).stdout
     out = run([drift, "since", "--stable", "#1", "--db", db], work, env).stdout
     assert "drift since: host wheel" in out
+
+
+def test_the_distribution_is_not_pypis_drift_and_every_install_hint_says_so() -> None:
+    # `pip install drift` fetches an unrelated project of that name.
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["name"] == "drift-provenance"
+    assert project["scripts"] == {"drift": "drift.cli:main"}
+    assert project["license"] == "MIT" and project["license-files"] == ["LICENSE"]
+    license_text = (ROOT / "LICENSE").read_text()
+    assert license_text.startswith("MIT License\n\nCopyright (c) 2026 the drift authors\n")
+    hints = []
+    for path in [ROOT / "README.md", *ROOT.glob("drift/**/*.py"), *ROOT.glob("samples/**/*")]:
+        if path.is_file():
+            hints += [line for line in path.read_text().splitlines() if "pip install" in line]
+    assert hints and all("'drift[" not in line and "install drift " not in line for line in hints)
+    assert any("drift-provenance[postgres]" in line for line in hints)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import run_drift
+from conftest import run_drift, start_drift
 from postgres_server import postgres_server
 
 from drift.store.db import HEAD_REVISION, resolve_db_url
@@ -111,3 +112,52 @@ def test_the_last_process_of_a_service_reads_back_the_same_on_both_stores(
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def test_a_fleet_report_regenerates_without_its_password(pg_url: str, tmp_path: Path) -> None:
+    # The test server trusts loopback, so a password in the URL is accepted and ignored:
+    # what matters is that it never reaches the report, and the command still works.
+    secret_url = pg_url.replace("drift@", "drift:s3cret-pw@", 1)
+    (tmp_path / "v").write_text("575\n")
+    path = tmp_path / "node-9.toml"
+    path.write_text(f'host = "gpu-node-9"\n[[commands]]\nname = "v"\nrun = "cat {tmp_path}/v"\n')
+    cfg = ["--config", str(path), "--db", secret_url]
+    first = int(run_drift(["record", *cfg], tmp_path).stdout.split()[1].strip("#:"))
+    (tmp_path / "v").write_text("580\n")
+    run_drift(["record", *cfg], tmp_path)
+    report = tmp_path / "r.md"
+    run_drift(["report", "--stable", f"#{first}", "-o", str(report), *cfg], tmp_path)
+    text = report.read_text()
+    assert "s3cret-pw" not in text
+    line = text.split("```sh\n", 2)[-1].split("\n", 1)[0]
+    assert f"--db {pg_url}" in line  # the same server and user, no password
+    (tmp_path / "v").write_text("590\n")
+    run_drift(["record", *cfg], tmp_path)
+    report.unlink()
+    args = shlex.split(line)
+    run_drift(args[1:], tmp_path)
+    assert (
+        report.read_text().split("## Suspects")[1].split("## Timeline")[0]
+        == (text.split("## Suspects")[1].split("## Timeline")[0])
+    )
+
+
+def test_reading_during_a_hosts_first_record_says_one_is_running(
+    pg_url: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "slow.toml"
+    path.write_text('host = "gpu-node-10"\n[[commands]]\nname = "slow"\nrun = "sleep 4"\n')
+    cfg = ["--config", str(path), "--db", pg_url]
+    run_drift(["init", *cfg], tmp_path)
+    first = start_drift(["record", *cfg], tmp_path)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            result = run_drift(["since", "--stable", "#1", *cfg], tmp_path, check=False)
+            if result.returncode != 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert result.returncode == 3, result.stderr
+        assert "its first `drift record` is running now" in result.stderr
+    finally:
+        first.communicate(timeout=30)

@@ -397,3 +397,82 @@ def test_a_terminal_sees_hashing_progress_and_cron_sees_none(tmp_path: Path) -> 
     assert quiet == ""
     piped = run_drift(["record", *cfg], tmp_path)
     assert piped.stderr == ""
+
+
+SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+
+
+def cron_command(config_path: Path) -> str:
+    """The shipped cron line's command, pointed at this drift and `config_path`."""
+    line = next(
+        line
+        for line in (SAMPLES / "cron" / "drift").read_text().splitlines()
+        if line.startswith("* ")
+    )
+    command = " ".join(line.split()[6:])  # after the five time fields and the user
+    return command.replace("drift record", f"{DRIFT} record").replace(
+        "/etc/drift/drift.toml", str(config_path)
+    )
+
+
+def test_quiet_record_under_cron_mails_each_new_collection_error_once(tmp_path: Path) -> None:
+    # The shipped sample config on a box without that deployment: its units, serve
+    # scripts, kernels and checkout are not here. Under cron this used to print nothing
+    # and exit 0, every minute: the broken config stayed hidden.
+    config_path = tmp_path / "drift.toml"
+    config_path.write_text((SAMPLES / "sglang-pd" / "drift.toml").read_text())
+    env = {**drift_env(tmp_path), "DRIFT_DB": str(tmp_path / "d.db")}
+
+    def cron() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["/bin/sh", "-c", cron_command(config_path)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            timeout=120,
+        )
+
+    first = cron()
+    assert first.returncode == 4 and first.stdout == ""
+    lines = first.stderr.splitlines()
+    assert len(lines) >= 4  # 3 serve scripts and 4 globs at least, wherever this runs
+    assert all(line.startswith("drift: new collection error in snapshot #1: ") for line in lines)
+    assert any(line.endswith("script not found: /opt/serve/decode.sh") for line in lines)
+    assert "Traceback" not in first.stderr
+
+    # The same errors a minute later: recorded (exit 4) but not mailed again.
+    second = cron()
+    assert (second.returncode, second.stdout, second.stderr) == (4, "", "")
+
+    # A new problem is mailed once, alone.
+    config_path.write_text(
+        config_path.read_text() + '\n[[files]]\nname = "gone"\npaths = ["/nonexistent/x.conf"]\n'
+    )
+    third = cron()
+    assert third.returncode == 4
+    assert third.stderr == (
+        "drift: new collection error in snapshot #3: files:gone: no file matches "
+        "/nonexistent/x.conf\n"
+    )
+    assert snapshots(tmp_path / "d.db") == 3  # every record was stored
+
+
+def test_without_quiet_every_collection_error_is_listed_and_the_exit_code_says_so(
+    tmp_path: Path,
+) -> None:
+    cfg = [
+        "--config",
+        str(config(tmp_path, '[[files]]\nname = "gone"\npaths = ["/nonexistent/x.conf"]\n')),
+        "--db",
+        str(tmp_path / "d.db"),
+    ]
+    for number in (1, 2):  # listed at every record, not only when new
+        result = run_drift(["record", *cfg], tmp_path, check=False)
+        assert result.returncode == 4
+        assert result.stdout.startswith(f"snapshot #{number}: 2 facts, ")
+        assert ", 1 error, " in result.stdout
+        assert result.stderr == "  ! files:gone: no file matches /nonexistent/x.conf\n"
+    clean = ["--config", str(config(tmp_path)), "--db", str(tmp_path / "d.db")]
+    assert run_drift(["record", "--quiet", *clean], tmp_path).returncode == 0

@@ -17,7 +17,7 @@ def context(title: str) -> dict:
         "host": "gpu-node-7",
         "baseline": {**snapshot, "source": "given", "unhealthy_at": None},
         "current": {**snapshot, "snapshot": 2, "why": "latest record"},
-        "trust": {"summary": "1 after the baseline; no gaps; no collection errors"},
+        "trust": {"summary": "1 after the baseline; no gaps; no collection errors", "warnings": []},
         "scope": {
             "changes": [],
             "untracked_facts": 0,

@@ -193,7 +193,10 @@ def report_context() -> dict[str, Any]:
             "unhealthy_at": "2026-12-02T12:56:00+00:00",
         },
         "current": {**snapshot, "snapshot": 3, "asked": None, "why": "latest record", "facts": 116},
-        "trust": {"summary": "1 after the baseline; no gaps; no collection errors"},
+        "trust": {
+            "summary": "1 after the baseline; no gaps; no collection errors",
+            "warnings": [],
+        },
         "scope": {
             "changes": [
                 {

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from drift.errors import TimeSpecError
-from drift.timespec import When, describe_when, local_zone, parse_when
+from drift.timespec import When, describe_when, local_zone, parse_when, quote_when
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NEW_YORK = ZoneInfo("America/New_York")
@@ -325,3 +325,23 @@ def test_time_of_day_is_the_latest_past_moment_the_clock_showed_it(
     # Latest: the clock's next showing of that time, a day later, is still ahead.
     next_day = datetime.combine(local.date() + timedelta(days=1), local.time(), tzinfo=tz)
     assert next_day.astimezone(UTC) > now
+
+
+@pytest.mark.parametrize(
+    ("text", "tz", "reading"),
+    [
+        ("16:00", BERLIN, "read as yesterday 16:00"),  # 15:00 in Berlin now
+        ("noon", NEW_YORK, "read as yesterday noon"),  # 09:00 in New York now
+        ("12:00", BERLIN, ""),  # already past today: no choice was made
+        ("yesterday 16:00", BERLIN, ""),  # the day was typed
+        ("2026-12-02T16:00", BERLIN, ""),
+    ],
+)
+def test_a_time_of_day_later_than_now_says_it_was_read_as_yesterday(
+    text: str, tz: ZoneInfo, reading: str
+) -> None:
+    when = parse_when(text, now=NOW, tz=tz)
+    assert when.reading == reading
+    if reading:
+        # What an error or a header quotes: what was typed, the day it was read as, the time.
+        assert quote_when(when, tz).startswith(f"{text} ({reading}, 2026-12-01 ")

@@ -8,11 +8,12 @@ mark that closed it, or, for a window still open, the stable mark itself.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 
-from drift.errors import DriftError, NoBaselineError
-from drift.store.query import History, MarkInfo, SnapshotInfo, StoredVersion, from_us
-from drift.timespec import When, local_zone
+from drift.errors import DriftError, NoBaselineError, TimeSpecError
+from drift.store.query import History, MarkInfo, SnapshotInfo, StoredVersion, from_us, to_us
+from drift.timespec import When, describe_when, local_zone, quote_when
 
 
 @dataclass(frozen=True)
@@ -105,18 +106,30 @@ def first_failure_after(series: Health, snapshot_id: int | None) -> int | None:
     return next((snap.taken_us for snap, ok in series if snap.id > snapshot_id and not ok), None)
 
 
-def choose_baseline(history: History, stable: When | None) -> Baseline:
+def given_why(label: str, when: When) -> str:
+    """How a typed WHEN shows in a header: `given with --stable 12:00, read as yesterday 12:00`.
+
+    `label` is the option (`--stable`) or, for a positional argument, its name
+    (`the first WHEN`), so the header says truthfully how the time was given.
+    """
+    text = when.text or describe_when(when)
+    how = f"given with {label} {text}" if label.startswith("-") else f"given as {label}: {text}"
+    return f"{how}, {when.reading}" if when.reading else how
+
+
+def choose_baseline(history: History, stable: When | None, label: str = "--stable") -> Baseline:
     """The baseline for `drift since`: --stable, else the end of the latest stable window.
 
     Windows come from marks (stable until unstable) and from health checks
-    (consecutive passing records); the later end wins.
+    (consecutive passing records); the later end wins. `label` names how
+    `stable` was given, for the header.
     """
     checks = [v for v in history.versions_of("health:*") if v.key == "ok"]
     series = health_series(history.recent_snapshots(HEALTH_LOOKBACK) if checks else [], checks)
     runs = health_windows(series)
     if stable is not None:
-        why = f"given with --stable {stable.text}" if stable.text else "given"
-        start = history.snapshot_for(stable)
+        why = given_why(label, stable)
+        start = history.snapshot_for(stable, label)
         return Baseline(stable, why, "given", None, first_failure_after(series, start.id))
 
     candidates: list[Baseline] = []
@@ -178,6 +191,76 @@ def choose_baseline(history: History, stable: When | None) -> Baseline:
 
 
 HEALTH_LOOKBACK = 7 * 24 * 60  # a week of records at one a minute
+
+
+@dataclass(frozen=True)
+class Span:
+    """The two snapshots a report compares, and where the baseline came from."""
+
+    chosen: Baseline
+    baseline: SnapshotInfo
+    current: SnapshotInfo
+
+
+def resolve_span(
+    history: History,
+    stable: When | None,
+    until: When | None,
+    labels: tuple[str, str] = ("--stable", "--until"),
+) -> Span:
+    """The baseline and current snapshots for `stable` .. `until` (default: the latest record).
+
+    Refuses, with a TimeSpecError that says why, a span that would compare a
+    snapshot with nothing after it: `until` before `stable`, or a baseline
+    later than every record up to `until` (a time in the future, or after
+    recording stopped), which would otherwise read as "no change", a false
+    all-clear. `labels` name the two WHENs as the user gave them.
+    """
+    if stable is not None and until is not None and stable.at and until.at:
+        if until.at < stable.at:
+            raise TimeSpecError(
+                f"{labels[1]} {quote_when(until)} is before {labels[0]} {quote_when(stable)}"
+            )
+    chosen = choose_baseline(history, stable, labels[0])
+    baseline = history.snapshot_for(chosen.when)
+    current = history.snapshot_for(until, labels[1]) if until is not None else history.latest()
+    asked = f"{labels[0]} {quote_when(stable)}" if stable else f"the baseline ({chosen.why})"
+    if current.id < baseline.id:
+        assert until is not None  # the latest record is never before a recorded baseline
+        raise TimeSpecError(
+            f"{labels[1]} {quote_when(until)} is snapshot #{current.id}, before {asked}, "
+            f"snapshot #{baseline.id}"
+        )
+    at = chosen.when.at
+    if baseline.id == current.id and at is not None and to_us(at) > current.taken_us:
+        last = f"snapshot #{current.id}, {describe_when(When(at=current.taken_at))}"
+        if at > datetime.now(UTC):
+            raise TimeSpecError(f"{asked} is in the future; the latest record is {last}")
+        if until is not None:
+            raise TimeSpecError(
+                f"nothing was recorded between {asked} and {labels[1]} {quote_when(until)}: "
+                f"the last record before both is {last}"
+            )
+        raise TimeSpecError(
+            f"{asked} is after the latest record ({last}): nothing was recorded after it "
+            "to compare with"
+        )
+    if chosen.unhealthy_us is not None and chosen.unhealthy_us > current.taken_us:
+        # A failure after the window is not this window's evidence; leaving it out keeps a
+        # report of #5..#6 the same whenever it is made (its Regenerate command).
+        chosen = replace(chosen, unhealthy_us=None)
+    return Span(chosen, baseline, current)
+
+
+def clock_steps(snapshots: list[SnapshotInfo]) -> list[tuple[SnapshotInfo, SnapshotInfo]]:
+    """Consecutive snapshots (in id order) where the later was taken at an earlier time.
+
+    Snapshot ids only grow; taken times go back when the clock is stepped
+    (NTP, a VM restored from a snapshot), and then a time in this stretch can
+    name the wrong snapshot.
+    """
+    pairs = zip(snapshots, snapshots[1:], strict=False)
+    return [(a, b) for a, b in pairs if b.taken_us < a.taken_us]
 
 
 def _snapshot_id_at(history: History, at: When) -> int | None:

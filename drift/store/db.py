@@ -16,7 +16,7 @@ from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from drift.errors import SchemaTooNew, SchemaTooOld, StoreError
+from drift.errors import NoDatabaseError, SchemaTooNew, SchemaTooOld, StoreError
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
@@ -51,16 +51,36 @@ class DbUrl:
         return self.sqlite_path is not None
 
     def display(self) -> str:
-        """The location without any password, fit to print."""
+        """The location with any password masked (`***`), fit to print."""
+        return self._without_password("***")
+
+    def public(self) -> str:
+        """The location as a --db value with any password dropped, for a command to show.
+
+        Whoever runs that command gives the password another way (PGPASSWORD, ~/.pgpass).
+        """
+        return self._without_password(None)
+
+    def _without_password(self, mask: str | None) -> str:
         if self.sqlite_path is not None:
             return str(self.sqlite_path)
-        from urllib.parse import urlsplit, urlunsplit
+        from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-        parts = urlsplit(self.url)
-        if parts.password:
-            netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-            return urlunsplit(parts._replace(netloc=netloc))
-        return self.url
+        parts = urlsplit(self.url.replace("postgresql+psycopg://", "postgresql://", 1))
+        netloc = parts.netloc
+        if parts.password is not None:
+            userinfo, _, hostport = netloc.rpartition("@")
+            user = userinfo.split(":", 1)[0]
+            if mask is not None:
+                user = f"{user}:{mask}"
+            netloc = f"{user}@{hostport}" if user else hostport
+        query = parts.query
+        # libpq also takes the password as a query parameter: postgresql://h/db?password=...
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(k.lower() == "password" for k, _v in pairs):
+            kept = [(k, mask if k.lower() == "password" else v) for k, v in pairs]
+            query = urlencode([(k, v) for k, v in kept if v is not None], safe="*")
+        return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def resolve_db_url(explicit: str | None = None) -> DbUrl:
@@ -163,8 +183,9 @@ def connect_dbapi(db: DbUrl, *, create: bool = False) -> DbapiConnection:
         path = db.sqlite_path
         if not path.exists():
             if not create:
-                raise StoreError(
-                    f"{path}: no drift database here yet (run `drift record` or `drift init`)"
+                raise NoDatabaseError(
+                    f"{path}: no drift database here yet (run `drift record` or `drift init`)",
+                    str(path),
                 )
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
@@ -179,7 +200,9 @@ def connect_dbapi(db: DbUrl, *, create: bool = False) -> DbapiConnection:
     try:
         import psycopg
     except ImportError:  # pragma: no cover - depends on the install
-        raise StoreError("PostgreSQL needs psycopg: pip install 'drift[postgres]'") from None
+        raise StoreError(
+            "PostgreSQL needs psycopg: pip install 'drift-provenance[postgres]'"
+        ) from None
     conninfo = db.url.replace("postgresql+psycopg://", "postgresql://", 1)
     try:
         pg = psycopg.connect(conninfo, autocommit=True, connect_timeout=10)

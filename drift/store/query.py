@@ -21,7 +21,7 @@ from drift.store.db import DbUrl, open_engine
 from drift.store.models import Blob, ConfigRecord, Host, Mark, Snapshot, Version
 from drift.store.models import Fact as FactRow
 from drift.store.writer import require_schema
-from drift.timespec import When, describe_when
+from drift.timespec import When, describe_when, quote_when
 
 if TYPE_CHECKING:
     from drift.scope import ConfigInfo
@@ -147,15 +147,22 @@ class History:
             raise NoHistoryError(f"no snapshot recorded for host {self.host!r} yet")
         return _snapshot(row)
 
-    def snapshot_for(self, when: When) -> SnapshotInfo:
-        """The snapshot a WHEN names: `#N`, or the last one taken at or before the moment."""
+    def snapshot_for(self, when: When, label: str = "") -> SnapshotInfo:
+        """The snapshot a WHEN names: `#N`, or the last one taken at or before the moment.
+
+        `label` (`--stable`) names the WHEN in the error when there is no such snapshot.
+        """
+        named = f"{label} " if label else ""
         with self.engine.connect() as conn:
             if when.snapshot is not None:
                 row = conn.execute(
                     self._snapshot_query().where(Snapshot.id == when.snapshot)
                 ).first()
                 if row is None:
-                    raise TimeSpecError(f"no snapshot #{when.snapshot} for host {self.host!r}")
+                    raise TimeSpecError(
+                        f"{named}{when.text or f'#{when.snapshot}'}: no snapshot "
+                        f"#{when.snapshot} for host {self.host!r}"
+                    )
                 return _snapshot(row)
             assert when.at is not None
             row = conn.execute(
@@ -167,7 +174,7 @@ class History:
         if row is None:
             first = self.first()
             raise TimeSpecError(
-                f"{when.text or describe_when(when)!s} is before the first record "
+                f"{named}{quote_when(when)} is before the first record "
                 f"({describe_when(When(at=first.taken_at))}, snapshot #{first.id})"
             )
         return _snapshot(row)

@@ -50,6 +50,9 @@ class SnapshotResult:
     changed: int
     errors: list[CollectionError] = field(default_factory=list)
     seconds: float = 0.0
+    # The errors the previous snapshot of this host did not have (same subject, key and
+    # message): what `drift record --quiet` reports, so cron mails a problem once.
+    new_errors: list[CollectionError] = field(default_factory=list)
     # Set when this record's config differs from the last record's.
     config_change: ConfigChange | None = None
 
@@ -219,13 +222,14 @@ class HistoryWriter:
         self.db = db
 
     @classmethod
-    def open(cls, db: DbUrl) -> HistoryWriter:
+    def open(cls, db: DbUrl, *, create: bool = True) -> HistoryWriter:
         """Open for writing; a fresh database is created at the head schema first.
 
+        With `create` False, a missing SQLite file is a NoDatabaseError instead.
         An older or newer schema is refused: `drift record` runs from cron and
         must never migrate by itself.
         """
-        conn = connect_dbapi(db, create=True)
+        conn = connect_dbapi(db, create=create)
         try:
             revision = current_revision_dbapi(conn)
             if revision is None:
@@ -264,9 +268,7 @@ class HistoryWriter:
             finally:
                 os.close(fd)  # closing releases the flock
             return
-        key = int.from_bytes(
-            hashlib.sha256(f"drift-record:{host}".encode()).digest()[:8], "big", signed=True
-        )
+        key = _advisory_key(host)
         got = self.conn.execute("SELECT pg_try_advisory_lock(?)", (key,)).fetchone()[0]
         if not got:
             raise RecordLocked(
@@ -453,10 +455,11 @@ class HistoryWriter:
             # The last snapshot's digest equals its stored state only if it had no
             # collection errors (covered facts kept values it did not collect).
             last = self.conn.execute(
-                "SELECT state_digest, n_errors, n_facts, config_id FROM snapshots "
+                "SELECT state_digest, n_errors, n_facts, config_id, errors FROM snapshots "
                 "WHERE host_id = ? ORDER BY id DESC LIMIT 1",
                 (host_id,),
             ).fetchone()
+            new_errors = _new_errors(errors, last[4] if last is not None else None)
             config_id = self._config_id(config) if config is not None else None
             before = (
                 self._config(int(last[3]))
@@ -476,7 +479,14 @@ class HistoryWriter:
                 )
                 self._write_cache(host_id, cache_updates, set())
                 return SnapshotResult(
-                    snapshot_id, taken_us, n_facts, 0, errors, time.monotonic() - started, change
+                    snapshot_id,
+                    taken_us,
+                    n_facts,
+                    0,
+                    errors,
+                    time.monotonic() - started,
+                    new_errors=new_errors,
+                    config_change=change,
                 )
 
             open_versions: dict[tuple[str, str], tuple[int, int, str | None, str | None, bool]] = {
@@ -542,7 +552,14 @@ class HistoryWriter:
             self._insert_versions(host_id, snapshot_id, new_rows, new_host)
             self._write_cache(host_id, cache_updates, gone_files)
         return SnapshotResult(
-            snapshot_id, taken_us, n_facts, changed, errors, time.monotonic() - started, change
+            snapshot_id,
+            taken_us,
+            n_facts,
+            changed,
+            errors,
+            time.monotonic() - started,
+            new_errors=new_errors,
+            config_change=change,
         )
 
     # ------------------------------------------------------------ the config's scope
@@ -917,6 +934,63 @@ def _config_change(before: ConfigInfo | None, after: ConfigInfo | None) -> Confi
     return ConfigChange(before.path, after.path, before.scope.changes_to(after.scope))
 
 
+def _new_errors(errors: list[CollectionError], previous_json: str | None) -> list[CollectionError]:
+    """The errors not already in the previous snapshot's (same subject, key and message)."""
+    if not errors:
+        return []
+    seen = {
+        (e.get("subject"), e.get("key"), e.get("message"))
+        for e in (json.loads(previous_json) if previous_json else [])
+    }
+    return [e for e in errors if (e.subject, e.key, e.message) not in seen]
+
+
+def _advisory_key(host: str) -> int:
+    """The PostgreSQL advisory lock that a record of `host` holds (a signed 64-bit key)."""
+    return int.from_bytes(
+        hashlib.sha256(f"drift-record:{host}".encode()).digest()[:8], "big", signed=True
+    )
+
+
+def record_running(db: DbUrl, host: str) -> bool:
+    """Whether a `drift record` of this history holds its lock right now.
+
+    Only looks: taking the lock, even for an instant, could make a record
+    that starts at that moment give up (it never waits).
+    """
+    if db.sqlite_path is not None:
+        return _flock_held(f"{db.sqlite_path}.lock")
+    conn = connect_dbapi(db)
+    try:
+        key = _advisory_key(host)
+        row = conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+            "AND objsubid = 1 AND classid::bigint = ? AND objid::bigint = ?",
+            ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF),
+        ).fetchone()
+        return bool(row[0])
+    finally:
+        conn.close()
+
+
+def _flock_held(path: str) -> bool:
+    """Whether some process holds a flock on `path`, read from /proc/locks (Linux)."""
+    try:
+        inode = os.stat(path).st_ino
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return False
+    # "1: FLOCK  ADVISORY  WRITE 4242 fe:00:2181023 0 EOF"; a waiter has "->" after "1:".
+    # By inode alone: on overlayfs the device shown is the lower file system's.
+    for line in lines:
+        fields = line.split()
+        if "FLOCK" in fields and "->" not in fields and len(fields) >= 6:
+            if fields[5].rsplit(":", 1)[-1] == str(inode):
+                return True
+    return False
+
+
 def _provenance_json(provenance: dict[str, Any]) -> str | None:
     return (
         json.dumps(provenance, ensure_ascii=False, sort_keys=True, default=str)
@@ -967,7 +1041,7 @@ def add_mark(db: DbUrl, host: str, kind: str, at_us: int, note: str | None) -> i
     """Record a stable/unstable/note mark for a host; returns its id."""
     if kind not in MARK_KINDS:
         raise ValueError(f"unknown mark kind {kind!r}")
-    writer = HistoryWriter.open(db)
+    writer = HistoryWriter.open(db, create=False)  # a mark needs a history to belong to
     try:
         with writer._transaction():
             host_id = writer._ensure_host(host)
@@ -988,4 +1062,12 @@ def require_schema(db: DbUrl) -> None:
         conn.close()
 
 
-__all__ = ["HistoryWriter", "SnapshotResult", "StoreError", "add_mark", "now_us", "require_schema"]
+__all__ = [
+    "HistoryWriter",
+    "SnapshotResult",
+    "StoreError",
+    "add_mark",
+    "now_us",
+    "record_running",
+    "require_schema",
+]
