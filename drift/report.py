@@ -214,7 +214,7 @@ def since_context(
         history.configs(),
     )
     changes = scope.changes
-    stories, events = group_changes(changes, after)
+    stories, events = group_changes(changes, after, [baseline, *window])
     churn = ChurnInfo(
         history.version_counts(baseline.id), history.count_snapshots_upto(baseline.id)
     )

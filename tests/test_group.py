@@ -310,7 +310,7 @@ def test_export_with_shell_expansion_is_matched_against_the_live_value() -> None
 def test_export_missing_from_a_process_started_after_it_is_not_called_pending() -> None:
     """Restarted since, yet the variable is absent: the next restart will not fix it either."""
     s = States()
-    export_added(s)
+    export_added(s, at=NOW - 10 * MIN)  # recorded before the restart: the order is certain
     s.restart("decode", 100, 200, NOW - MIN)
     s.same("service:decode", "env:PATH", "/usr/bin", pid=200)
 

@@ -41,9 +41,10 @@ from drift.analysis.origins import (
     branches_from_env,
     possibilities,
 )
+from drift.analysis.timing import Order, Records, Span
 from drift.redact import shown_secret
 from drift.shell.patterns import feasible
-from drift.store.query import StoredVersion, from_us, to_us
+from drift.store.query import SnapshotInfo, StoredVersion, from_us, to_us
 from drift.timespec import local_zone
 
 Status = Literal["live", "pending", "unsourced", "on-disk", "changed"]
@@ -52,8 +53,6 @@ STATUSES: tuple[Status, ...] = ("live", "pending", "unsourced", "on-disk", "chan
 NOT_APPLIED = "not applied yet: takes effect on next restart"
 SOURCE_UNKNOWN = "source unknown"
 CO_RESTART_US = 10 * 60 * 1_000_000
-# How long before a record a change on disk may have happened (records run a minute apart).
-RECORD_SLACK_US = 2 * 60 * 1_000_000
 """Restarts whose start times lie within this of the first one are one co-restart."""
 
 # What the service manager sets afresh at every start: they change with each
@@ -185,14 +184,17 @@ class Story:
 
 
 def group_changes(
-    changes: Sequence[Change], after: State
+    changes: Sequence[Change], after: State, records: Iterable[SnapshotInfo] = ()
 ) -> tuple[list[Story], list[RestartEvent]]:
     """Stories (one per suspect) and restart events from the changes up to the state `after`.
 
-    Every change lands in exactly one story (as root or evidence) or in one
-    restart. The result does not depend on the order of `changes`.
+    `records` are the snapshots from the baseline to `after`: they tell
+    between which two records each change happened, so a start is called
+    before or after a change only when it is. Every change lands in exactly
+    one story (as root or evidence) or in one restart. The result does not
+    depend on the order of `changes`.
     """
-    return _Grouper(changes, after).run()
+    return _Grouper(changes, after, Records(records)).run()
 
 
 def service_name(subject: str) -> str | None:
@@ -222,9 +224,10 @@ def clock(us: int) -> str:
 class _Grouper:
     """One grouping run: claims changes for stories in order of how much they explain."""
 
-    def __init__(self, changes: Sequence[Change], after: State) -> None:
+    def __init__(self, changes: Sequence[Change], after: State, records: Records) -> None:
         self.changes = sorted(changes, key=lambda c: (c.subject, c.key, c.kind))
         self.after = after
+        self.records = records
         self.by_ident: dict[tuple[str, str], Change] = {}
         self.by_subject: dict[str, list[Change]] = {}
         for change in self.changes:
@@ -483,11 +486,14 @@ class _Grouper:
             if now is not None and now.single is not None and now.single.when:
                 label += f" (branch taken: {now.single.when})"
             return "live", label, mirror
-        if self.started_since(service, source):
-            pid = _value(self.after.get((subject, "pid")))
-            where = f"{service} (pid {pid})" if pid else service
+        order = self.start_order(service, source)
+        if order == "before":
+            return "pending", NOT_APPLIED, None
+        pid = _value(self.after.get((subject, "pid")))
+        where = f"{service} (pid {pid})" if pid else service
+        if order == "after":
             return "on-disk", f"not in {where}, although it started after the change", None
-        return "pending", NOT_APPLIED, None
+        return "on-disk", f"not in {where}, which started {self.about(service, source)}", None
 
     def not_running(self, service: str) -> str | None:
         """Why a service has no process to check against, or None if it runs."""
@@ -498,16 +504,27 @@ class _Grouper:
             return f"{service} is not running"
         return None
 
-    def started_since(self, service: str, source: Change) -> bool:
-        """True if the service's current process was first recorded no earlier than the change.
+    def start_order(self, service: str, source: Change) -> Order:
+        """Whether the service's current process started after the change, before it, or unknown.
 
-        Versions carry record times: a process first seen in the same record
-        as the change may have started after the edit, so that counts.
+        Its start time against the interval the change happened in; without
+        a start time, the record that first saw the process against the one
+        that saw the change (the same record: unknown).
         """
-        started = self.after.get((f"service:{service}", "started_at"))
-        if started is None:
-            started = self.after.get((f"service:{service}", "pid"))
-        return started is not None and started.first_taken_us >= source.changed_us
+        subject = f"service:{service}"
+        started = self.after.get((subject, "started_at"))
+        at = parse_time_us(_value(started))
+        if at is not None:
+            return Span.start(at).order(self.records.span(source))
+        seen = started or self.after.get((subject, "pid"))
+        if seen is None or seen.first_taken_us == source.changed_us:
+            return "unknown"
+        return "after" if seen.first_taken_us > source.changed_us else "before"
+
+    def about(self, service: str, source: Change) -> str:
+        """A start in no known order with a change, in words, with the times that say so."""
+        started = parse_time_us(_value(self.after.get((f"service:{service}", "started_at"))))
+        return about_the_same_time([] if started is None else [started], self.records.span(source))
 
     def restarted_status(self, service: str | None, source: Change) -> tuple[Status, str]:
         """For a source without a comparable live value: started since the change, or not."""
@@ -518,9 +535,14 @@ class _Grouper:
         not_running = self.not_running(service)
         if not_running is not None:
             return "pending", f"{NOT_APPLIED} ({not_running})"
-        if self.started_since(service, source):
-            return "live", self.live_label(service, removed=False)
-        return "pending", NOT_APPLIED
+        order = self.start_order(service, source)
+        if order == "before":
+            return "pending", NOT_APPLIED
+        label = self.live_label(service, removed=False)
+        if order == "unknown":
+            # Counted as live: an edit and a restart in the same minute usually go together.
+            label += f", if it started after the change: it started {self.about(service, source)}"
+        return "live", label
 
     def live_label(self, service: str, *, removed: bool) -> str:
         pid = _value(self.after.get((f"service:{service}", "pid")))
@@ -773,17 +795,21 @@ class _Grouper:
                 started[name] = moment
         if not started:
             return "on-disk", described
-        # The change happened some time before the record that saw it: a
-        # service started in that interval may have loaded it, so it is not
-        # counted as predating the change.
-        cutoff = change.changed_us - RECORD_SLACK_US
-        later = sorted(name for name, at in started.items() if at >= cutoff)
-        if not later:
+        # The change happened somewhere between the record before the one
+        # that saw it and that one: a service started in that interval is in
+        # no known order with it, so it is not counted as predating it.
+        span = self.records.span(change)
+        order = {name: Span.start(at).order(span) for name, at in started.items()}
+        if all(o == "before" for o in order.values()):
             return "pending", f"{NOT_APPLIED} (every running service started before it)"
-        if change.before is not None:
-            described = f"{described}; {', '.join(later)} started after it"
-        else:
-            described = f"{described}; {', '.join(later)} started after it appeared"
+        later = sorted(name for name, o in order.items() if o == "after")
+        unknown = sorted(name for name, o in order.items() if o == "unknown")
+        it = "it" if change.before is not None else "it appeared"
+        if later:
+            described = f"{described}; {', '.join(later)} started after {it}"
+        if unknown:
+            when = about_the_same_time([started[name] for name in unknown], span)
+            described = f"{described}; {', '.join(unknown)} started {when}"
         return "on-disk", described
 
 
@@ -799,6 +825,15 @@ _WORKTREE_ROOTS = ("diff", "dirty", "untracked")
 
 
 # ---------------------------------------------------------------- small helpers
+
+
+def about_the_same_time(starts: Sequence[int], change: Span) -> str:
+    """Starts in no known order with a change, in words, with the times that show it."""
+    times = f"change between {clock(change.earliest_us)} and {clock(change.latest_us)}"
+    if starts:
+        noun = "start" if len(starts) == 1 else "starts"
+        times = f"{noun} {', '.join(map(clock, starts))}; {times}"
+    return f"at about the same time ({times}), order unknown"
 
 
 def co_restarts(restarts: Iterable[Restart]) -> list[RestartEvent]:
