@@ -65,11 +65,12 @@ class Records:
 
     def span(self, change: Change) -> Span:
         """When `change` happened: after the record that last read the old value, by the next."""
+        seen_us = change.changed_us
         if change.after is not None:
-            seen_id, seen_us = change.after.first_snapshot_id, change.after.first_taken_us
+            seen_id: int | None = change.after.first_snapshot_id
         else:
-            assert change.before is not None and change.before.until_taken_us is not None
-            seen_id, seen_us = change.before.until_snapshot_id, change.before.until_taken_us
+            assert change.before is not None
+            seen_id = change.before.until_snapshot_id
         earliest, latest = seen_us - RECORD_INTERVAL_US, seen_us
         at = self.position.get(seen_id) if seen_id is not None else None
         if at is not None:
