@@ -392,6 +392,105 @@ def test_live_env_names_the_unchanged_script_line_it_could_come_from() -> None:
     assert story.label == "from /opt/serve/decode.sh:8 (unchanged since the baseline)"
 
 
+def operator_shell(s: States, pid: int = 200) -> None:
+    """The service restarted by hand from a login shell: its own HOME, PATH, pyenv, SHLVL."""
+    environ = {"pid": pid, "source": f"/proc/{pid}/environ"}
+    s.moved("service:decode", "env:HOME", "/root", "/home/alice", **environ)
+    s.moved(
+        "service:decode", "env:PATH", "/usr/bin", "/home/alice/.pyenv/shims:/usr/bin", **environ
+    )
+    s.moved("service:decode", "env:SHLVL", "1", "2", **environ)
+    s.new("service:decode", "env:OLDPWD", "/home/alice/src", **environ)
+    s.new("service:decode", "env:PYENV_VERSION", "3.12.3", **environ)
+    s.old("service:decode", "env:INVOCATION_ID", "4f2a", **environ)  # the unit started it before
+    s.new("service:decode", "env:AWS_SESSION_TOKEN", DIGEST, secret=True, **environ)
+
+
+def test_variables_a_new_shell_brought_are_one_story() -> None:
+    s = States()
+    s.restart("decode", 100, 200, NOW - 12_000_000)
+    operator_shell(s)
+
+    stories, events = group_changes(s.changes(), s.after)
+
+    (story,) = stories
+    assert (
+        story.title
+        == "the environment decode was started from changed: AWS_SESSION_TOKEN, HOME, +5"
+    )
+    assert [c.key for c in story.changes] == [
+        "env:AWS_SESSION_TOKEN",
+        "env:HOME",
+        "env:INVOCATION_ID",
+        "env:PATH",
+        "env:PYENV_VERSION",
+        "env:OLDPWD",
+        "env:SHLVL",
+    ]
+    assert story.status == "unsourced"
+    assert story.label == (
+        "7 variables inherited from what started decode (no recorded script line or unit sets them)"
+    )
+    assert [r.service for r in story.restarts] == ["decode"] and len(events) == 1
+
+
+def test_variables_with_a_source_stay_stories_of_their_own() -> None:
+    """The export line added, the unit's setting, a line that writes the value: each named."""
+    s = States()
+    s.restart("decode", 100, 200, NOW - 12_000_000)
+    operator_shell(s)
+    export_added(s, at=NOW - 10 * MIN)
+    s.new("service:decode", f"env:{TARGET}", "512", pid=200)
+    s.same("service:decode", "unit:environment:NCCL_DEBUG", "INFO", unit="decode.service")
+    s.moved("service:decode", "env:NCCL_DEBUG", "WARN", "INFO", pid=200)
+    s.same(
+        DECODE,
+        "export:HF_HOME",
+        "/data/hf",
+        **s.script_line("decode", 5, "export HF_HOME=/data/hf"),
+    )
+    s.new("service:decode", "env:HF_HOME", "/data/hf", pid=200)
+    # `export PYENV_ROOT` passes on what the script was given: inherited all the same.
+    given = s.script_line("decode", 4, "export PYENV_ROOT")
+    caller = [{**given, "match": [["$PYENV_ROOT"]], "kind": "caller"}]
+    s.same(DECODE, "export:PYENV_ROOT", "", **given, inherited=True, possible=caller)
+    s.moved("service:decode", "env:PYENV_ROOT", "/opt/pyenv", "/home/alice/.pyenv", pid=200)
+
+    stories = by_root(group_changes(s.changes(), s.after)[0])
+
+    assert stories[DECODE, f"export:{TARGET}"].status == "live"
+    assert stories["service:decode", "env:NCCL_DEBUG"].label.startswith("from unit Environment=")
+    assert stories["service:decode", "env:HF_HOME"].label.startswith("from /opt/serve/decode.sh:5")
+    shell = stories["service:decode", "env:AWS_SESSION_TOKEN"]
+    assert "env:PYENV_ROOT" in {c.key for c in shell.changes}
+    assert len(shell.changes) == 8 and len(stories) == 4
+
+
+def test_one_inherited_variable_keeps_its_own_story() -> None:
+    s = States()
+    s.restart("decode", 100, 200, NOW - 12_000_000)
+    s.moved("service:decode", "env:HOME", "/root", "/home/alice", pid=200)
+
+    (story,) = group_changes(s.changes(), s.after)[0]
+
+    assert story.title == "HOME=/home/alice in the live environment of decode (was /root)"
+
+
+def test_variables_changed_at_two_starts_are_two_stories() -> None:
+    """Started from one shell, then from another: where each start came from is its own story."""
+    s = States()
+    s.restart("decode", 100, 200, NOW - 12_000_000)
+    operator_shell(s)
+    earlier = NOW - 30 * MIN
+    s.moved("service:decode", "env:LANG", "C", "C.UTF-8", earlier, pid=150)
+    s.moved("service:decode", "env:TZ", "UTC", "Europe/Paris", earlier, pid=150)
+
+    stories = by_root(group_changes(s.changes(), s.after)[0])
+
+    assert {c.key for c in stories["service:decode", "env:LANG"].changes} == {"env:LANG", "env:TZ"}
+    assert len(stories["service:decode", "env:AWS_SESSION_TOKEN"].changes) == 7
+
+
 # ---------------------------------------------------------------- restarts
 
 

@@ -269,3 +269,85 @@ def test_a_moved_line_is_not_counted_as_a_change(service, tmp_path: Path) -> Non
     svc.script.write_text("# a comment added on top\n" + svc.script.read_text())
     # only the script's text changed; the export, exec and flags only moved down a line
     assert ", 1 changed," in _record(svc, tmp_path)
+
+
+# A token-shaped value in the operator's shell: it must stay redacted in every format.
+SHELL_TOKEN = "FwoGZXIvYXdzEBYa" + "NotARealSessionToken42"
+
+
+def test_a_restart_from_another_shell_is_one_story_under_the_real_change(
+    service, tmp_path: Path
+) -> None:
+    """An export is added and the service restarted by hand from an operator's login shell.
+
+    The shell brings its own HOME, PATH, pyenv, OLDPWD, SHLVL and a session
+    token: one story (where it was started from) under the export, each
+    variable's old and new value listed in it, in every format.
+    """
+    home = tmp_path / "operator"
+    (home / "src").mkdir(parents=True)
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        export NCCL_DEBUG=WARN
+        exec SLEEPER --port 30000
+        """,
+        env={
+            "PYENV_ROOT": "/opt/pyenv",
+            "PYENV_VERSION": "3.11.9",
+            "OLDPWD": str(tmp_path),
+            "SHLVL": "1",
+        },
+    )
+    _baseline(svc, tmp_path)
+    svc.write(svc.script.read_text().replace("WARN\n", "WARN\nexport SGLANG_MAX_CTAS=512\n"))
+    svc.env = {
+        "HOME": str(home),
+        "PATH": f"{home}/.pyenv/shims:{home}/.pyenv/bin:{os.environ['PATH']}",
+        "PYENV_ROOT": f"{home}/.pyenv",
+        "PYENV_VERSION": "3.12.3",
+        "OLDPWD": str(home / "src"),
+        "SHLVL": "2",
+        "AWS_SESSION_TOKEN": SHELL_TOKEN,
+    }
+    svc.restart()
+    _record(svc, tmp_path)
+
+    data = _since(svc, tmp_path)
+    top, shell = data["suspects"]
+    assert top["changes"][0]["key"] == "export:SGLANG_MAX_CTAS" and top["status"] == "live"
+    assert shell["rank"] == 2 and shell["score"] < top["score"]
+    assert shell["status"] == "unsourced" and shell["restarts"][0]["service"] == "decode"
+    assert shell["title"] == (
+        "the environment decode was started from changed: AWS_SESSION_TOKEN, HOME, +5"
+    )
+    assert shell["label"].startswith("7 variables inherited from what started decode")
+    listed = {c["key"].removeprefix("env:"): c for c in shell["changes"]}
+    assert list(listed) == [
+        "AWS_SESSION_TOKEN",
+        "HOME",
+        "PATH",
+        "PYENV_ROOT",
+        "PYENV_VERSION",
+        "OLDPWD",
+        "SHLVL",
+    ]
+    assert (listed["HOME"]["before"], listed["HOME"]["after"]) == (str(svc.root), str(home))
+    assert (listed["PYENV_VERSION"]["before"], listed["PYENV_VERSION"]["after"]) == (
+        "3.11.9",
+        "3.12.3",
+    )
+    token = listed["AWS_SESSION_TOKEN"]
+    assert token["secret"] and token["kind"] == "added" and token["after"].startswith("[redacted")
+
+    cfg = ["--config", str(svc.root / "drift.toml"), "--db", str(tmp_path / "drift.db")]
+    for fmt in ("text", "md", "html", "json"):
+        out = run_drift(["since", "--stable", "#2", "--format", fmt, *cfg], tmp_path).stdout
+        assert SHELL_TOKEN not in out
+        for name in listed:
+            assert f"env:{name}" in out, (fmt, name)
+        assert "3.11.9" in out and "3.12.3" in out
+        # the terminal shortens long values; the files keep them whole
+        assert fmt == "text" or str(home / "src") in out
+        assert out.index("SGLANG_MAX_CTAS") < out.index("env:HOME")

@@ -646,6 +646,8 @@ class _Grouper:
         """Live env and flags nothing above explains, then the command line itself."""
         service = service_name(subject) or subject
         not_running = self.not_running(service)
+        if not_running is None and service in self.restarts:
+            self.environment_stories(service)
         for root in self.unclaimed(subject, "env:"):
             label = self.env_source(service, root)
             status: Status = "unsourced" if not_running is None else "changed"
@@ -669,6 +671,55 @@ class _Grouper:
             else:
                 status, label = "changed", not_running
             self.add(root, rest, status, label, _live_title(root, service), [service])
+
+    def environment_stories(self, service: str) -> None:
+        """Live variables nothing recorded sets, changed at the same start: one story per start.
+
+        A service restarted by hand from another shell brings that shell's
+        HOME, PATH, SHLVL and the rest: one change (where it was started
+        from), not a suspect per variable. Variables a script line or the
+        unit gives stay stories of their own.
+        """
+        together: dict[int, list[Change]] = {}
+        for change in self.unclaimed(f"service:{service}", "env:"):
+            if self.inherited(service, change):
+                together.setdefault(change.changed_us, []).append(change)
+        for changes in together.values():
+            if len(changes) < 2:
+                continue  # one variable: its own story says more
+            root, *rest = sorted(changes, key=_environment_order)
+            label = (
+                f"{len(changes)} variables inherited from what started {service} "
+                "(no recorded script line or unit sets them)"
+            )
+            title = f"the environment {service} was started from changed: {_names(changes)}"
+            self.add(root, rest, "unsourced", label, title, [service])
+
+    def inherited(self, service: str, change: Change) -> bool:
+        """True if no recorded script line or unit setting of the service gives this live variable.
+
+        A line that only passes on the value the script was given
+        (``${NAME:-default}`` taking the caller's) counts as inherited.
+        """
+        name = change.key.removeprefix("env:")
+        if (f"service:{service}", f"unit:environment:{name}") in self.after:
+            return False
+        exported = any(
+            (script, f"export:{name}") in self.after
+            for script, owner in self.script_service.items()
+            if owner == service
+        )
+        if not exported:
+            return True
+        if change.after is None:
+            return False
+        found = self.script_origin(service, f"export:{name}", change.after)
+        return (
+            found is not None
+            and not found.unsure
+            and (found.caller or bool(found.spots))
+            and all(spot.given for spot in found.spots)
+        )
 
     def env_source(self, service: str, change: Change) -> str:
         """Where a live variable could have come from, when no changed source explains it."""
@@ -834,6 +885,26 @@ def about_the_same_time(starts: Sequence[int], change: Span) -> str:
         noun = "start" if len(starts) == 1 else "starts"
         times = f"{noun} {', '.join(map(clock, starts))}; {times}"
     return f"at about the same time ({times}), order unknown"
+
+
+# What a shell sets about itself: they say where a process was started from,
+# not how it runs, so they are named last.
+_SHELL_BOOKKEEPING = frozenset(
+    {"_", "OLDPWD", "PWD", "SHLVL", "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "TERM"}
+)
+
+
+def _environment_order(change: Change) -> tuple[bool, str]:
+    name = change.key.removeprefix("env:")
+    return name in _SHELL_BOOKKEEPING, name
+
+
+def _names(changes: Sequence[Change]) -> str:
+    """Variable names for a title: all of three or fewer, else the first two and how many more."""
+    names = [c.key.removeprefix("env:") for c in sorted(changes, key=_environment_order)]
+    if len(names) <= 3:
+        return ", ".join(names)
+    return f"{names[0]}, {names[1]}, +{len(names) - 2}"
 
 
 def co_restarts(restarts: Iterable[Restart]) -> list[RestartEvent]:
