@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psutil
@@ -64,8 +65,12 @@ def test_clean_repo_on_a_branch(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "app")
     items = collect(repo)
     assert {i.subject for i in items} == {f"repo:{repo}"}
+    where = {"path": str(repo), "git_dir": str(repo / ".git")}
+    moved = git(repo, "reflog", "-1", "--date=unix", "--format=%gd")  # HEAD@{SECONDS}
+    moved_at = datetime.fromtimestamp(int(moved[len("HEAD@{") : -1]), UTC).isoformat()
     assert all(
-        isinstance(i, Fact) and i.provenance == {"path": str(repo), "git_dir": str(repo / ".git")}
+        isinstance(i, Fact)
+        and i.provenance == ({**where, "moved_at": moved_at} if i.key == "head" else where)
         for i in items
     )
     assert facts(repo) == {
@@ -77,6 +82,37 @@ def test_clean_repo_on_a_branch(tmp_path: Path) -> None:
         "state": "clean",
         "shallow": "no",
     }
+
+
+def head_provenance(repo: Path) -> dict:
+    return next(i.provenance for i in collect(repo) if isinstance(i, Fact) and i.key == "head")
+
+
+def test_head_moved_at_is_when_the_reflog_says_head_moved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit, then a checkout of the one before: each time HEAD moves, the reflog says when."""
+    repo = make_repo(tmp_path / "app")
+    monkeypatch.setenv("GIT_COMMITTER_DATE", "@1796282566 +0100")
+    (repo / "serve.sh").write_text("python -m server --tp 4\n")
+    git(repo, "commit", "-qam", "tp 4")
+    assert head_provenance(repo)["moved_at"] == "2026-12-03T07:22:46+00:00"
+
+    monkeypatch.setenv("GIT_COMMITTER_DATE", "@1796282600 +0100")
+    git(repo, "checkout", "-q", "HEAD~1")
+    assert head_provenance(repo)["moved_at"] == "2026-12-03T07:23:20+00:00"
+
+
+def test_no_reflog_no_moved_at(tmp_path: Path) -> None:
+    """Without a reflog, or one whose last entry is not HEAD, nothing says when HEAD moved."""
+    repo = make_repo(tmp_path / "app")
+    git(repo, "config", "core.logAllRefUpdates", "false")
+    (repo / ".git" / "logs" / "HEAD").unlink()
+    assert "moved_at" not in head_provenance(repo)
+
+    bare = tmp_path / "bare.git"
+    git(tmp_path, "clone", "-q", "--bare", str(repo), str(bare))
+    assert "moved_at" not in head_provenance(bare)
 
 
 def test_branch_with_slash_and_packed_refs(tmp_path: Path) -> None:

@@ -58,6 +58,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from drift.collectors.commands import stream_bounded
@@ -141,7 +142,14 @@ def _read_repo(spec: RepoSpec) -> list[Fact]:
         values["untracked"] = _untracked(git)
     values["state"] = _state(git_dir, head)
     values["shallow"] = "yes" if os.path.exists(os.path.join(common_dir, "shallow")) else "no"
-    return [Fact(subject, key, value, provenance) for key, value in values.items()]
+    # When HEAD moved tells a restart before the move from one after it;
+    # records alone only say "somewhere between two records".
+    moved_at = _head_moved_at(git_dir, head)
+    head_provenance = provenance if moved_at is None else {**provenance, "moved_at": moved_at}
+    return [
+        Fact(subject, key, value, head_provenance if key == "head" else provenance)
+        for key, value in values.items()
+    ]
 
 
 def _open_repo(path: str) -> Repo:
@@ -188,6 +196,32 @@ def _head_sha(repo: Repo, git: _Git) -> str:
         pass  # unborn branch, or refs GitPython cannot parse (SHA-256, reftable): ask git
     out = git.run(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], ok_codes=(0, 1))
     return out.decode("ascii", errors="replace").strip()
+
+
+def _head_moved_at(git_dir: str, head: str) -> str | None:
+    """When HEAD last moved to `head`, from the last entry of its reflog (whole seconds, UTC).
+
+    None without a reflog (``core.logAllRefUpdates=false``, a bare
+    repository) or when its last entry is not this commit.
+    """
+    if not head:
+        return None
+    try:
+        with open(os.path.join(git_dir, "logs", "HEAD"), "rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - 4096))
+            tail = log.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    lines = [line for line in tail.splitlines() if line.strip()]
+    if not lines:
+        return None
+    # "<old> <new> <name> <<email>> <seconds> <zone>\t<message>"
+    entry = lines[-1].split("\t", 1)[0]
+    words = entry.split(" ")
+    if len(words) < 4 or words[1] != head or not words[-2].isdigit():
+        return None
+    return datetime.fromtimestamp(int(words[-2]), UTC).isoformat()
 
 
 def _branch(repo: Repo) -> str:
