@@ -24,7 +24,7 @@ from drift.analysis.group import (
     Story,
     group_changes,
 )
-from drift.store.query import StoredVersion, from_us, to_us
+from drift.store.query import SnapshotInfo, StoredVersion, from_us, to_us
 
 MIN = 60_000_000
 T0 = to_us(datetime(2026, 12, 2, 10, 0, tzinfo=UTC))  # the first record
@@ -699,3 +699,124 @@ def test_file_changed_after_every_running_service_started_is_pending() -> None:
     restarted.moved("file:/opt/sglang/attn.py", "sha256", "aaa", "bbb", at=T0 + 3 * hour)
     (story,), _events = group_changes(restarted.changes(), restarted.after)
     assert story.status == "on-disk" and "decode started after it" in story.label
+
+
+# ---------------------------------------------------------------- time order
+
+SEC = 1_000_000
+SEEN = T0 + 442 * MIN + 46 * SEC  # 17:22:46: the record that saw the change
+PREV = SEEN - MIN  # 17:21:46: the record before it
+REPO = "repo:/opt/sglang"
+
+
+def records(
+    *times: int, failed: dict[int, list[dict[str, Any]]] | None = None
+) -> list[SnapshotInfo]:
+    """Records taken at `times`, each a second long; `failed`: the collection errors of some."""
+    errors = failed or {}
+    return [
+        SnapshotInfo(_snap(t), t, 1000, 0, 0, len(errors.get(t, [])), errors.get(t, []))
+        for t in times
+    ]
+
+
+def head_moved(s: States, moved_at: int | None = None) -> None:
+    """git HEAD seen moved by the record at SEEN; `moved_at`: the reflog's time for it."""
+    said = {} if moved_at is None else {"moved_at": from_us(moved_at).isoformat(timespec="seconds")}
+    s.moved(REPO, "head", "a" * 40, "b" * 40, SEEN, path="/opt/sglang", **said)
+
+
+ON_DISK = "on disk: whether a running process loaded it is not recorded"
+
+
+@pytest.mark.parametrize(
+    ("moved_at", "status", "label"),
+    [
+        # The records alone: between 17:21:46 and the end of the record at 17:22:46.
+        (
+            None,
+            "on-disk",
+            f"{ON_DISK}; web started at about the same time "
+            "(start 17:22:44; change between 17:21:46 and 17:22:47), order unknown",
+        ),
+        # The reflog puts the move seconds before the start ...
+        (SEEN - 16 * SEC, "on-disk", f"{ON_DISK}; web started after it"),
+        # ... or after it ...
+        (SEEN - SEC, "pending", f"{NOT_APPLIED} (every running service started before it)"),
+        # ... or in the same second as the start: still no order.
+        (
+            SEEN - 2 * SEC,
+            "on-disk",
+            f"{ON_DISK}; web started at about the same time "
+            "(start 17:22:44; change between 17:22:44 and 17:22:45), order unknown",
+        ),
+        # A reflog time the records contradict (a faked committer date) is not believed.
+        (
+            SEEN - 90 * MIN,
+            "on-disk",
+            f"{ON_DISK}; web started at about the same time "
+            "(start 17:22:44; change between 17:21:46 and 17:22:47), order unknown",
+        ),
+    ],
+)
+def test_started_after_a_head_move_only_when_the_times_say_so(
+    moved_at: int | None, status: str, label: str
+) -> None:
+    s = States()
+    s.process("web", 318, started_us=SEEN - 2 * SEC)
+    head_moved(s, moved_at)
+
+    (story,) = group_changes(s.changes(), s.after, records(PREV, SEEN))[0]
+
+    assert (story.status, story.label) == (status, label)
+
+
+def test_a_record_that_could_not_read_the_fact_widens_the_interval() -> None:
+    """The repository failed to read at 17:21:46: the move may have happened before that."""
+    s = States()
+    s.process("web", 318, started_us=PREV - 40 * SEC)  # 17:21:06
+    head_moved(s)
+    read = records(PREV - MIN, PREV, SEEN)
+    (story,) = group_changes(s.changes(), s.after, read)[0]
+    assert story.status == "pending"
+
+    error = {"subject": REPO, "key": None, "message": "git: timed out"}
+    failed = records(PREV - MIN, PREV, SEEN, failed={PREV: [error]})
+    (story,) = group_changes(s.changes(), s.after, failed)[0]
+    assert story.status == "on-disk"
+    assert story.label.endswith(
+        "web started at about the same time "
+        "(start 17:21:06; change between 17:20:46 and 17:22:47), order unknown"
+    )
+
+
+def test_a_restart_in_the_interval_of_an_edit_is_live_only_if_it_came_after() -> None:
+    """The environment cannot be read: the start time decides, and it cannot here."""
+    s = States()
+    s.same("service:decode", "running", "true")
+    export_added(s, at=SEEN)
+    s.restart("decode", 100, 200, SEEN - 2 * SEC, seen=SEEN)
+
+    (story,) = group_changes(s.changes(), s.after, records(PREV, SEEN))[0]
+
+    assert story.status == "live"
+    assert story.label == (
+        "live in decode (pid 200) since restart 17:22:44, if it started after the change: "
+        "it started at about the same time "
+        "(start 17:22:44; change between 17:21:46 and 17:22:47), order unknown"
+    )
+
+
+def test_a_variable_missing_from_a_process_started_with_the_edit_claims_no_order() -> None:
+    s = States()
+    export_added(s, at=SEEN)
+    s.restart("decode", 100, 200, SEEN - 2 * SEC, seen=SEEN)
+    s.same("service:decode", "env:PATH", "/usr/bin", pid=200)
+
+    (story,) = group_changes(s.changes(), s.after, records(PREV, SEEN))[0]
+
+    assert story.status == "on-disk"
+    assert story.label == (
+        "not in decode (pid 200), which started at about the same time "
+        "(start 17:22:44; change between 17:21:46 and 17:22:47), order unknown"
+    )
