@@ -351,3 +351,83 @@ def test_a_restart_from_another_shell_is_one_story_under_the_real_change(
         # the terminal shortens long values; the files keep them whole
         assert fmt == "text" or str(home / "src") in out
         assert out.index("SGLANG_MAX_CTAS") < out.index("env:HOME")
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=op", "-c", "user.email=op@localhost", *args],
+        check=True,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.mark.parametrize("order", ["checkout first", "restart first", "no reflog"])
+def test_a_checkout_and_a_restart_are_ordered_only_as_far_as_the_times_tell(
+    service, tmp_path: Path, order: str
+) -> None:
+    """A commit lands in the checkout the service runs from, and the service restarts.
+
+    Records a minute apart cannot order the two; the reflog's time for the
+    move can, a few seconds apart. Without a reflog, drift says they happened
+    at about the same time, in every format.
+    """
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        exec SLEEPER --port 30000
+        """
+    )
+    repo = svc.root / "app"
+    repo.mkdir()
+    (repo / "model.py").write_text("BLOCK = 64\n")
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "first")
+    if order == "no reflog":
+        _git(repo, "config", "core.logAllRefUpdates", "false")
+        for log in (repo / ".git" / "logs").rglob("*"):
+            if log.is_file():
+                log.unlink()
+    with (svc.root / "drift.toml").open("a") as config:
+        config.write(f'[[repos]]\npath = "{repo}"\n')
+    _baseline(svc, tmp_path)
+    # Process start times are whole-second exact at worst; stay clear of the baseline.
+    time.sleep(1.1)
+
+    def commit() -> None:
+        (repo / "model.py").write_text("BLOCK = 128\n")
+        _git(repo, "commit", "-q", "-am", "bigger blocks")
+
+    if order == "checkout first":
+        commit()
+        time.sleep(2.2)
+        svc.restart()
+    elif order == "restart first":
+        svc.restart()
+        time.sleep(2.2)
+        commit()
+    else:
+        commit()
+        svc.restart()
+    _record(svc, tmp_path)
+
+    (story,) = _since(svc, tmp_path)["suspects"]
+    assert story["changes"][0]["subject"] == f"repo:{repo}"
+    if order == "checkout first":
+        assert story["status"] == "on-disk"
+        assert story["label"].endswith("; decode started after it")
+    elif order == "restart first":
+        assert story["status"] == "pending"
+        assert story["label"].endswith("(every running service started before it)")
+    else:
+        assert story["status"] == "on-disk"
+        said = story["label"].split("; ", 1)[1]
+        assert said.startswith("decode started at about the same time (start ")
+        assert said.endswith("), order unknown") and "change between " in said
+        cfg = ["--config", str(svc.root / "drift.toml"), "--db", str(tmp_path / "drift.db")]
+        for fmt in ("text", "md", "html"):
+            out = run_drift(["since", "--stable", "#2", "--format", fmt, *cfg], tmp_path).stdout
+            assert said in out, fmt
+            assert "started after" not in out and "started before" not in out
