@@ -10,17 +10,24 @@ Each story has a status:
 
 - ``live``: the new value is in a running process (checked against the
   process's own environment or command line; for script text and unit
-  settings without a live counterpart, the process was started since).
+  settings without a live counterpart, the process was started since, or
+  at about the same time, which the label then says).
 - ``pending``: changed at its source (serve script, systemd unit) but not in
   the running process yet: "not applied yet: takes effect on next restart".
 - ``unsourced``: changed in a running process while no changed source in the
-  window explains it; the label says where it could have come from.
+  window explains it; the label says where it could have come from. The
+  variables nothing recorded sets that changed at one start (a restart from
+  another shell) are one such story.
 - ``on-disk``: a file or repository changed; drift cannot tell whether a
   running process has loaded it.
 - ``changed``: anything else (command output, health, a service that
   stopped, volatile ids).
 
-Everything here is pure: changes and the current state in, stories out.
+A start is called before or after a change only when their times say so
+(see `drift.analysis.timing`); otherwise "at about the same time".
+
+Everything here is pure: changes, the current state and the records' times
+in, stories out.
 """
 
 from __future__ import annotations
