@@ -220,8 +220,15 @@ def since_context(
     )
     inside = history.versions_started_between(baseline.id, current.id)
     flapped = flapping(before, after, inside)
+    unhealthy = next((s for s in window if s.taken_us == chosen.unhealthy_us), None)
     ranked = rank_stories(
-        stories, churn, unhealthy_at_us=chosen.unhealthy_us, flapped=frozenset(flapped)
+        stories,
+        churn,
+        unhealthy_at_us=chosen.unhealthy_us,
+        unhealthy_until_us=(
+            unhealthy.taken_us + unhealthy.duration_ms * 1000 if unhealthy is not None else None
+        ),
+        flapped=frozenset(flapped),
     )
     if service is not None:
         ranked = [r for r in ranked if _touches(r, service)]

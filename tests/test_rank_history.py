@@ -7,7 +7,7 @@ from pathlib import Path
 from drift.facts import Fact
 from drift.report import since_context
 from drift.store.db import resolve_db_url
-from drift.store.query import History
+from drift.store.query import History, from_us
 from drift.store.writer import HistoryWriter
 from drift.timespec import When
 
@@ -57,3 +57,62 @@ def test_a_day_of_churn_does_not_hide_the_one_env_change(tmp_path: Path) -> None
     )
     assert "never changed in the 1,201 records before the baseline" in suspects[0]["reasons"]
     assert context["trust"]["after_baseline"] == 239
+
+
+def _restart_during_the_failing_record(tmp_path: Path, restarted_after_us: int) -> list[str]:
+    """Records a minute apart, each two seconds long; health fails from the fourth on.
+
+    The service is read early in each record and the health check runs last:
+    a restart `restarted_after_us` into the fourth record is seen only by the
+    fifth. Returns the reasons of the top suspect (the new variable it started with).
+    """
+    import time
+
+    db = resolve_db_url(str(tmp_path / "health.db"))
+    writer = HistoryWriter.open(db)
+    ids = []
+    restart_us = T0 + 3 * MINUTE + restarted_after_us
+    try:
+        for minute in range(5):
+            new = minute == 4
+            pid = "200" if new else "100"
+            started = from_us(restart_us if new else T0 - 60 * MINUTE).isoformat()
+            facts = [
+                Fact("service:decode", "running", "true", {"pid": pid}),
+                Fact("service:decode", "pid", pid, {"pid": pid}),
+                Fact("service:decode", "started_at", started, {"pid": pid}),
+                Fact("service:decode", "env:NCCL_ALGO", "Tree" if new else "Ring", {"pid": pid}),
+                Fact("health:decode", "ok", "false" if minute >= 3 else "true", {"run": "curl"}),
+            ]
+            started_at = time.monotonic() - 2.0  # each record took two seconds
+            snap = writer.write_snapshot(
+                "gpu-node-7", T0 + minute * MINUTE, facts, [], {}, started=started_at
+            )
+            ids.append(snap.snapshot_id)
+    finally:
+        writer.close()
+
+    history = History.open(db, "gpu-node-7")
+    try:
+        context = since_context(history, When(snapshot=ids[1], text="#2"), None, top=None)
+    finally:
+        history.close()
+    (suspect,) = context["suspects"]
+    assert suspect["changes"][0]["key"] == "env:NCCL_ALGO"
+    return suspect["reasons"]
+
+
+def test_a_restart_while_the_failing_record_ran_is_not_cleared_by_timing(tmp_path: Path) -> None:
+    """Restarted 0.3 s into the record whose health check (run last) failed: maybe the cause."""
+    reasons = _restart_during_the_failing_record(tmp_path, 300_000)
+    assert not any("cannot have caused it" in r for r in reasons)
+    assert any(
+        r.startswith("at about the same time as the first unhealthy record (")
+        and r.endswith("), order unknown")
+        for r in reasons
+    )
+
+
+def test_a_restart_after_the_failing_record_ended_cannot_have_caused_it(tmp_path: Path) -> None:
+    reasons = _restart_during_the_failing_record(tmp_path, 2_500_000)
+    assert any(r.endswith("cannot have caused it") for r in reasons)

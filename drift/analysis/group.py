@@ -171,6 +171,9 @@ class Story:
     title: str
     services: tuple[str, ...]
     restarts: tuple[Restart, ...]
+    # When the root change happened, as far as the records tell (None: only
+    # when it was first recorded is known).
+    changed: Span | None = None
 
     @property
     def category(self) -> str:
@@ -187,6 +190,17 @@ class Story:
         moment = self.root.changed_us
         if self.status in ("live", "unsourced") and self.restarts:
             moment = max(moment, max(r.at_us for r in self.restarts))
+        return moment
+
+    @property
+    def effective_span(self) -> Span:
+        """`effective_us` as an interval: the change's, or the restart's if that came later."""
+        moment = self.changed or Span(self.root.changed_us, self.root.changed_us)
+        if self.status in ("live", "unsourced") and self.restarts:
+            start = Span.start(max(r.at_us for r in self.restarts))
+            moment = Span(
+                max(moment.earliest_us, start.earliest_us), max(moment.latest_us, start.latest_us)
+            )
         return moment
 
 
@@ -288,6 +302,7 @@ class _Grouper:
             title,
             tuple(sorted(set(services))),
             (),
+            self.records.span(root),
         )
         self.stories.append(story)
         return story
@@ -368,15 +383,7 @@ class _Grouper:
         found = tuple(self.restarts[s] for s in story.services if s in self.restarts)
         if not found:
             return story
-        return Story(
-            story.root,
-            story.evidence,
-            story.status,
-            story.label,
-            story.title,
-            story.services,
-            found,
-        )
+        return replace(story, restarts=found)
 
     # ------------------------------------------------------------ serve scripts
 
@@ -605,14 +612,8 @@ class _Grouper:
             # Settings that carry the change (a new drop-in) are evidence of it.
             story = first[0]
             at = next(i for i, s in enumerate(self.stories) if s is story)
-            self.stories[at] = Story(
-                story.root,
-                (*story.evidence, *self.take(*others, reload)),
-                story.status,
-                story.label,
-                story.title,
-                story.services,
-                story.restarts,
+            self.stories[at] = replace(
+                story, evidence=(*story.evidence, *self.take(*others, reload))
             )
         elif others or reload is not None:
             root, *rest = [c for c in (*others, reload) if c is not None]

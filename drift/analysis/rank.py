@@ -8,7 +8,8 @@ The score is the weighted mean of a few signals, each a value in [0, 1]:
 - kind: an exported variable or a flag shapes a process; command output
   and volatile ids rarely do;
 - timing (only when health is known): changed just before the first
-  unhealthy record beats hours before; after it, it cannot be the cause;
+  unhealthy record beats hours before; after it, it cannot be the cause,
+  said only when it certainly came after the failing check ran;
 - flapping: a value that went back and forth inside the window is less
   likely the one-time change that broke things.
 
@@ -81,6 +82,8 @@ class Weights:
     timing_half_life_us: int = 3600 * 1_000_000
     timing_floor: float = 0.25
     timing_after: float = 0.0
+    # in no known order with the failing check (it may have come just before)
+    timing_same_time: float = 1.0
 
 
 WEIGHTS = Weights()
@@ -133,14 +136,24 @@ def rank_stories(
     churn: ChurnInfo,
     *,
     unhealthy_at_us: int | None = None,
+    unhealthy_until_us: int | None = None,
     flapped: frozenset[tuple[str, str]] = frozenset(),
     weights: Weights = WEIGHTS,
 ) -> list[RankedStory]:
-    """Score every story and order them best suspect first; ties go by kind, subject, key."""
+    """Score every story and order them best suspect first; ties go by kind, subject, key.
+
+    `unhealthy_at_us` is when the first unhealthy record was taken,
+    `unhealthy_until_us` when it ended (its health checks ran in between).
+    """
     scored = []
     for story in stories:
         signals = score_signals(
-            story, churn, unhealthy_at_us=unhealthy_at_us, flapped=flapped, weights=weights
+            story,
+            churn,
+            unhealthy_at_us=unhealthy_at_us,
+            unhealthy_until_us=unhealthy_until_us,
+            flapped=flapped,
+            weights=weights,
         )
         score = min(1.0, max(0.0, round(sum(s.contribution for s in signals), 6)))
         scored.append((score, story, signals))
@@ -163,6 +176,7 @@ def score_signals(
     churn: ChurnInfo,
     *,
     unhealthy_at_us: int | None = None,
+    unhealthy_until_us: int | None = None,
     flapped: frozenset[tuple[str, str]] = frozenset(),
     weights: Weights = WEIGHTS,
 ) -> tuple[Signal, ...]:
@@ -173,7 +187,9 @@ def score_signals(
         ("kind", weights.kind, *_kind(story, weights)),
     ]
     if unhealthy_at_us is not None:
-        raw.append(("timing", weights.timing, *_timing(story, unhealthy_at_us, weights)))
+        until = unhealthy_at_us if unhealthy_until_us is None else unhealthy_until_us
+        timing = _timing(story, unhealthy_at_us, until, weights)
+        raw.append(("timing", weights.timing, *timing))
     raw.append(("flapping", weights.flapping, *_flapping(story, flapped)))
     total = sum(weight for _name, weight, _value, _reason in raw)
     # Each signal carries its effective weight (rescaled when a signal does not
@@ -251,12 +267,21 @@ def _kind(story: Story, weights: Weights) -> tuple[float, str]:
     return value, f"kind: {_KIND_WORDS.get(kind, kind)}"
 
 
-def _timing(story: Story, unhealthy_at_us: int, weights: Weights) -> tuple[float, str]:
+def _timing(
+    story: Story, unhealthy_at_us: int, unhealthy_until_us: int, weights: Weights
+) -> tuple[float, str]:
     at = story.effective_us
     if at > unhealthy_at_us:
-        return (
-            weights.timing_after,
-            f"after the first unhealthy record ({clock(unhealthy_at_us)}): cannot have caused it",
+        if story.effective_span.earliest_us > unhealthy_until_us:
+            return (
+                weights.timing_after,
+                f"after the first unhealthy record ({clock(unhealthy_at_us)}): "
+                "cannot have caused it",
+            )
+        # It may have happened while that record ran, before its failing check.
+        return weights.timing_same_time, (
+            f"at about the same time as the first unhealthy record ({clock(unhealthy_at_us)}), "
+            "order unknown"
         )
     before = unhealthy_at_us - at
     value = max(weights.timing_floor, 0.5 ** (before / weights.timing_half_life_us))
