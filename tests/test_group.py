@@ -421,9 +421,9 @@ def test_variables_a_new_shell_brought_are_one_story() -> None:
     assert [c.key for c in story.changes] == [
         "env:AWS_SESSION_TOKEN",
         "env:HOME",
-        "env:INVOCATION_ID",
         "env:PATH",
         "env:PYENV_VERSION",
+        "env:INVOCATION_ID",
         "env:OLDPWD",
         "env:SHLVL",
     ]
@@ -432,6 +432,20 @@ def test_variables_a_new_shell_brought_are_one_story() -> None:
         "7 variables inherited from what started decode (no recorded script line or unit sets them)"
     )
     assert [r.service for r in story.restarts] == ["decode"] and len(events) == 1
+
+
+def test_an_unusual_variable_in_the_shell_is_named_first() -> None:
+    """NCCL_ALGO exported in the operator's shell: the title names it before HOME and PATH."""
+    s = States()
+    s.restart("decode", 100, 200, NOW - 12_000_000)
+    for name, was, now in (("HOME", "/root", "/home/alice"), ("PATH", "/usr/bin", "/bin")):
+        s.moved("service:decode", f"env:{name}", was, now, pid=200)
+    s.new("service:decode", "env:SHLVL", "2", pid=200)
+    s.new("service:decode", "env:NCCL_ALGO", "Tree", pid=200)
+
+    (story,) = group_changes(s.changes(), s.after)[0]
+
+    assert story.title == "the environment decode was started from changed: NCCL_ALGO, HOME, +2"
 
 
 def test_variables_with_a_source_stay_stories_of_their_own() -> None:
@@ -487,7 +501,7 @@ def test_variables_changed_at_two_starts_are_two_stories() -> None:
 
     stories = by_root(group_changes(s.changes(), s.after)[0])
 
-    assert {c.key for c in stories["service:decode", "env:LANG"].changes} == {"env:LANG", "env:TZ"}
+    assert {c.key for c in stories["service:decode", "env:TZ"].changes} == {"env:LANG", "env:TZ"}
     assert len(stories["service:decode", "env:AWS_SESSION_TOKEN"].changes) == 7
 
 

@@ -895,16 +895,43 @@ def about_the_same_time(starts: Sequence[int], change: Span) -> str:
     return f"at about the same time ({times}), order unknown"
 
 
-# What a shell sets about itself: they say where a process was started from,
-# not how it runs, so they are named last.
-_SHELL_BOOKKEEPING = frozenset(
-    {"_", "OLDPWD", "PWD", "SHLVL", "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "TERM"}
+# The order variables are named in an environment story: first the unusual
+# ones (NCCL_ALGO exported in that shell is likelier to shape the server),
+# then what any login shell carries, last what a shell or the service
+# manager sets about itself (where and how it was started, not how it runs).
+_LOGIN_SHELL = frozenset(
+    {
+        "HOME",
+        "PATH",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "LANG",
+        "LANGUAGE",
+        "MAIL",
+        "HOSTNAME",
+        "TERM",
+        "COLORTERM",
+        "LS_COLORS",
+        "DISPLAY",
+        "EDITOR",
+        "VISUAL",
+        "PAGER",
+        "LESS",
+        "MOTD_SHOWN",
+    }
 )
+_LOGIN_SHELL_PREFIXES = ("LC_", "XDG_", "SSH_", "PYENV_", "HIST", "DBUS_")
+_SHELL_BOOKKEEPING = frozenset({"_", "OLDPWD", "PWD", "SHLVL"}) | PER_START_ENV
 
 
-def _environment_order(change: Change) -> tuple[bool, str]:
+def _environment_order(change: Change) -> tuple[int, str]:
     name = change.key.removeprefix("env:")
-    return name in _SHELL_BOOKKEEPING, name
+    if name in _SHELL_BOOKKEEPING:
+        return 2, name
+    if name in _LOGIN_SHELL or name.startswith(_LOGIN_SHELL_PREFIXES):
+        return 1, name
+    return 0, name
 
 
 def _names(changes: Sequence[Change]) -> str:
