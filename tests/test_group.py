@@ -8,7 +8,7 @@ exactly as `drift since` does.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -104,7 +104,8 @@ class States:
         where = {"pid": pid, "found_by": f"pidfile /run/{service}.pid"}
         self.same(f"service:{service}", "running", "true", **where)
         self.same(f"service:{service}", "pid", str(pid), **where)
-        self.same(f"service:{service}", "started_at", iso(started_us), **where)
+        # The start of the clock tick it started in, as the collector records it.
+        self.same(f"service:{service}", "started_at", iso(started_us), **where, uncertainty_ms=10)
         for name, value in (env or {"PATH": "/usr/bin"}).items():
             self.same(
                 f"service:{service}", f"env:{name}", value, pid=pid, source=f"/proc/{pid}/environ"
@@ -120,6 +121,7 @@ class States:
             ("pid", str(old_pid), str(new_pid)),
             ("started_at", iso(T0 - 60 * MIN), iso(at_us)),
         ):
+            tick = {"uncertainty_ms": 10} if key == "started_at" else {}
             self.moved(
                 subject,
                 key,
@@ -129,6 +131,7 @@ class States:
                 pid=new_pid,
                 found_by=f"pidfile /run/{service}.pid",
                 was_provenance={"pid": old_pid},
+                **tick,
             )
 
     def env(self, service: str, name: str, pid: int) -> dict[str, Any]:
@@ -783,6 +786,22 @@ def test_started_after_a_head_move_only_when_the_times_say_so(
     (story,) = group_changes(s.changes(), s.after, records(PREV, SEEN))[0]
 
     assert (story.status, story.label) == (status, label)
+
+
+def test_a_start_recorded_without_its_tick_may_be_a_second_early() -> None:
+    """Drift once added a boot time cut to the second: such a start time can be late by that."""
+    s = States()
+    s.process("web", 318, started_us=SEEN - 2 * SEC)
+    old = s.after["service:web", "started_at"]
+    s.after["service:web", "started_at"] = replace(old, provenance={"pid": 318})
+    head_moved(s, SEEN - SEC)  # 17:22:45, in the second after the recorded start
+
+    (story,) = group_changes(s.changes(), s.after, records(PREV, SEEN))[0]
+
+    assert story.status == "on-disk" and story.label.endswith(
+        "web started at about the same time "
+        "(start 17:22:44; change between 17:22:45 and 17:22:46), order unknown"
+    )
 
 
 def test_a_record_that_could_not_read_the_fact_widens_the_interval() -> None:

@@ -80,7 +80,7 @@ def _restart_during_the_failing_record(tmp_path: Path, restarted_after_us: int) 
             facts = [
                 Fact("service:decode", "running", "true", {"pid": pid}),
                 Fact("service:decode", "pid", pid, {"pid": pid}),
-                Fact("service:decode", "started_at", started, {"pid": pid}),
+                Fact("service:decode", "started_at", started, {"pid": pid, "uncertainty_ms": 10}),
                 Fact("service:decode", "env:NCCL_ALGO", "Tree" if new else "Ring", {"pid": pid}),
                 Fact("health:decode", "ok", "false" if minute >= 3 else "true", {"run": "curl"}),
             ]

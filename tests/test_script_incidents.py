@@ -393,20 +393,19 @@ def test_a_checkout_and_a_restart_are_ordered_only_as_far_as_the_times_tell(
     with (svc.root / "drift.toml").open("a") as config:
         config.write(f'[[repos]]\npath = "{repo}"\n')
     _baseline(svc, tmp_path)
-    # Process start times are whole-second exact at worst; stay clear of the baseline.
-    time.sleep(1.1)
 
     def commit() -> None:
         (repo / "model.py").write_text("BLOCK = 128\n")
         _git(repo, "commit", "-q", "-am", "bigger blocks")
 
+    # The reflog counts whole seconds: over a second apart, the order is certain.
     if order == "checkout first":
         commit()
-        time.sleep(2.2)
+        time.sleep(1.2)
         svc.restart()
     elif order == "restart first":
         svc.restart()
-        time.sleep(2.2)
+        time.sleep(1.2)
         commit()
     else:
         commit()

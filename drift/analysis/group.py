@@ -48,7 +48,7 @@ from drift.analysis.origins import (
     branches_from_env,
     possibilities,
 )
-from drift.analysis.timing import Order, Records, Span
+from drift.analysis.timing import Order, Records, Span, start_span
 from drift.redact import shown_secret
 from drift.shell.patterns import feasible
 from drift.store.query import SnapshotInfo, StoredVersion, from_us, to_us
@@ -146,6 +146,8 @@ class Restart:
     after_pid: str | None
     at_us: int
     changes: tuple[Change, ...]
+    # When it started, as precisely as known (None: `at_us`, to a clock tick).
+    started: Span | None = None
 
 
 @dataclass(frozen=True)
@@ -197,7 +199,8 @@ class Story:
         """`effective_us` as an interval: the change's, or the restart's if that came later."""
         moment = self.changed or Span(self.root.changed_us, self.root.changed_us)
         if self.status in ("live", "unsourced") and self.restarts:
-            start = Span.start(max(r.at_us for r in self.restarts))
+            latest = max(self.restarts, key=lambda r: r.at_us)
+            start = latest.started or Span.start(latest.at_us)
             moment = Span(
                 max(moment.earliest_us, start.earliest_us), max(moment.latest_us, start.latest_us)
             )
@@ -363,10 +366,13 @@ class _Grouper:
             absorbed += [self.free(subject, f"env:{name}") for name in sorted(PER_START_ENV)]
             taken = self.take(*(c for c in absorbed if c is not None and c.kind != "removed"))
             at_us = None
+            span = start_span(started.after) if started is not None else None
             if started is not None and started.after is not None:
                 at_us = parse_time_us(started.after.value)
-            if at_us is None:
-                at_us = min(c.changed_us for c in moved)
+            if at_us is None or span is None:
+                # No start time: it started by the record that first saw it.
+                first = min(moved, key=lambda c: c.changed_us)
+                at_us, span = first.changed_us, self.records.span(first)
             name = service_name(subject) or subject
             self.restarts[name] = Restart(
                 name,
@@ -374,6 +380,7 @@ class _Grouper:
                 _value(self.after.get((subject, "pid"))),
                 at_us,
                 taken,
+                span,
             )
 
     def attach_restarts(self, story: Story) -> Story:
@@ -527,9 +534,9 @@ class _Grouper:
         """
         subject = f"service:{service}"
         started = self.after.get((subject, "started_at"))
-        at = parse_time_us(_value(started))
-        if at is not None:
-            return Span.start(at).order(self.records.span(source))
+        span = start_span(started)
+        if span is not None:
+            return span.order(self.records.span(source))
         seen = started or self.after.get((subject, "pid"))
         if seen is None or seen.first_taken_us == source.changed_us:
             return "unknown"
@@ -842,14 +849,14 @@ class _Grouper:
         A process loads its code and config when it starts, so a change made
         after every running service started cannot be in any of them yet.
         """
-        started = {}
+        started: dict[str, Span] = {}
         for (subject, key), version in self.after.items():
             name = service_name(subject)
             if name is None or key != "started_at":
                 continue
             if _value(self.after.get((subject, "running"))) == "false":
                 continue
-            moment = parse_time_us(_value(version))
+            moment = start_span(version)
             if moment is not None:
                 started[name] = moment
         if not started:
@@ -858,7 +865,7 @@ class _Grouper:
         # that saw it and that one: a service started in that interval is in
         # no known order with it, so it is not counted as predating it.
         span = self.records.span(change)
-        order = {name: Span.start(at).order(span) for name, at in started.items()}
+        order = {name: at.order(span) for name, at in started.items()}
         if all(o == "before" for o in order.values()):
             return "pending", f"{NOT_APPLIED} (every running service started before it)"
         later = sorted(name for name, o in order.items() if o == "after")
@@ -867,7 +874,10 @@ class _Grouper:
         if later:
             described = f"{described}; {', '.join(later)} started after {it}"
         if unknown:
-            when = about_the_same_time([started[name] for name in unknown], span)
+            shown_at = [
+                parse_time_us(_value(self.after[f"service:{n}", "started_at"])) for n in unknown
+            ]
+            when = about_the_same_time([at for at in shown_at if at is not None], span)
             described = f"{described}; {', '.join(unknown)} started {when}"
         return "on-disk", described
 

@@ -6,7 +6,8 @@ read it and before this one did: in (previous record's time, T + this
 record's duration]. Records run about a minute apart, so a restart and an
 edit in the same minute are in no known order. A source that says when it
 changed (the reflog time of a git HEAD move) narrows that interval, when it
-agrees with the records. A process start time is known to a few clock ticks.
+agrees with the records. A process start time is known to its clock tick
+(10 ms), as ``started_at`` and its ``uncertainty_ms`` say.
 
 "Started after" and "started before" are claimed only when the two
 intervals do not overlap; otherwise the order is unknown, and the report
@@ -15,7 +16,7 @@ says "at about the same time".
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -27,6 +28,9 @@ Order = Literal["before", "after", "unknown"]
 
 # A process's start time is counted in clock ticks (1/100 s) since boot.
 START_PRECISION_US = 10_000
+# A start time recorded without its uncertainty (drift then added a boot
+# time cut to the second) may be up to a second early.
+OLD_START_EARLY_US = 1_000_000
 # Without the records (a caller that has none), the one before a change is
 # taken to have run the usual cron interval earlier.
 RECORD_INTERVAL_US = 60 * 1_000_000
@@ -54,6 +58,23 @@ class Span:
     def start(cls, at_us: int) -> Span:
         """A process start time as recorded: exact to a clock tick either way."""
         return cls(at_us - START_PRECISION_US, at_us + START_PRECISION_US)
+
+
+def start_span(version: StoredVersion | None) -> Span | None:
+    """When a process started, from its ``started_at`` fact; None if that is not a time.
+
+    The value is the start of the clock tick it started in, `uncertainty_ms`
+    long; one recorded without it may be up to a second early.
+    """
+    if version is None:
+        return None
+    at = _parse(version.value)
+    if at is None:
+        return None
+    tick = version.provenance.get("uncertainty_ms")
+    if isinstance(tick, int) and not isinstance(tick, bool) and tick >= 0:
+        return Span(at, at + tick * 1000)
+    return Span(at - START_PRECISION_US, at + OLD_START_EARLY_US + START_PRECISION_US)
 
 
 class Records:
@@ -103,14 +124,14 @@ def _said_when(version: StoredVersion | None) -> Span | None:
     if version is None:
         return None
     for key, resolution in _SAID_WHEN.items():
-        moment = _parse(version.provenance, key)
+        moment = _parse(version.provenance.get(key))
         if moment is not None:
             return Span(moment, moment + resolution)
     return None
 
 
-def _parse(provenance: Mapping[str, object], key: str) -> int | None:
-    text = provenance.get(key)
+def _parse(text: object) -> int | None:
+    """An ISO 8601 time with a zone as microseconds, else None."""
     if not isinstance(text, str):
         return None
     try:
