@@ -7,6 +7,7 @@ numbers, never a database row.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import Counter
 from typing import Any
@@ -590,6 +591,7 @@ def render_template(
     # One line per value: a newline inside one would start a line that reads as a new item.
     env.filters["printable"] = lambda text: printable(text).replace("\n", "\\n")
     env.filters["short"] = _short
+    env.filters["short_against"] = _short_against
     env.filters["num"] = number
 
     def paint(text: str, style: str) -> str:
@@ -702,6 +704,20 @@ def _short(text: str | None, limit: int = SHORT_VALUE) -> str | None:
     if text is None or len(text) <= limit:
         return text
     return text[: limit - 1] + "…"
+
+
+def _short_against(text: str | None, other: str | None, limit: int = SHORT_VALUE) -> str | None:
+    """`text` shortened so that where it differs from `other` stays in view.
+
+    Two long paths that differ only after the cut would read as the same
+    value on both sides of the arrow: start a little before the difference.
+    """
+    if text is None or other is None or len(text) <= limit:
+        return _short(text, limit)
+    common = len(os.path.commonprefix([text, other]))
+    if common < limit - 1:
+        return _short(text, limit)
+    return _short("…" + text[common - limit // 4 :], limit)
 
 
 def show_context(history: History, at: When | None, pattern: str | None) -> dict[str, Any]:

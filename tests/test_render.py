@@ -127,3 +127,23 @@ def test_a_value_with_a_newline_stays_on_one_line() -> None:
     )
     assert "  exec = python -c 'import time\\nwhile True: pass'\n" in out
     assert "\nwhile" not in out
+
+
+def test_long_values_that_differ_late_are_shortened_where_they_differ() -> None:
+    """Two long paths cut at the same place would read as one value on both sides of the arrow."""
+    root = "/home/alice/work/checkouts/inference-serving/deployments/decode-node-7"
+    change = {
+        "role": "evidence",
+        "subject": "service:decode",
+        "key": "env:HOME",
+        "kind": "modified",
+        "before": f"{root}/old-home",
+        "after": f"{root}/new-home",
+        "where": "",
+        "diff": None,
+    }
+    ctx = context("the environment decode was started from changed: HOME, PATH, +4")
+    ctx["suspects"][0]["changes"] = [change]
+    out = render_template("since.txt.j2", ctx)
+    line = next(line for line in out.splitlines() if "env:HOME" in line)
+    assert line.endswith(": …/decode-node-7/old-home -> …/decode-node-7/new-home")

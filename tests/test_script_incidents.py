@@ -348,7 +348,8 @@ def test_a_restart_from_another_shell_is_one_story_under_the_real_change(
         for name in listed:
             assert f"env:{name}" in out, (fmt, name)
         assert "3.11.9" in out and "3.12.3" in out
-        # the terminal shortens long values; the files keep them whole
+        # the terminal shortens long values, yet keeps where old and new differ in view
+        assert "operator/src" in out
         assert fmt == "text" or str(home / "src") in out
         assert out.index("SGLANG_MAX_CTAS") < out.index("env:HOME")
 
