@@ -115,6 +115,16 @@ def test_no_reflog_no_moved_at(tmp_path: Path) -> None:
     assert "moved_at" not in head_provenance(bare)
 
 
+def test_a_fifo_for_a_reflog_neither_hangs_nor_says_when(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "app")
+    log = repo / ".git" / "logs" / "HEAD"
+    log.unlink()
+    os.mkfifo(log)
+    started = time.monotonic()
+    assert "moved_at" not in head_provenance(repo)
+    assert time.monotonic() - started < 5
+
+
 def test_branch_with_slash_and_packed_refs(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "app")
     git(repo, "switch", "-q", "-c", "bench/ctas-512")

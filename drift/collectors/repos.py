@@ -56,6 +56,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -207,12 +208,20 @@ def _head_moved_at(git_dir: str, head: str) -> str | None:
     if not head:
         return None
     try:
-        with open(os.path.join(git_dir, "logs", "HEAD"), "rb") as log:
-            log.seek(0, os.SEEK_END)
-            log.seek(max(0, log.tell() - 4096))
-            tail = log.read().decode("utf-8", errors="replace")
+        # Non-blocking and regular files only: a FIFO or a device planted in
+        # .git/logs must not hang or flood the record.
+        fd = os.open(os.path.join(git_dir, "logs", "HEAD"), os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        tail = os.pread(fd, 4096, max(0, st.st_size - 4096)).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     lines = [line for line in tail.splitlines() if line.strip()]
     if not lines:
         return None
