@@ -896,7 +896,7 @@ def demo(keep: bool, output: str | None) -> None:
             f"{target}: cannot write the demo's HTML report: {exc.strerror}; give -o FILE"
         ) from None
     replaced = "" if output else " (the next `drift demo` replaces it)"
-    click.echo(f"\nHTML report for the postmortem: {target}{replaced}")
+    click.echo("\n" + wrap_lines(f"HTML report for the postmortem: {target}{replaced}", width))
     if keep:
         click.echo(f"\nThe sandbox stays in {root} with its services running. Try:")
         for command in (
