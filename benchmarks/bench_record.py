@@ -186,7 +186,10 @@ def drift_args(conf: Path, db: Path) -> list[str]:
     return ["--config", str(conf), "--db", str(db)]
 
 
-RECORD_LINE = re.compile(r"snapshot #(\d+): (\d+) facts, (\d+) changed, (\d+) errors?, ([\d.]+)s")
+# Counts print with thousands separators (36,003 facts).
+RECORD_LINE = re.compile(
+    r"snapshot #(\d+): ([\d,]+) facts, ([\d,]+) changed, ([\d,]+) errors?, ([\d.]+)s"
+)
 
 
 def parse_record_line(text: str) -> dict[str, float]:
@@ -194,7 +197,7 @@ def parse_record_line(text: str) -> dict[str, float]:
     match = RECORD_LINE.search(text)
     if not match:
         raise BenchError(f"unexpected drift record output: {text.strip()[:300]!r}")
-    snap, facts, changed, errors, seconds = match.groups()
+    snap, facts, changed, errors, seconds = (g.replace(",", "") for g in match.groups())
     return {"snapshot": int(snap), "facts": int(facts), "changed": int(changed),
             "errors": int(errors), "seconds": float(seconds)}
 
