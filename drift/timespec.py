@@ -163,6 +163,21 @@ def quote_when(w: When, tz: tzinfo | None = None) -> str:
 # --- helpers -----------------------------------------------------------------
 
 
+def parse_stored_time(text: str | None) -> datetime | None:
+    """A time as facts store it (ISO 8601 with its zone, ``started_at``), else None.
+
+    None for no text, text that is not ISO 8601, and a time without a zone,
+    which cannot be placed on the timeline.
+    """
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
+
+
 def _not_understood(typed: str, reason: str = "") -> TimeSpecError:
     """The one error message shape: quote the input (escaped, so it stays on one line)."""
     shown = typed if len(typed) <= 60 else typed[:57] + "..."

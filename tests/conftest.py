@@ -52,6 +52,21 @@ def start_drift(args: list[str], tmp_path: Path) -> subprocess.Popen[str]:
     )
 
 
+def read_terminal(controller: int) -> bytes:
+    """All a pseudo-terminal got until its last writer is gone; closes `controller`."""
+    screen = b""
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # EIO: every writer is gone
+            break
+        if not chunk:
+            break
+        screen += chunk
+    os.close(controller)
+    return screen
+
+
 @pytest.fixture
 def sandbox(tmp_path: Path) -> Iterator:
     """The incident's deployment (scripts, git checkout, drift.toml) with its services running."""

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import DRIFT, drift_env, run_drift, start_drift
+from conftest import DRIFT, drift_env, read_terminal, run_drift, start_drift
 
 from drift.store.db import HEAD_REVISION, connect_dbapi, current_revision_dbapi, resolve_db_url
 from drift.store.writer import HistoryWriter
@@ -306,16 +306,7 @@ def _stderr_on_a_terminal(args: list[str], tmp_path: Path) -> tuple[str, str]:
         )
     finally:
         os.close(terminal)
-    screen = b""
-    while True:
-        try:
-            chunk = os.read(controller, 65536)
-        except OSError:  # EIO: every writer is gone
-            break
-        if not chunk:
-            break
-        screen += chunk
-    os.close(controller)
+    screen = read_terminal(controller)
     return result.stdout.decode(), screen.decode()
 
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import DRIFT, drift_env, run_drift
+from conftest import DRIFT, drift_env, read_terminal, run_drift
 
 SGR = re.compile(r"\x1b\[[0-9;]*m")
 # A line may pass the width only as one word that cannot be broken (a long path),
@@ -66,16 +66,7 @@ def on_terminal(args: list[str], tmp_path: Path, columns: int, **env: str) -> st
         cwd=tmp_path,
     )
     os.close(terminal)
-    screen = b""
-    while True:
-        try:
-            chunk = os.read(controller, 65536)
-        except OSError:  # EIO: the child is gone
-            break
-        if not chunk:
-            break
-        screen += chunk
-    os.close(controller)
+    screen = read_terminal(controller)
     assert proc.wait(timeout=60) == 0, screen.decode(errors="replace")
     return screen.decode().replace("\r\n", "\n")
 

@@ -36,7 +36,6 @@ import json
 import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
 from typing import Literal
 
 from drift.analysis.diff import Change, State
@@ -52,7 +51,7 @@ from drift.analysis.timing import Order, Records, Span, start_span
 from drift.redact import shown_secret
 from drift.shell.patterns import feasible
 from drift.store.query import SnapshotInfo, StoredVersion, from_us, to_us
-from drift.timespec import local_zone
+from drift.timespec import local_zone, parse_stored_time
 
 Status = Literal["live", "pending", "unsourced", "on-disk", "changed"]
 STATUSES: tuple[Status, ...] = ("live", "pending", "unsourced", "on-disk", "changed")
@@ -229,15 +228,8 @@ def service_name(subject: str) -> str | None:
 
 def parse_time_us(text: str | None) -> int | None:
     """An ISO 8601 time with a zone (``started_at``) as microseconds, else None."""
-    if not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        return None
-    return to_us(moment)
+    moment = parse_stored_time(text)
+    return None if moment is None else to_us(moment)
 
 
 def clock(us: int) -> str:

@@ -40,6 +40,7 @@ import psutil
 from drift.config import ServiceSpec
 from drift.errors import DriftError
 from drift.facts import CollectContext, CollectionError, Fact, printable
+from drift.timespec import parse_stored_time
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 _TICK_NS = 1_000_000_000 // _CLOCK_TICKS
@@ -354,7 +355,8 @@ def _stale_pidfile(
     written, written_before = pid_fact.provenance.get("pidfile_mtime"), last.get("pidfile_mtime")
     if written and written_before and written != written_before:
         return None
-    before_at, at = _parse_start(last.get("started_at")), _parse_start(now.get("started_at"))
+    before_at = parse_stored_time(last.get("started_at"))
+    at = parse_stored_time(now.get("started_at"))
     if before_at is None or at is None or abs(at - before_at) < SAME_PROCESS:
         return None
     before, current = _program(last), _program(now)
@@ -417,16 +419,6 @@ def _program_text(program: _Program) -> str:
     exe, head, script = program
     text = exe or head or "an unknown program"
     return f"{text} {script}" if script else text
-
-
-def _parse_start(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else None
 
 
 def _clock(moment: datetime) -> str:
@@ -579,9 +571,9 @@ def _process_facts(
     except (IndexError, ValueError):
         raise psutil.NoSuchProcess(pid) from None  # not a stat line: read it again
     started_at = start_time_text(boot_ns, ticks)
-    recorded = _parse_start(last.get("started_at"))
+    recorded = parse_stored_time(last.get("started_at"))
     if last.get("pid") == str(pid) and recorded is not None:
-        moment = _parse_start(started_at)
+        moment = parse_stored_time(started_at)
         if moment is not None and abs(moment - recorded) < SAME_PROCESS:
             started_at = last["started_at"]
     # The kernel counts the start in whole ticks: the process started in the
