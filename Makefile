@@ -11,6 +11,8 @@ TEST := $(VENV)/.drift-test-installed
 
 $(BASE): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
+	@# A venv made before the rename holds drift under its old distribution name.
+	@$(PY) -m pip uninstall --quiet --yes drift >/dev/null 2>&1 || true
 	$(PIP) -e .
 	touch $(BASE)
 
