@@ -752,11 +752,33 @@ def show_context(history: History, at: When | None, pattern: str | None) -> dict
     }
 
 
+def _left_scope(history: History, versions: list[StoredVersion]) -> set[tuple[str, str, int]]:
+    """(subject, key, first snapshot) of the versions that ended because their snapshot's
+    config no longer asked for them."""
+    ended = {(v.subject, v.key, v.until_snapshot_id) for v in versions if v.until_snapshot_id} - {
+        (v.subject, v.key, v.first_snapshot_id) for v in versions
+    }
+    if not ended:
+        return set()
+    config_at = history.config_ids({s for _subject, _key, s in ended})
+    configs = history.configs() if config_at else {}
+    out = set()
+    for v in versions:
+        if (v.subject, v.key, v.until_snapshot_id) not in ended:
+            continue
+        config = configs.get(config_at.get(v.until_snapshot_id or 0, -1))
+        if config is not None and not config.scope.covers(v.subject, v.provenance):
+            out.add((v.subject, v.key, v.first_snapshot_id))
+    return out
+
+
 def history_context(history: History, pattern: str) -> dict[str, Any]:
     """Every version of every fact matching PATTERN, oldest first, with where it came from."""
     values = _Values(history)
     facts: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for v in history.versions_of(pattern):
+    versions = history.versions_of(pattern)
+    untracked = _left_scope(history, versions)
+    for v in versions:
         facts.setdefault((v.subject, v.key), []).append(
             {
                 "value": values.show(v),
@@ -767,6 +789,8 @@ def history_context(history: History, pattern: str) -> dict[str, Any]:
                 "until": _iso(v.until_taken_us) if v.until_taken_us else None,
                 "until_local": _local(v.until_taken_us) if v.until_taken_us else None,
                 "until_snapshot": v.until_snapshot_id,
+                # Ended because the config stopped asking for it, not because it went away.
+                "untracked": (v.subject, v.key, v.first_snapshot_id) in untracked,
                 "where": where(v.provenance),
                 "provenance": v.provenance,
             }

@@ -81,6 +81,17 @@ def test_a_section_removed_from_the_config_invents_no_suspect(sandbox, tmp_path:
     assert "No longer tracked (the config stopped asking for them):" in text
     assert "router stopped" not in text and "removed from" not in text
 
+    # history tells the same: router's pid ended at #3 because the config let it go.
+    told = run_drift(["history", "service:router", "--format", "json", *cfg], tmp_path).stdout
+    (pid,) = (f for f in json.loads(told)["data"]["facts"] if f["key"] == "pid")
+    assert [(v["until_snapshot"], v["untracked"]) for v in pid["versions"]] == [(3, True)]
+    shown = run_drift(["history", "service:router", *cfg], tmp_path).stdout
+    assert "(#3), then no longer tracked (the config stopped asking for it)" in shown
+    # decode's pid changed at the restart: a new value, not a fact that left the scope.
+    told = run_drift(["history", "service:decode", "--format", "json", *cfg], tmp_path).stdout
+    (pid,) = (f for f in json.loads(told)["data"]["facts"] if f["key"] == "pid")
+    assert [v["untracked"] for v in pid["versions"]] == [False, False]
+
 
 def test_a_config_from_another_folder_warns_and_is_no_all_clear(sandbox, tmp_path: Path) -> None:
     cfg = ["--config", str(sandbox.config_path), "--db", str(sandbox.db_path)]

@@ -213,6 +213,20 @@ class History:
             ).all()
         return {r.id: ConfigInfo(r.path or None, r.digest, Scope.from_json(r.scope)) for r in rows}
 
+    def config_ids(self, snapshot_ids: set[int]) -> dict[int, int]:
+        """The config each of these snapshots was taken with (snapshots without one left out)."""
+        out: dict[int, int] = {}
+        ids = sorted(snapshot_ids)
+        with self.engine.connect() as conn:
+            for i in range(0, len(ids), 500):
+                rows = conn.execute(
+                    select(Snapshot.id, Snapshot.config_id).where(
+                        Snapshot.id.in_(ids[i : i + 500]), Snapshot.config_id.is_not(None)
+                    )
+                )
+                out.update({r.id: r.config_id for r in rows})
+        return out
+
     def snapshots_between(self, after_id: int, upto_id: int) -> list[SnapshotInfo]:
         """Snapshots with after_id < id <= upto_id, oldest first."""
         with self.engine.connect() as conn:
