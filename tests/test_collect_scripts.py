@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import changes_by_fact, run_drift
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from privileges import as_nobody
@@ -442,3 +445,119 @@ def test_script_bash_rejects_is_a_blind_spot(tmp_path: Path, script: str) -> Non
     assert {e.key for e in errors} == {"export:", "flag:", "exec"}
     # bash's own words when bash refuses it, drift's when tree-sitter cannot parse it
     assert all(str(path) in e.message and "line" in e.message for e in errors)
+
+
+# ---------------------------------------------------------------- symlinks
+
+FAKE_HASH = "$6$saltsalt$" + "Q" * 86
+
+
+def _collect_all(path: Path, timeout: float = 10.0) -> list[Fact | CollectionError]:
+    """Every fact and error, sourced files' included, in a thread: a blocked read fails."""
+    out: list[Fact | CollectionError] = []
+    worker = threading.Thread(
+        target=lambda: out.extend(collect_script("decode", str(path), CollectContext())),
+        daemon=True,
+    )
+    worker.start()
+    worker.join(timeout)
+    assert not worker.is_alive(), "collect_script did not finish"
+    return out
+
+
+def _fake_shadow(folder: Path) -> Path:
+    """A file only root may read, holding what /etc/shadow holds."""
+    shadow = folder / "shadow"
+    shadow.write_text(f"root:{FAKE_HASH}:19000:0:99999:7:::\n")
+    shadow.chmod(0o600)
+    return shadow
+
+
+def test_script_that_is_a_symlink_is_recorded_as_one_never_followed(tmp_path: Path) -> None:
+    shadow = _fake_shadow(tmp_path)
+    script = tmp_path / "decode.sh"
+    script.symlink_to(shadow)
+    items = _collect_all(script)
+    assert FAKE_HASH not in repr(items)
+    facts = [i for i in items if isinstance(i, Fact)]
+    errors = [i for i in items if isinstance(i, CollectionError)]
+    assert [(f.subject, f.key, f.value) for f in facts] == [
+        (f"script:{script}", "symlink", str(shadow))
+    ]
+    # What the script said (content, exports, exec) keeps its last values.
+    assert len(errors) == 1 and errors[0].key is None
+    assert errors[0].covers(f"script:{script}", "content")
+    assert errors[0].message == (
+        f"{script} is a symlink to {shadow}: drift does not follow a link to read a serve "
+        "script (name the file itself in the config)"
+    )
+
+
+def test_script_that_is_a_symlink_to_a_fifo_does_not_block(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    script = tmp_path / "decode.sh"
+    script.symlink_to(fifo)
+    items = _collect_all(script, timeout=5)
+    assert [(type(i).__name__, i.key) for i in items] == [
+        ("Fact", "symlink"),
+        ("CollectionError", None),
+    ]
+
+
+def test_script_in_a_symlinked_folder_is_read(tmp_path: Path) -> None:
+    """/opt/current -> /opt/v2 is how many deployments switch versions: only the last
+    component of the configured path must not be a link."""
+    (tmp_path / "v2").mkdir()
+    (tmp_path / "v2" / "decode.sh").write_text("export K=1\nexec srv --port 1\n")
+    (tmp_path / "current").symlink_to(tmp_path / "v2")
+    facts, errors = _collect(tmp_path / "current" / "decode.sh")
+    assert errors == []
+    assert facts["export:K"].value == "1" and "symlink" not in facts
+
+
+def test_sourced_symlink_is_not_followed(tmp_path: Path) -> None:
+    shadow = _fake_shadow(tmp_path)
+    (tmp_path / "env.sh").symlink_to(shadow)
+    script = tmp_path / "decode.sh"
+    script.write_text("source ./env.sh\nexport K=1\nexec srv --port 1\n")
+    items = _collect_all(script)
+    assert FAKE_HASH not in repr(items)
+    assert {i.subject for i in items} == {f"script:{script}"}  # no content of env.sh
+    gaps = [i.message for i in items if isinstance(i, CollectionError)]
+    assert gaps == [
+        f"{script}:1: sources ./env.sh, a symlink to {shadow}, which drift does not follow"
+    ]
+
+
+def test_record_and_since_never_show_what_a_swapped_in_symlink_points_at(tmp_path: Path) -> None:
+    """The incident: a serve script replaced by a link to /etc/shadow. `drift since` showed the
+    password hash in the content diff and in the exec line."""
+    shadow = _fake_shadow(tmp_path)
+    script = tmp_path / "decode.sh"
+    script.write_text("export K=1\nexec srv --port 1\n")
+    db = tmp_path / "drift.db"
+    config = tmp_path / "drift.toml"
+    config.write_text(
+        f'host = "node"\ndb = "{db}"\n[[services]]\nname = "decode"\n'
+        f'match = "no-such-process-{os.getpid()}"\nscript = "{script}"\n'
+    )
+    run_drift(["record", "--config", str(config)], tmp_path, timeout=60)
+    run_drift(["mark", "stable", "--config", str(config)], tmp_path, timeout=60)
+    script.unlink()
+    script.symlink_to(shadow)
+    second = run_drift(["record", "--config", str(config)], tmp_path, check=False, timeout=60)
+    assert second.returncode == 4, second.stderr  # stored, with a blind spot
+    assert f"is a symlink to {shadow}" in second.stderr
+    text = run_drift(["since", "--config", str(config)], tmp_path, timeout=60).stdout
+    report = json.loads(
+        run_drift(["since", "--config", str(config), "--format", "json"], tmp_path).stdout
+    )["data"]
+    for shown in (second.stdout + second.stderr, text, json.dumps(report)):
+        assert "Q" * 20 not in shown and "saltsalt" not in shown
+    stored = b"".join(p.read_bytes() for p in tmp_path.glob("drift.db*"))
+    assert b"Q" * 20 not in stored and b"saltsalt" not in stored
+    assert changes_by_fact(report)[(f"script:{script}", "symlink")]["after"] == str(shadow)
+    assert f"is a symlink to {shadow}" in text  # under blind spots
+    # The exports and exec keep their last values: nothing reads as removed.
+    assert not any(k[1] != "symlink" for k in changes_by_fact(report))

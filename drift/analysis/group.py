@@ -104,7 +104,7 @@ def category(subject: str, key: str) -> str:
     if kind == "script":
         if key.startswith("export:"):
             return "script export"
-        if key == "content":
+        if key in ("content", "symlink"):  # a script swapped for a link: its text went
             return "script content"
         return "script exec"
     if kind == "service":

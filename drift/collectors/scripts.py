@@ -3,7 +3,9 @@
 Facts are ``script:<path>`` with keys ``content`` (the whole text), one
 ``export:<NAME>`` per variable the launched command may receive, ``exec``
 (that command) and one ``flag:<name>`` per flag of it. A file the script
-sources is ``script:<that path>`` with its own ``content``.
+sources is ``script:<that path>`` with its own ``content``. A script whose
+path ends in a symlink is never followed: it has only ``symlink`` (the link's
+target, as for files) and its other facts keep their last values.
 
 The script is read, never run: `drift.shell.evaluate` walks it with every
 value each variable may have. A fact's value shows those possibilities
@@ -48,6 +50,13 @@ def collect_script(
         return
     try:
         data = _read_regular_file(script_path)
+    except IsASymlink:
+        # Never followed: as root, a script swapped for a link to /etc/shadow
+        # would put the password hashes in the history. The link is recorded
+        # as the files collector records one; what the script said keeps its
+        # last values.
+        yield from _symlink_facts(subject, script_path, service_name)
+        return
     except FileNotFoundError:
         # A serve script that vanished is suspicious, but it must not read as
         # "every export removed": its facts keep their last value.
@@ -116,9 +125,22 @@ def script_model(path: str, data: bytes, exclude: Iterable[str] = ()) -> Any:
     return model
 
 
+class IsASymlink(OSError):
+    """The path's last component is a symbolic link, which drift does not follow."""
+
+
 def _read_regular_file(path: str) -> bytes:
-    """The file's bytes; a FIFO or device is refused instead of blocking the record."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    """The file's bytes; a FIFO or device is refused instead of blocking the record.
+
+    The last component must not be a symlink (IsASymlink); folders above it
+    may be (``/opt/current -> /opt/v2`` is a common deployment).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and os.path.islink(path):
+            raise IsASymlink(errno.ELOOP, "is a symlink", path) from None
+        raise
     with os.fdopen(fd, "rb") as f:
         info = os.fstat(f.fileno())
         if not stat.S_ISREG(info.st_mode):
@@ -126,6 +148,23 @@ def _read_regular_file(path: str) -> bytes:
         if info.st_size > MAX_SCRIPT_BYTES:
             raise OSError(errno.EFBIG, f"{info.st_size} bytes is too large for a serve script")
         return f.read(MAX_SCRIPT_BYTES + 1)
+
+
+def _symlink_facts(subject: str, path: str, service_name: str) -> Iterator[Fact | CollectionError]:
+    """A serve script that is a symlink: its target as a ``symlink`` fact, the rest kept."""
+    try:
+        target = printable(os.readlink(path))
+    except OSError as exc:
+        # Swapped again while we looked (EINVAL: no longer a link) or gone.
+        yield CollectionError(subject, None, f"cannot read {path}: {exc.strerror or exc}")
+        return
+    yield Fact(subject, "symlink", target, {"file": path, "service": service_name})
+    yield CollectionError(
+        subject,
+        None,
+        f"{path} is a symlink to {target}: drift does not follow a link to read a serve "
+        "script (name the file itself in the config)",
+    )
 
 
 # ---------------------------------------------------------------- facts

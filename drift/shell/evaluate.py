@@ -715,7 +715,7 @@ class _Evaluator(Words):
             return
         data = self._read_source(path, origin)
         if data is None:
-            self._unknown_assignments(st, origin, f"reads {path}, which drift cannot read")
+            self._unknown_assignments(st, origin, f"reads {path}, {_unreadable(path)}")
             return
         self.lines.setdefault(path, data.decode("utf-8", "surrogateescape").split("\n"))
         for number, raw in enumerate(data.decode("utf-8", "surrogateescape").split("\n"), 1):
@@ -1187,7 +1187,7 @@ class _Evaluator(Words):
             shown = path_text or "".join(
                 p if isinstance(p, str) else p.text for p in target.pattern
             )
-            self._unknown_assignments(st, origin, f"sources {shown}, which drift cannot read")
+            self._unknown_assignments(st, origin, f"sources {shown}, {_unreadable(path)}")
             return
         if self.depth >= MAX_DEPTH:
             self._unknown_assignments(st, origin, f"sources {path} too deeply")
@@ -1709,6 +1709,17 @@ def read_regular(path: str, limit: int = MAX_SOURCED_BYTES) -> bytes | None:
         if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
             return None
         return f.read(limit + 1)
+
+
+def _unreadable(path: str | None) -> str:
+    """Why read_regular gave nothing for `path`, as the end of a gap's sentence."""
+    if path is not None and os.path.islink(path):
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = "?"
+        return f"a symlink to {target}, which drift does not follow"
+    return "which drift cannot read"
 
 
 def bash_refuses(data: bytes) -> str | None:
