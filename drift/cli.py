@@ -340,9 +340,10 @@ def record(obj: DriftContext, quiet: bool) -> None:
     tree reads every byte), then that it is storing.
     Exit 0: stored, every fact collected. Exit 4: stored, but some facts could
     not be collected (they keep their last value; drift since lists them as
-    blind spots). Exit 3 at once, writing nothing, if another record of the
-    same history is running. Never migrates: on an older schema it asks for
-    `drift db upgrade`.
+    blind spots), or the secret key needs attention (others can read it, or
+    it was replaced). Exit 2 for a key drift cannot use. Exit 3 at once,
+    writing nothing, if another record of the same history is running. Never
+    migrates: on an older schema it asks for `drift db upgrade`.
     """
     from dataclasses import replace
 

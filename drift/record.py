@@ -17,6 +17,7 @@ from pathlib import Path
 
 from drift.config import Config
 from drift.facts import CollectContext, CollectionError, Fact, FactBlock
+from drift.keyfile import SecretKey
 from drift.store.db import DbUrl, default_db_path, sqlite_side_files
 from drift.store.writer import HistoryWriter, SnapshotResult, now_us
 
@@ -46,6 +47,26 @@ def excluded_paths(config: Config, db: DbUrl) -> frozenset[str]:
         except OSError:
             pass
     return frozenset(paths)
+
+
+def _key_errors(key: SecretKey, last_fingerprint: str | None) -> Iterator[CollectionError]:
+    """What needs attention about the secret key, as errors on ``secret-key:PATH``.
+
+    They cover no fact. As errors they reach stderr (with --quiet, once) and
+    `drift since`'s trust line and blind spots, where a replaced key explains
+    why every secret reads as changed at that record.
+    """
+    subject = f"secret-key:{key.path}"
+    exposure = key.exposure()
+    if exposure is not None:
+        yield CollectionError(subject, None, exposure)
+    if last_fingerprint is not None and last_fingerprint != key.fingerprint:
+        yield CollectionError(
+            subject,
+            None,
+            "was replaced since the last record: every secret is digested with the new key, "
+            "so every secret reads as changed at this record, changed or not",
+        )
 
 
 def _guarded(scope: str, run: Callable[[], Iterable[Item]]) -> Iterator[Item]:
@@ -132,9 +153,12 @@ def record(
                     config.host, [f"service:{svc.name}" for svc in config.services]
                 ),
             )
-            from drift.redact import SKIP_KEYS, Redactor, load_or_create_key
+            from drift.keyfile import load_key
+            from drift.redact import SKIP_KEYS, Redactor
 
-            items: list[Item] = []
+            # Before collecting: a key drift cannot use fails the record at once.
+            key = load_key(secret_key_path(config, db))
+            items: list[Item] = list(_key_errors(key, writer.key_fingerprint(config.host)))
             for item in collect_all(config, ctx):
                 if isinstance(item, FactBlock) and not SKIP_KEYS.issuperset(item.keys):
                     items.extend(item)  # keys redaction looks at: redact fact by fact
@@ -142,7 +166,7 @@ def record(
                     items.append(item)
             errors = [item for item in items if isinstance(item, CollectionError)]
 
-            redactor = Redactor(load_or_create_key(secret_key_path(config, db)), config.secrets)
+            redactor = Redactor(key.key, config.secrets)
             # A block's hashes, sizes and modes are what redaction leaves alone;
             # the Facts are redacted together and put back in their places.
             redacted = iter(redactor.redact_facts(item for item in items if isinstance(item, Fact)))
@@ -169,6 +193,7 @@ def record(
                 ctx.cache_updates,
                 started=started,
                 config=ConfigInfo.of(config),
+                key_fingerprint=key.fingerprint,
             )
     finally:
         writer.close()

@@ -38,15 +38,12 @@ import fnmatch
 import hashlib
 import hmac
 import json
-import os
 import re
-import secrets
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from drift.errors import ConfigError
 from drift.facts import Fact
 
 if TYPE_CHECKING:
@@ -574,63 +571,10 @@ def _name_in_key(key: str) -> str | None:
 def load_or_create_key(path: Path) -> bytes:
     """The per-install redaction key: 32 random bytes in a 0600 file, created on first use.
 
-    Missing parent folders are created 0700. The file is written under a
-    temporary name and hard-linked into place, so a concurrent `drift record`
-    never sees a half-written key and both end up with the same one. An
-    existing key with looser permissions is still used as it is (drift does
-    not chmod files it did not create). Raises ConfigError if it cannot be
-    read or created, or holds fewer than 16 bytes.
+    Read as `drift.keyfile.load_key` reads it (never through a symlink, never
+    from a FIFO or device, a regular file of 32 bytes owned by whoever runs
+    drift); `load_key` also says whether the file's mode exposes it.
     """
-    path = Path(path)
-    key = _read_key(path)
-    if key is not None:
-        return key
-    try:
-        _make_private_dirs(path.parent)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(secrets.token_bytes(KEY_BYTES))
-                handle.flush()
-                os.fsync(handle.fileno())
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                pass  # another process made one first: use theirs
-        finally:
-            tmp.unlink(missing_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot create secret key: {exc.strerror or exc}") from None
-    key = _read_key(path)
-    if key is None:
-        raise ConfigError(f"{path}: secret key vanished while being created")
-    return key
+    from drift.keyfile import load_key
 
-
-def _read_key(path: Path) -> bytes | None:
-    try:
-        key = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read secret key: {exc.strerror or exc}") from None
-    if len(key) < 16:
-        raise ConfigError(
-            f"{path}: secret key is {len(key)} bytes, expected {KEY_BYTES}; "
-            "remove it to create a new one (every secret will show as changed once)"
-        )
-    return key
-
-
-def _make_private_dirs(folder: Path) -> None:
-    # pathlib's mkdir(parents=True) gives parents the default mode, not 0700
-    missing: list[Path] = []
-    while not folder.exists():
-        missing.append(folder)
-        folder = folder.parent
-    for part in reversed(missing):
-        try:
-            part.mkdir(mode=0o700)
-        except FileExistsError:
-            pass
+    return load_key(path).key

@@ -459,6 +459,14 @@ def _trust(
             )
     if switches:
         parts.append("config changed at " + ", ".join(f"#{s.snapshot_id}" for s in switches))
+    for spot in spots:
+        # The key's problems weigh on every secret in the report, not on one fact.
+        if spot.kind == "error" and spot.subject.startswith("secret-key:"):
+            key_path = spot.subject.removeprefix("secret-key:")
+            seen = _local(spot.first_us)
+            if spot.count > 1:
+                seen += f" to {_local(spot.last_us)}"
+            warnings.append(f"secret key {key_path} {spot.message} (seen {seen})")
     return {
         "window_snapshots": in_window,
         "after_baseline": len(window),

@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 
 # The newest migration this drift ships, and every revision it can read.
 # tests/test_store_schema.py checks these against migrations/versions.
-HEAD_REVISION = "0003"
-KNOWN_REVISIONS = ("0001", "0002", "0003")
+HEAD_REVISION = "0004"
+KNOWN_REVISIONS = ("0001", "0002", "0003", "0004")
 
 BUSY_TIMEOUT_MS = 10_000
 # Rows in one INSERT statement (fastest between 500 and 1,000 on a first record).

@@ -40,6 +40,9 @@ class Host(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(255), unique=True)
+    # drift.keyfile.SecretKey.fingerprint of the key the last record used: a new one
+    # means every secret digest changed with it.
+    key_fingerprint: Mapped[str | None] = mapped_column(String(16))
 
 
 class ConfigRecord(Base):

@@ -285,6 +285,13 @@ class HistoryWriter:
         row = self.conn.execute("SELECT id FROM hosts WHERE name = ?", (host,)).fetchone()
         return None if row is None else int(row[0])
 
+    def key_fingerprint(self, host: str) -> str | None:
+        """The fingerprint of the secret key this host's last record used (None: not known)."""
+        row = self.conn.execute(
+            "SELECT key_fingerprint FROM hosts WHERE name = ?", (host,)
+        ).fetchone()
+        return None if row is None or row[0] is None else str(row[0])
+
     def load_file_cache(self, host: str) -> dict[str, CachedStat]:
         """The stat cache for this host, so collectors can skip unchanged files."""
         host_id = self.host_id(host)
@@ -424,13 +431,15 @@ class HistoryWriter:
         cache_updates: dict[str, CachedStat],
         started: float | None = None,
         config: ConfigInfo | None = None,
+        key_fingerprint: str | None = None,
     ) -> SnapshotResult:
         """Store one snapshot: new versions for changed facts, closed ones for removed facts.
 
         FactBlocks are expanded only when something changed. `config`, the
         config the facts were collected with, is stored with the snapshot; a
         fact that left or entered its scope is closed or opened like any other
-        but is not counted as a change.
+        but is not counted as a change. `key_fingerprint`, that of the secret
+        key the secrets were digested with, is kept with the host.
 
         A fact covered by a collection error is neither compared nor closed: it
         keeps its last version, so a read failure never looks like a removal.
@@ -452,6 +461,13 @@ class HistoryWriter:
         )
         with self._first_write_journal(), self._transaction():
             host_id = self._ensure_host(host)
+            if key_fingerprint is not None:
+                # The key these secrets were digested with; writes nothing while it is the same.
+                self.conn.execute(
+                    "UPDATE hosts SET key_fingerprint = ? WHERE id = ? "
+                    "AND (key_fingerprint IS NULL OR key_fingerprint <> ?)",
+                    (key_fingerprint, host_id, key_fingerprint),
+                )
             # The last snapshot's digest equals its stored state only if it had no
             # collection errors (covered facts kept values it did not collect).
             last = self.conn.execute(
