@@ -257,10 +257,10 @@ def init(obj: DriftContext) -> None:
     from pathlib import Path
 
     from drift.config import find_config
+    from drift.keyfile import load_key
     from drift.record import secret_key_path
-    from drift.redact import load_or_create_key
     from drift.sample_config import STARTER_CONFIG
-    from drift.store.db import upgrade_database
+    from drift.store.db import sqlite_privacy, upgrade_database
 
     if find_config(obj.config_path) is None:
         path = Path(obj.config_path or "drift.toml")
@@ -269,8 +269,7 @@ def init(obj: DriftContext) -> None:
     config = obj.config()
     db = obj.db_url()
     result = upgrade_database(db)
-    key = secret_key_path(config, db)
-    load_or_create_key(key)
+    key = load_key(secret_key_path(config, db))
     state = (
         "created"
         if result.before is None
@@ -278,8 +277,12 @@ def init(obj: DriftContext) -> None:
             "already at" if result.before == result.after else f"upgraded from {result.before} to"
         )
     )
-    click.echo(f"database {db.display()}: {state} schema {result.after}")
-    click.echo(f"secret key {key} (0600; keep it out of backups you share)")
+    privacy = f" ({sqlite_privacy(db.sqlite_path)})" if db.sqlite_path is not None else ""
+    click.echo(f"database {db.display()}: {state} schema {result.after}{privacy}")
+    click.echo(f"secret key {key.path} (mode {key.mode:04o}; keep it out of backups you share)")
+    exposure = key.exposure()
+    if exposure is not None:
+        click.echo(f"drift: warning: secret key {key.path} {exposure}", err=True)
     click.echo(f"next: drift record   (then add it to cron; config {config.path})")
 
 

@@ -8,8 +8,8 @@ migrations). Both agree on the URL and on SQLite's settings (WAL, busy timeout).
 from __future__ import annotations
 
 import os
-import shutil
 import sqlite3
+import stat
 import time
 from dataclasses import dataclass
 from itertools import chain
@@ -105,6 +105,25 @@ def resolve_db_url(explicit: str | None = None) -> DbUrl:
     return DbUrl(f"sqlite:///{path}", path)
 
 
+# Every table any drift schema has had (alembic's included): an SQLite file
+# holding any other table belongs to another application.
+# tests/test_store_schema.py checks this against the models and migrations.
+DRIFT_TABLES = frozenset(
+    {
+        "alembic_version",
+        "hosts",
+        "configs",
+        "snapshots",
+        "facts",
+        "blobs",
+        "versions",
+        "marks",
+        "stat_cache",
+        "file_cache",
+    }
+)
+
+
 def sqlite_side_files(path: Path) -> list[Path]:
     """The database file with its WAL, shared-memory and lock companions."""
     return [path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}.lock")]
@@ -178,19 +197,27 @@ class DbapiConnection:
 
 
 def connect_dbapi(db: DbUrl, *, create: bool = False) -> DbapiConnection:
-    """Open the database with the stdlib driver (SQLite) or psycopg (PostgreSQL)."""
+    """Open the database with the stdlib driver (SQLite) or psycopg (PostgreSQL).
+
+    With `create`, a missing SQLite file is created private (create_private_sqlite).
+    """
     if db.sqlite_path is not None:
         path = db.sqlite_path
-        if not path.exists():
+        if not sqlite_exists(path):
             if not create:
                 raise NoDatabaseError(
                     f"{path}: no drift database here yet (run `drift record` or `drift init`)",
                     str(path),
                 )
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            create_private_sqlite(path)
         try:
             raw = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
             raw.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            # Before WAL mode, which would rewrite another application's file header.
+            foreign = _foreign_tables(raw)
+            if foreign:
+                raw.close()
+                raise _foreign_error(path, foreign)
             ask_for_wal(raw)
             raw.execute("PRAGMA synchronous = NORMAL")
             raw.execute("PRAGMA foreign_keys = ON")
@@ -210,6 +237,76 @@ def connect_dbapi(db: DbUrl, *, create: bool = False) -> DbapiConnection:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise StoreError(f"cannot connect to {db.display()}: {first}") from None
     return DbapiConnection(pg, "postgresql")
+
+
+def sqlite_exists(path: Path) -> bool:
+    """Whether the SQLite file is there; a StoreError naming the folder in the way if drift
+    cannot even look (a folder it may not search, a file where a folder should be)."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise StoreError(
+            _in_the_way(path) or f"{path}: cannot reach the database: {exc.strerror or exc}"
+        ) from None
+    return True
+
+
+def _in_the_way(path: Path) -> str | None:
+    """`PATH: cannot reach the database: ...` naming the folder on the way that fails, if any."""
+    for part in [*reversed(path.parents), path]:
+        try:
+            os.stat(part)
+        except NotADirectoryError:
+            return f"{path}: cannot reach the database: {part.parent} is not a folder"
+        except PermissionError:
+            return f"{path}: cannot reach the database: permission denied to search {part.parent}"
+        except OSError:
+            return None
+    return None
+
+
+def create_private_sqlite(path: Path) -> None:
+    """Create an empty SQLite file readable by its owner only (0600), in folders made 0700.
+
+    It holds every script's text and every value that is not a secret. SQLite
+    gives its -wal, -shm and journal files the database file's mode.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        make_private_dirs(path.parent)
+        os.close(os.open(path, flags, 0o600))
+    except FileExistsError:
+        return  # another drift created it first
+    except OSError as exc:
+        raise StoreError(
+            _in_the_way(path) or f"{path}: cannot create the database: {exc.strerror or exc}"
+        ) from None
+
+
+def sqlite_privacy(path: Path) -> str:
+    """Who can read an SQLite history, as `drift init` says it: its mode, and a fix if needed."""
+    mode = stat.S_IMODE(os.stat(path).st_mode)
+    if mode & 0o066:
+        return (
+            f"mode {mode:04o}: other users can read every script and value it holds; "
+            f"chmod 600 {path}*"
+        )
+    return f"mode {mode:04o}: only its owner can read it"
+
+
+def make_private_dirs(folder: Path) -> None:
+    """Create `folder` and any missing parents with mode 0700 (mkdir(parents=True) would not)."""
+    missing: list[Path] = []
+    while not os.path.lexists(folder):
+        missing.append(folder)
+        folder = folder.parent
+    for part in reversed(missing):
+        try:
+            part.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
 
 
 def current_revision_dbapi(conn: DbapiConnection) -> str | None:
@@ -232,6 +329,28 @@ def current_revision_dbapi(conn: DbapiConnection) -> str | None:
     if not rows:
         return None
     return str(rows[0][0])
+
+
+def _foreign_tables(raw: sqlite3.Connection) -> list[str]:
+    """The tables of an SQLite file that no drift schema has, unless drift's version stamp
+    is there: drift refuses to add its tables beside another application's."""
+    names = {
+        str(n)
+        for (n,) in raw.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    }
+    if "alembic_version" in names:
+        return []
+    return sorted(names - DRIFT_TABLES)
+
+
+def _foreign_error(path: Path, foreign: list[str]) -> StoreError:
+    shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+    return StoreError(
+        f"{path}: holds tables of another application ({shown}): drift keeps its "
+        "history in a database of its own; give another --db or db in drift.toml"
+    )
 
 
 def _has_tables(conn: DbapiConnection) -> bool:
@@ -321,6 +440,8 @@ def backup_sqlite(path: Path, revision: str | None) -> Path:
     """Copy an SQLite database consistently (online backup API) before migrating it."""
     stamp = time.strftime("%Y%m%dT%H%M%S")
     target = path.with_name(f"{path.name}.bak-{revision or 'empty'}-{stamp}")
+    # A copy of the history is as private as the history, whatever mode the original has.
+    create_private_sqlite(target)
     src = sqlite3.connect(str(path))
     try:
         dst = sqlite3.connect(str(target))
@@ -330,7 +451,6 @@ def backup_sqlite(path: Path, revision: str | None) -> Path:
             dst.close()
     finally:
         src.close()
-    shutil.copymode(path, target)
     return target
 
 
@@ -347,8 +467,13 @@ def upgrade_database(
     """Migrate the database to head: refuse a newer one, back up an SQLite file first."""
     from alembic import command
 
-    if db.sqlite_path is not None and not db.sqlite_path.exists():
-        db.sqlite_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if db.sqlite_path is not None:
+        # Created private, and never drift's tables beside another application's.
+        first = connect_dbapi(db, create=True)
+        try:
+            current_revision_dbapi(first)
+        finally:
+            first.close()
     head = migration_head(script_location)
     engine = open_engine(db)
     try:
