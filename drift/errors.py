@@ -13,6 +13,10 @@ class ConfigError(DriftError):
     """drift.toml is missing, unreadable or invalid."""
 
 
+class TemplateError(ConfigError):
+    """A report template (one in templates_dir, or drift's own) cannot be read or rendered."""
+
+
 class TimeSpecError(DriftError):
     """A WHEN argument could not be understood or points outside the history."""
 

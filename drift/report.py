@@ -24,6 +24,7 @@ from drift.analysis.diff import (
 from drift.analysis.group import Restart, RestartEvent, category, group_changes
 from drift.analysis.rank import ChurnInfo, RankedStory, rank_stories
 from drift.analysis.scope import ConfigSwitch, ScopeSplit, split_scope
+from drift.errors import TemplateError
 from drift.redact import shown_secret
 from drift.store.query import History, SnapshotInfo, StoredVersion, from_us
 from drift.timespec import When, local_zone
@@ -576,20 +577,10 @@ def render_template(
     With `width` (a terminal's columns), every line is wrapped to it by
     `wrap_lines`, after rendering: templates need not know about widths.
     """
-    from jinja2 import (
-        ChoiceLoader,
-        Environment,
-        FileSystemLoader,
-        StrictUndefined,
-        select_autoescape,
-    )
+    from jinja2 import Environment, StrictUndefined, select_autoescape
 
-    from drift.resources import resource_dir
-
-    loaders = [FileSystemLoader(templates_dir)] if templates_dir else []
-    loaders.append(FileSystemLoader(str(resource_dir("templates"))))
     env = Environment(
-        loader=ChoiceLoader(loaders),
+        loader=_template_loader(templates_dir),
         autoescape=select_autoescape(["html"]),
         undefined=StrictUndefined,
         keep_trailing_newline=True,
@@ -610,7 +601,81 @@ def render_template(
         return click.style(text, **_STYLES.get(style, {}))
 
     env.filters["paint"] = paint
-    return wrap_lines(env.get_template(name).render(**context), width)
+    return wrap_lines(_render(env, name, context), width)
+
+
+def _template_loader(templates_dir: str | None) -> Any:
+    """The user's templates_dir first, then drift's own templates/ (a ChoiceLoader)."""
+    from jinja2 import ChoiceLoader, FileSystemLoader, TemplateNotFound
+
+    from drift.resources import resource_dir
+
+    class Loader(FileSystemLoader):
+        """A FileSystemLoader whose unreadable file is a TemplateError naming it."""
+
+        def get_source(self, environment: Any, template: str) -> Any:
+            try:
+                return super().get_source(environment, template)
+            except TemplateNotFound:
+                raise  # the next folder's, then drift's own
+            except (UnicodeDecodeError, OSError) as exc:
+                path = next(
+                    (
+                        os.path.join(folder, template)
+                        for folder in self.searchpath
+                        if os.path.isfile(os.path.join(folder, template))
+                    ),
+                    template,
+                )
+                if isinstance(exc, UnicodeDecodeError):
+                    why = f"not UTF-8 (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+                else:
+                    why = f"cannot read: {exc.strerror or exc}"
+                raise TemplateError(f"{path}: template {why}") from None
+
+    loaders: list[FileSystemLoader] = [Loader(templates_dir)] if templates_dir else []
+    loaders.append(FileSystemLoader(str(resource_dir("templates"))))
+    return ChoiceLoader(loaders)
+
+
+def _render(env: Any, name: str, context: dict[str, Any]) -> str:
+    """Render template `name`; a broken one of the user's (templates_dir) is a TemplateError
+    naming its file and line. One of drift's own is drift's bug and keeps its traceback."""
+    import jinja2
+
+    from drift.resources import resource_dir
+
+    own = str(resource_dir("templates")) + os.sep
+    try:
+        return str(env.get_template(name).render(**context))
+    except TemplateError:
+        raise
+    except jinja2.TemplateSyntaxError as exc:
+        if exc.filename is None or exc.filename.startswith(own):
+            raise
+        raise TemplateError(
+            f"{exc.filename}:{exc.lineno}: template syntax error: {exc.message}"
+        ) from None
+    except Exception as exc:
+        # Jinja runs a template as code whose frames carry the template's file and line.
+        spot = _template_frame(exc.__traceback__)
+        if spot is None or spot[0].startswith(own):
+            raise
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if not isinstance(exc, jinja2.TemplateError):
+            message = f"{type(exc).__name__}: {message}"
+        raise TemplateError(f"{spot[0]}:{spot[1]}: template error: {message}") from None
+
+
+def _template_frame(tb: Any) -> tuple[str, int] | None:
+    """The innermost frame of a traceback that is a template's (file, line), if any."""
+    found = None
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if not filename.endswith(".py") and os.path.isfile(filename):
+            found = (filename, tb.tb_lineno)
+        tb = tb.tb_next
+    return found
 
 
 # Wrapping terminal text -----------------------------------------------------
@@ -866,23 +931,13 @@ def render_report(context: dict[str, Any], fmt: str, templates_dir: str | None =
     context is since_context's plus `regenerate`, `generated_at`, `explain`
     and `digests`; a missing key is an error (StrictUndefined).
     """
-    from jinja2 import (
-        ChoiceLoader,
-        Environment,
-        FileSystemLoader,
-        StrictUndefined,
-        select_autoescape,
-    )
-
-    from drift.resources import resource_dir
+    from jinja2 import Environment, StrictUndefined, select_autoescape
 
     names = {"html": "report.html.j2", "md": "report.md.j2"}
     if fmt not in names:
         raise ValueError(f"report format must be html or md, not {fmt!r}")
-    loaders = [FileSystemLoader(templates_dir)] if templates_dir else []
-    loaders.append(FileSystemLoader(str(resource_dir("templates"))))
     env = Environment(
-        loader=ChoiceLoader(loaders),
+        loader=_template_loader(templates_dir),
         # select_autoescape matches the name's ending: "html" alone misses "report.html.j2".
         autoescape=select_autoescape(["html", "html.j2", "htm"]),
         undefined=StrictUndefined,
@@ -897,4 +952,4 @@ def render_report(context: dict[str, Any], fmt: str, templates_dir: str | None =
     env.filters["md"] = _md_text
     env.filters["code"] = _md_code
     env.filters["fence"] = _md_fence
-    return env.get_template(names[fmt]).render(**context)
+    return _render(env, names[fmt], context)

@@ -187,6 +187,38 @@ def test_templates_dir_in_drift_toml_overrides_a_template(tmp_path: Path) -> Non
     assert out.startswith("ON CALL VIEW tpl: 1 suspect(s)\n1 command v: output modified")
 
 
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (b"{% if suspects %}\n{{ host }\n", "2: template syntax error: unexpected '}'"),
+        (b"ok\n{{ on_call_rota }}\n", "2: template error: 'on_call_rota' is undefined"),
+        (b"caf\xe9 {{ host }}\n", " template not UTF-8 (byte 0xe9 at offset 3)"),
+    ],
+)
+def test_a_broken_template_in_templates_dir_is_one_line_and_writes_nothing(
+    tmp_path: Path, text: bytes, problem: str
+) -> None:
+    mine = tmp_path / "my-templates"
+    mine.mkdir()
+    for name in ("since.txt.j2", "report.md.j2"):
+        (mine / name).write_bytes(text)
+    config = tmp_path / "drift.toml"
+    config.write_text(
+        f'host = "tpl"\ntemplates_dir = "{mine}"\n[[commands]]\nname = "v"\nrun = "echo 1"\n'
+    )
+    cfg = ["--config", str(config), "--db", str(tmp_path / "d.db")]
+    run_drift(["record", *cfg], tmp_path, timeout=60)
+    run_drift(["record", *cfg], tmp_path, timeout=60)
+    for args, name in (
+        (["since", "--stable", "#1"], "since.txt.j2"),
+        (["report", "--stable", "#1", "-o", str(tmp_path / "pm.md")], "report.md.j2"),
+    ):
+        result = run_drift([*args, *cfg], tmp_path, check=False, timeout=60)
+        assert (result.returncode, result.stdout) == (2, ""), result.stderr
+        assert result.stderr == f"drift: {mine / name}:{problem}\n"
+    assert not (tmp_path / "pm.md").exists()
+
+
 def test_history_that_matches_nothing_exits_1_like_grep(
     recorded: list[str], tmp_path: Path
 ) -> None:

@@ -541,3 +541,55 @@ def test_a_users_template_wins(tmp_path: Path) -> None:
 def test_an_unknown_format_is_refused() -> None:
     with pytest.raises(ValueError, match="html or md"):
         render_report(report_context(), "pdf")
+
+
+# --- A broken template of the user's -----------------------------------------------------
+
+
+BROKEN = {
+    "syntax": (
+        "{% for s in suspects %}\n{{ s.rank }\n",
+        "2: template syntax error: unexpected '}'",
+    ),
+    "undefined": ("fine\n{{ no_such_variable }}\n", "2: template error: 'no_such_variable' is"),
+    "type": ("{{ 1 + 'a' }}\n", "1: template error: TypeError: unsupported operand"),
+}
+
+
+@pytest.mark.parametrize("fmt", ["html", "md"])
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_a_broken_user_template_is_one_line_naming_its_file_and_line(
+    tmp_path: Path, fmt: str, case: str
+) -> None:
+    from drift.errors import TemplateError
+
+    text, problem = BROKEN[case]
+    name = f"report.{fmt}.j2"
+    (tmp_path / name).write_text(text)
+    with pytest.raises(TemplateError) as exc:
+        render_report(report_context(), fmt, str(tmp_path))
+    message = str(exc.value)
+    assert "\n" not in message
+    assert message.startswith(f"{tmp_path / name}:{problem}"), message
+    assert exc.value.exit_code == 2
+
+
+def test_a_user_template_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    from drift.errors import TemplateError
+
+    (tmp_path / "report.md.j2").write_bytes(b"# caf\xe9 {{ host }}\n")
+    with pytest.raises(TemplateError) as exc:
+        render_report(report_context(), "md", str(tmp_path))
+    assert str(exc.value) == (
+        f"{tmp_path / 'report.md.j2'}: template not UTF-8 (byte 0xe9 at offset 5)"
+    )
+
+
+def test_a_broken_template_a_user_template_includes_is_named(tmp_path: Path) -> None:
+    from drift.errors import TemplateError
+
+    (tmp_path / "report.md.j2").write_text("head\n{% include 'part.j2' %}\n")
+    (tmp_path / "part.j2").write_text("one\ntwo {{ nope.deeper }}\n")
+    with pytest.raises(TemplateError) as exc:
+        render_report(report_context(), "md", str(tmp_path))
+    assert str(exc.value).startswith(f"{tmp_path / 'part.j2'}:2: template error: 'nope' is")
