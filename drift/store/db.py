@@ -288,12 +288,13 @@ def create_private_sqlite(path: Path) -> None:
 def sqlite_privacy(path: Path) -> str:
     """Who can read an SQLite history, as `drift init` says it: its mode, and a fix if needed."""
     mode = stat.S_IMODE(os.stat(path).st_mode)
-    if mode & 0o066:
-        return (
-            f"mode {mode:04o}: other users can read every script and value it holds; "
-            f"chmod 600 {path}*"
-        )
-    return f"mode {mode:04o}: only its owner can read it"
+    if mode & 0o044:
+        exposed = "other users can read every script and value it holds"
+    elif mode & 0o022:
+        exposed = "other users can change it"
+    else:
+        return f"mode {mode:04o}: only its owner can read it"
+    return f"mode {mode:04o}: {exposed}; chmod 600 {path}*"
 
 
 def make_private_dirs(folder: Path) -> None:
