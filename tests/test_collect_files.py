@@ -887,16 +887,19 @@ def test_a_walk_stays_on_the_filesystem_of_its_fixed_directory(mounted: Path) ->
     assert errors == [] and facts[f"file:{mounted}/the mount/sub/c.txt"]["sha256"] == sha(b"c")
 
 
-def test_a_walk_from_the_root_never_enters_proc_sys_or_dev() -> None:
+def test_a_walk_from_the_root_never_enters_proc_sys_or_dev(tmp_path: Path) -> None:
     # Two levels below /: every top-level folder is listed, none walked deeper.
     kernel = ("/proc/", "/sys/", "/dev/")
+    root = tmp_path / "root"  # the same, through a symlink the user named
+    root.symlink_to("/")
     for one_file_system in (True, False):
         found = [p for p, _ in expand_globs(["/*/*"], one_file_system=one_file_system)]
         assert found, "nothing at all two levels below /"
         assert not [p for p in found if p.startswith(kernel)]
         if one_file_system:
             assert not [p for p in found if p.startswith("/run/")]
-        assert [p for p, _ in expand_globs(["/*/loadavg"], one_file_system=False)] == []
+        for pattern in ("/*/loadavg", f"{root}/*/loadavg"):
+            assert list(expand_globs([pattern], one_file_system=one_file_system)) == []
     # Named as the fixed part of a glob, they are walked as any folder.
     assert globbed("/proc/loadavg") == ["/proc/loadavg"]
     assert "/proc/self/status" in globbed("/proc/self/stat*")

@@ -897,6 +897,9 @@ def _walk(
     # the real location against the exclusions too.
     real_base = os.path.realpath(base)
     aliased = real_base != base
+    # What a path below `base` is called below `real_base`: real_root + path[len(base):]
+    # ("" for /, whose paths already start with a slash).
+    real_root = real_base.rstrip("/")
     device: int | None = None
     mounts: frozenset[str] | None = None
     if one_file_system:
@@ -952,13 +955,13 @@ def _walk(
                 is_dir = False
             if is_dir:
                 if len(next_states) > 1 or end not in next_states:
-                    if path in stops or (aliased and real_base + path[len(base) :] in stops):
+                    if path in stops or (aliased and real_root + path[len(base) :] in stops):
                         continue
                     if (
                         device is not None
                         and (
                             mounts is None
-                            or (real_base + path[len(base) :] if aliased else path) in mounts
+                            or (real_root + path[len(base) :] if aliased else path) in mounts
                         )
                         and _device(entry) != device
                     ):
@@ -967,7 +970,7 @@ def _walk(
                 continue
             if end not in next_states:
                 continue
-            if path in excluded or (aliased and real_base + path[len(base) :] in excluded):
+            if path in excluded or (aliased and real_root + path[len(base) :] in excluded):
                 continue
             found = True
             if path not in matches:
