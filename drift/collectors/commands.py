@@ -293,10 +293,12 @@ def _set_subreaper(on: bool) -> bool | None:
         return None
     import ctypes
 
+    # prctl takes unsigned longs: said so, no upper half is left to chance.
+    zero = ctypes.c_ulong(0)
     was = ctypes.c_int()
-    if libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(was), 0, 0, 0) != 0:
+    if libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(was), zero, zero, zero) != 0:
         return None
-    if libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) != 0:
+    if libc.prctl(_PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(on), zero, zero, zero) != 0:
         return None
     return bool(was.value)
 
