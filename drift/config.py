@@ -11,12 +11,21 @@ import shlex
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from drift.errors import ConfigError
 
 SEARCH_PATHS = ("./drift.toml", "/etc/drift/drift.toml")
 CONTENT_FORMATS = ("json", "yaml", "toml", "text")
+
+MAX_SIZE = 1 << 30
+"""Default `max_size` of a [[files]] set: a larger file is recorded by its stat, not read."""
+
+MAX_FILES = 200_000
+"""Default `max_files` of a [[files]] set: a set matching more is refused, not recorded."""
+
+SIZE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+_SIZE_EXPECTED = f'expected a number of bytes or a size like "4GiB" ({", ".join(SIZE_UNITS)})'
 
 
 @dataclass(frozen=True)
@@ -35,13 +44,19 @@ class FileSpec:
     """A named set of files given by globs (``**`` crosses directories).
 
     With `content`, each file's text is kept too (up to 1 MiB) and changes are
-    diffed as `format`: json, yaml or toml by key, text line by line.
+    diffed as `format`: json, yaml or toml by key, text line by line. A file
+    over `max_size` bytes, or a sparse one, is recorded by its stat, not read;
+    the walk stays on the filesystem of each glob's fixed directory unless
+    `one_file_system` is off; a set matching over `max_files` files is refused.
     """
 
     name: str
     paths: tuple[str, ...]
     content: bool = False
     format: str = "text"
+    max_size: int = MAX_SIZE
+    one_file_system: bool = True
+    max_files: int = MAX_FILES
 
 
 @dataclass(frozen=True)
@@ -152,7 +167,7 @@ class _Reader:
             self.fail("", f"expected a table, got {_type_name(table)}")
         self.table: dict[str, Any] = table
 
-    def fail(self, key: str, what: str) -> None:
+    def fail(self, key: str, what: str) -> NoReturn:
         name = f"{self.where}.{key}" if self.where and key else (self.where or key)
         raise ConfigError(f"{self.path}: {name}: {what}")
 
@@ -208,6 +223,31 @@ class _Reader:
         if value <= 0:
             self.fail(key, "must be greater than 0")
         return float(value)
+
+    def count(self, key: str, default: int) -> int:
+        """A whole number greater than 0 (a count of files)."""
+        value = self.table.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail(key, f"expected a whole number, got {_type_name(value)}")
+        if value <= 0:
+            self.fail(key, "must be greater than 0")
+        return value
+
+    def size(self, key: str, default: int) -> int:
+        """A size in bytes: a whole number, or a string such as "512MiB" or "4 GiB"."""
+        value = self.table.get(key, default)
+        if isinstance(value, str):
+            import re
+
+            found = re.fullmatch(r"\s*([0-9]+)\s*([KMGT]iB|B)?\s*", value)
+            if found is None:
+                self.fail(key, f"{_SIZE_EXPECTED}, got {value!r}")
+            value = int(found[1]) * SIZE_UNITS[found[2] or "B"]
+        elif isinstance(value, bool) or not isinstance(value, int):
+            self.fail(key, f"{_SIZE_EXPECTED}, got {_type_name(value)}")
+        if value <= 0:
+            self.fail(key, "must be greater than 0")
+        return value
 
     def tables(self, key: str) -> list[_Reader]:
         value = self.table.get(key, [])
@@ -286,7 +326,9 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
     files = []
     file_readers = top.tables("files")
     for r in file_readers:
-        r.check_keys({"name", "paths", "content", "format"})
+        r.check_keys(
+            {"name", "paths", "content", "format", "max_size", "one_file_system", "max_files"}
+        )
         paths = tuple(str(base / os.path.expanduser(p)) for p in r.strings("paths", required=True))
         content = r.boolean("content")
         fmt = r.string("format")
@@ -295,7 +337,17 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
                 r.fail("format", f"unknown format {fmt!r} (known: {', '.join(CONTENT_FORMATS)})")
             if not content:
                 r.fail("format", "format needs content = true")
-        files.append(FileSpec(name=_name(r), paths=paths, content=content, format=fmt or "text"))
+        files.append(
+            FileSpec(
+                name=_name(r),
+                paths=paths,
+                content=content,
+                format=fmt or "text",
+                max_size=r.size("max_size", MAX_SIZE),
+                one_file_system=r.boolean("one_file_system", True),
+                max_files=r.count("max_files", MAX_FILES),
+            )
+        )
     _unique_names(file_readers, [f.name for f in files])
 
     repos = []

@@ -23,10 +23,17 @@ STARTER_CONFIG = """\
 # # match = "launch_server.*--disaggregation-mode decode"
 # script = "/opt/serve/decode.sh"
 
-# Files by glob (** crosses folders): sha256, size and mode of each.
+# Files by glob (** crosses folders): sha256, size and mode of each. A walk
+# stays on one filesystem and never enters /proc, /sys, /dev or /run unless
+# the glob starts there; a file over max_size (or sparse) is recorded by its
+# size, mtime and inode instead of being read; a set matching more than
+# max_files files is not recorded (its files keep their last values).
 # [[files]]
 # name = "attention-kernels"
 # paths = ["/opt/sglang/python/sglang/srt/layers/attention/**/*.py"]
+# max_size = "1GiB"        # bytes, or a size in B, KiB, MiB, GiB or TiB
+# one_file_system = true   # false: cross into other mounts too
+# max_files = 200000
 
 # A config file whose text is kept, so a change shows the keys that changed.
 # [[files]]
@@ -39,7 +46,8 @@ STARTER_CONFIG = """\
 # [[repos]]
 # path = "/opt/sglang"
 
-# A command whose output and exit code are recorded.
+# A command whose output and exit code are recorded. Whatever it starts is
+# killed once it is done, even what left its process group (setsid, daemons).
 # [[commands]]
 # name = "gpu-driver"
 # run = "nvidia-smi --query-gpu=driver_version --format=csv,noheader"

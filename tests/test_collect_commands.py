@@ -199,3 +199,123 @@ def test_a_spec_without_a_folder_runs_in_the_current_one(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     assert values(collect("pwd")) == {"stdout": f"{tmp_path}\n", "exit": "0"}
+
+
+# --- processes that leave the command's group ------------------------------------
+
+
+def marker() -> str:
+    """A sleep length no other process on the machine is using: its command line is the marker."""
+    return f"300.{os.getpid()}{time.monotonic_ns() % 10**9:09d}"
+
+
+def left_running(mark: str, wait: float = 2.0) -> list[psutil.Process]:
+    """The live processes whose command line holds `mark`, once they had `wait` seconds to die."""
+    deadline = time.monotonic() + wait
+    while True:
+        found = []
+        for proc in psutil.process_iter(["cmdline"]):
+            if mark in (proc.info["cmdline"] or []) and alive(proc.pid):
+                found.append(proc)
+        if not found or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def marks() -> Iterator[list[str]]:
+    """Markers a test hands out; any process still carrying one afterwards is killed by pid."""
+    handed: list[str] = []
+    yield handed
+    for mark in handed:
+        for proc in left_running(mark, wait=0):
+            proc.kill()
+
+
+def setsid_sleep(marks: list[str]) -> str:
+    mark = marker()
+    marks.append(mark)
+    return mark
+
+
+def test_a_setsid_child_is_killed_once_the_command_is_done(marks: list[str]) -> None:
+    mark = setsid_sleep(marks)
+    started = time.monotonic()
+    items = collect(f"setsid sleep {mark} & echo started")
+    assert values(items) == {"stdout": "started\n", "exit": "0"}
+    assert time.monotonic() - started < 2  # not waited for: it holds stdout, and is killed
+    assert left_running(mark) == []
+
+
+def test_a_double_forked_daemon_is_killed_too(marks: list[str]) -> None:
+    mark = setsid_sleep(marks)
+    # The usual daemon: fork, setsid, fork again, let the middle process exit, drop stdout.
+    items = collect(f"( setsid sh -c 'sleep {mark} >/dev/null 2>&1 &' & ); echo started")
+    assert values(items) == {"stdout": "started\n", "exit": "0"}
+    assert left_running(mark) == []
+
+
+def test_a_setsid_child_of_a_command_that_times_out_is_killed(marks: list[str]) -> None:
+    mark = setsid_sleep(marks)
+    started = time.monotonic()
+    items = collect(f"setsid sleep {mark} & sleep 100", timeout=1)
+    assert items == [CollectionError("command:probe", None, "timed out after 1s")]
+    assert time.monotonic() - started < 3
+    assert left_running(mark) == []
+
+
+def test_a_health_check_leaves_nothing_behind_either(marks: list[str]) -> None:
+    mark = setsid_sleep(marks)
+    spec = HealthSpec(name="up", run=f"setsid sleep {mark} >/dev/null & exit 0", timeout=5)
+    (check,) = collect_health(spec, CollectContext())
+    assert isinstance(check, Fact) and check.value == "true"
+    assert left_running(mark) == []
+
+
+def test_a_process_drift_did_not_start_for_the_command_is_left_alone(marks: list[str]) -> None:
+    # A child this process had before the command, and one it starts afterwards:
+    # neither descends from the command, so neither is killed.
+    before_mark, after_mark = setsid_sleep(marks), setsid_sleep(marks)
+    before = psutil.Popen(["sleep", before_mark], start_new_session=True)
+    try:
+        assert values(collect("setsid sleep 1 & echo ok"))["stdout"] == "ok\n"
+        after = psutil.Popen(["sleep", after_mark])
+        try:
+            assert alive(before.pid) and alive(after.pid)
+            assert values(collect("true")) == {"stdout": "", "exit": "0"}
+            assert alive(before.pid) and alive(after.pid)
+        finally:
+            after.kill()
+            after.wait(5)
+    finally:
+        before.kill()
+        before.wait(5)
+
+
+def test_drift_record_leaves_no_process_of_its_commands_or_checks(
+    tmp_path: Path, marks: list[str]
+) -> None:
+    by_command, by_check, by_timeout = (setsid_sleep(marks) for _ in range(3))
+    (tmp_path / "drift.toml").write_text(
+        'host = "h"\n'
+        f'[[commands]]\nname = "spawns"\nrun = "setsid sleep {by_command} & echo started"\n'
+        f'[[commands]]\nname = "hangs"\nrun = "setsid sleep {by_timeout} & sleep 60"\n'
+        "timeout = 1\n"
+        f'[[health]]\nname = "daemon"\nrun = "( setsid sleep {by_check} >/dev/null 2>&1 & )"\n'
+    )
+    args = ["--config", str(tmp_path / "drift.toml"), "--db", str(tmp_path / "d.db")]
+    started = time.monotonic()
+    result = run_drift(["record", *args], tmp_path, check=False, timeout=30)
+    assert result.returncode == 4, result.stderr  # the command that hangs is a blind spot
+    assert result.stdout.startswith("snapshot #1: 3 facts, 3 changed, 1 error, ")
+    assert time.monotonic() - started < 10
+    for mark in (by_command, by_check, by_timeout):
+        assert left_running(mark) == [], mark
+    shown = json.loads(run_drift(["show", *args, "--format", "json"], tmp_path).stdout)
+    facts = {
+        (subject["subject"], fact["key"]): fact["value"]
+        for subject in shown["data"]["subjects"]
+        for fact in subject["facts"]
+    }
+    assert facts["command:spawns", "stdout"] == "started"
+    assert facts["health:daemon", "ok"] == "true"

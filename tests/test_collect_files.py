@@ -14,9 +14,11 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from conftest import run_drift
 
 from drift.collectors import files
 from drift.collectors.files import collect_files, expand_globs
@@ -704,3 +706,255 @@ def test_unreadable_content_file_keeps_its_last_content(tmp_path: Path) -> None:
         [f"file:{path}", "sha256", "cannot read: Permission denied"],
         [f"file:{path}", "content", "cannot read: Permission denied"],
     ]
+
+
+# ---------------------------------------------------------------------------
+# Files too large or too sparse to read
+
+
+def not_hashed(reason: str, path: Path) -> str:
+    """The sha256 value of a file drift did not read: why, and the stat that moves with it."""
+    st = path.stat()
+    seconds, nanos = divmod(st.st_mtime_ns, 1_000_000_000)
+    moment = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return f"not hashed: {reason} (mtime {moment}.{nanos:09d} UTC, inode {st.st_ino})"
+
+
+def sparse_file(path: Path, size: int, data: bytes = b"") -> Path:
+    """A file of `size` bytes that holds only `data` at its start: the rest is one hole."""
+    with open(path, "wb") as f:
+        f.write(data)
+    os.truncate(path, size)  # costs no disk
+    return path
+
+
+def test_a_100_gib_file_is_recorded_by_its_stat_at_once_and_never_read(tmp_path: Path) -> None:
+    image = sparse_file(tmp_path / "vm.img", 100 << 30, b"boot")
+    small = tmp_path / "small.conf"
+    small.write_text("k = v\n")
+    spec = FileSpec("images", (str(tmp_path / "*"),))
+    settle()
+    first = CollectContext()
+    facts, errors = run(spec, first)  # reading 100 GiB would take minutes; run() allows 10 s
+    assert errors == []
+    subject = f"file:{image}"
+    assert facts[subject] == {
+        "sha256": not_hashed("larger than 1 GiB", image),
+        "size": str(100 << 30),
+        "mode": "0644",
+    }
+    assert facts[f"file:{small}"]["sha256"] == sha(b"k = v\n")
+    # Never in the stat cache (there is no digest to vouch for), and the same
+    # facts however it is listed: with its lstat (a progress line, a cached
+    # neighbour) or only opened.
+    assert list(first.cache_updates) == [str(small)]
+    assert run(spec, CollectContext(progress=lambda line: None)) == (facts, [])
+    assert run(spec, CollectContext(file_cache=dict(first.cache_updates))) == (facts, [])
+    # Written in place (mtime moves) or replaced (a new inode): the value moves with it.
+    st = image.stat()
+    os.utime(image, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    touched, _ = run(spec)
+    assert touched[subject]["sha256"] == not_hashed("larger than 1 GiB", image)
+    assert touched[subject]["sha256"] != facts[subject]["sha256"]
+    replacement = sparse_file(tmp_path / "vm.img.new", 100 << 30, b"boot")
+    os.utime(replacement, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    replacement.rename(image)
+    replaced, _ = run(spec)
+    assert replaced[subject]["sha256"] == not_hashed("larger than 1 GiB", image)
+    assert replaced[subject]["sha256"] != touched[subject]["sha256"]
+
+
+def test_a_lower_max_size_wins_over_a_digest_in_the_stat_cache(tmp_path: Path) -> None:
+    path = tmp_path / "weights.bin"
+    data = os.urandom(3 << 20)
+    path.write_bytes(data)
+    settle()
+    first = CollectContext()
+    facts, _ = run(FileSpec("w", (str(path),)), first)
+    assert facts[f"file:{path}"]["sha256"] == sha(data) and str(path) in first.cache_updates
+    lowered = FileSpec("w", (str(path),), max_size=2 << 20)
+    for ctx in (CollectContext(file_cache=dict(first.cache_updates)), CollectContext()):
+        facts, errors = run(lowered, ctx)
+        assert errors == []
+        assert facts[f"file:{path}"]["sha256"] == not_hashed("larger than 2 MiB", path)
+        assert ctx.cache_updates == {}
+    # Exactly max_size is still read.
+    facts, _ = run(FileSpec("w", (str(path),), max_size=3 << 20))
+    assert facts[f"file:{path}"]["sha256"] == sha(data)
+
+
+def test_a_sparse_file_under_max_size_is_not_read_whole(tmp_path: Path) -> None:
+    sparse = sparse_file(tmp_path / "lastlog", 1000 << 20, b"x" * 4096)
+    with open(sparse, "rb") as f:
+        if os.lseek(f.fileno(), 0, os.SEEK_HOLE) >= 1000 << 20:
+            pytest.skip("this filesystem reports no holes")
+    # Below SPARSE_MIN a sparse file is read: its holes are zeros, and quick.
+    little = sparse_file(tmp_path / "little", 1 << 20, b"y" * 4096)
+    # A dense file past SPARSE_MIN is read too: only holes make a file sparse.
+    dense = tmp_path / "dense.bin"
+    dense_data = os.urandom(files.SPARSE_MIN)
+    dense.write_bytes(dense_data)
+    spec = FileSpec("logs", (str(tmp_path / "*"),), content=True)
+    facts, errors = run(spec)
+    assert facts[f"file:{sparse}"] == {
+        "sha256": not_hashed("sparse", sparse),
+        "size": str(1000 << 20),
+        "mode": "0644",
+    }
+    assert facts[f"file:{little}"]["sha256"] == sha(b"y" * 4096 + bytes((1 << 20) - 4096))
+    assert facts[f"file:{dense}"]["sha256"] == sha(dense_data)
+    # Its content, if kept, is a blind spot, as for any file over 1 MiB.
+    assert (
+        CollectionError(
+            f"file:{sparse}", "content", f"too large to keep content ({1000 << 20} bytes)"
+        )
+        in errors
+    )
+
+
+def test_drift_record_of_a_100_gib_file_is_quick_and_quiet_until_it_changes(
+    tmp_path: Path,
+) -> None:
+    images = tmp_path / "images"
+    images.mkdir()
+    image = sparse_file(images / "disk.qcow2", 100 << 30)
+    (tmp_path / "drift.toml").write_text(
+        f'host = "h"\n[[files]]\nname = "images"\npaths = ["{images}/*"]\nmax_size = "4GiB"\n'
+    )
+    args = ["--config", str(tmp_path / "drift.toml"), "--db", str(tmp_path / "d.db")]
+    settle()
+    assert run_drift(["record", *args], tmp_path, timeout=30).stdout.startswith(
+        "snapshot #1: 3 facts, 3 changed, 0 errors"
+    )
+    assert run_drift(["record", *args], tmp_path, timeout=30).stdout.startswith(
+        "snapshot #2: 3 facts, 0 changed, 0 errors"
+    )
+    st = image.stat()
+    os.utime(image, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    assert run_drift(["record", *args], tmp_path, timeout=30).stdout.startswith(
+        "snapshot #3: 3 facts, 1 changed, 0 errors"
+    )
+    shown = run_drift(["show", *args, "--format", "json"], tmp_path).stdout
+    (subject,) = json.loads(shown)["data"]["subjects"]
+    values = {fact["key"]: fact["value"] for fact in subject["facts"]}
+    assert values["sha256"] == not_hashed("larger than 4 GiB", image)
+
+
+# ---------------------------------------------------------------------------
+# Where a walk stops
+
+
+@pytest.fixture
+def mounted(tmp_path: Path) -> Iterator[Path]:
+    """tmp_path/tree with a tmpfs at "tree/the mount", each holding files; skips if mount fails.
+
+    The space in the name is written as an escape in /proc/self/mountinfo.
+    """
+    tree = tmp_path / "tree"
+    mount_point = tree / "the mount"
+    mount_point.mkdir(parents=True)
+    (tree / "a.txt").write_text("a")
+    mount = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount_point)],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    if mount.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mount.stderr.strip()}")
+    try:
+        (mount_point / "sub").mkdir()
+        (mount_point / "b.txt").write_text("b")
+        (mount_point / "sub" / "c.txt").write_text("c")
+        yield tree
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=True, timeout=10)
+
+
+def test_a_walk_stays_on_the_filesystem_of_its_fixed_directory(mounted: Path) -> None:
+    inside = [f"{mounted}/the mount/b.txt", f"{mounted}/the mount/sub/c.txt"]
+    assert globbed(mounted / "**") == [f"{mounted}/a.txt"]
+    assert globbed(mounted / "*" / "*.txt") == []
+    # Through a symlink the user named, the mount is still seen for what it is.
+    link = mounted.parent / "link"
+    link.symlink_to(mounted)
+    assert globbed(link / "**") == [f"{link}/a.txt"]
+    crossing = [p for p, _ in expand_globs([f"{mounted}/**"], one_file_system=False)]
+    assert crossing == [f"{mounted}/a.txt", *inside]
+    # A glob whose fixed part is on the mount walks it: the user named it.
+    assert globbed(mounted / "the mount" / "**") == inside
+    facts, errors = run(FileSpec("t", (str(mounted / "**"),), one_file_system=False))
+    assert errors == [] and facts[f"file:{mounted}/the mount/sub/c.txt"]["sha256"] == sha(b"c")
+
+
+def test_a_walk_from_the_root_never_enters_proc_sys_or_dev(tmp_path: Path) -> None:
+    # Two levels below /: every top-level folder is listed, none walked deeper.
+    kernel = ("/proc/", "/sys/", "/dev/")
+    root = tmp_path / "root"  # the same, through a symlink the user named
+    root.symlink_to("/")
+    for one_file_system in (True, False):
+        found = [p for p, _ in expand_globs(["/*/*"], one_file_system=one_file_system)]
+        assert found, "nothing at all two levels below /"
+        assert not [p for p in found if p.startswith(kernel)]
+        if one_file_system:
+            assert not [p for p in found if p.startswith("/run/")]
+        for pattern in ("/*/loadavg", f"{root}/*/loadavg"):
+            assert list(expand_globs([pattern], one_file_system=one_file_system)) == []
+    # Named as the fixed part of a glob, they are walked as any folder.
+    assert globbed("/proc/loadavg") == ["/proc/loadavg"]
+    assert "/proc/self/status" in globbed("/proc/self/stat*")
+
+
+def test_a_set_over_max_files_is_refused_in_one_error_that_keeps_its_files(tree: Path) -> None:
+    spec = FileSpec("all", (str(tree / "**"),), max_files=5)
+    facts, errors = run(spec)
+    assert facts == {}
+    assert errors == [
+        CollectionError(
+            f"file:{tree}/",
+            None,
+            f"more than 5 files match {tree}/**: set all not recorded (max_files = 5)",
+        )
+    ]
+    assert covers(errors[0], f"file:{tree}/x/y/c.py", "sha256")
+    facts, errors = run(FileSpec("all", (str(tree / "**"),), max_files=8))  # exactly 8 files
+    assert errors == [] and len(facts) == 8
+    # Over several globs, the error covers the folder they share.
+    two = FileSpec("two", (str(tree / "x" / "**"), str(tree / "notes.txt")), max_files=2)
+    assert [e.subject for e in run(two)[1]] == [f"file:{tree}/"]
+
+
+def test_a_walk_past_max_files_stops_there(tmp_path: Path) -> None:
+    for d in range(40):
+        folder = tmp_path / "data" / f"d{d:02}"
+        folder.mkdir(parents=True)
+        for f in range(50):
+            (folder / f"f{f:02}").write_text("")
+    found: list[int] = []
+    ctx = CollectContext(progress=lambda line: found.append(int(line.rsplit(": ", 1)[1][:-6])))
+    spec = FileSpec("data", (str(tmp_path / "data" / "**"),), max_files=100)
+    items = list(collect_files(spec, ctx))
+    assert [type(item) for item in items] == [CollectionError]
+    # Counted as it walks (the progress line a terminal shows): it stopped at
+    # the folder that took it past 100, not after listing all 2,000 files.
+    assert max(found) <= 150
+
+
+def test_drift_record_over_max_files_keeps_the_last_values_and_says_why(tree: Path) -> None:
+    home = tree.parent
+    config = home / "drift.toml"
+    args = ["--config", str(config), "--db", str(home / "d.db")]
+    entry = f'[[files]]\nname = "all"\npaths = ["{tree}/**"]\n'
+    config.write_text('host = "h"\n' + entry)
+    assert run_drift(["record", *args], home).stdout.startswith("snapshot #1: 24 facts, 24 changed")
+    config.write_text('host = "h"\n' + entry + "max_files = 3\n")
+    result = run_drift(["record", *args], home, check=False)
+    assert result.returncode == 4
+    # Nothing collected, nothing removed: the 24 facts keep their values.
+    assert result.stdout.startswith("snapshot #2: 0 facts, 0 changed, 1 error")
+    assert result.stderr == (
+        f"  ! file:{tree}/: more than 3 files match {tree}/**: "
+        "set all not recorded (max_files = 3)\n"
+    )
+    shown = json.loads(run_drift(["show", *args, "--format", "json"], home).stdout)
+    assert len(shown["data"]["subjects"]) == 8

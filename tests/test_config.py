@@ -193,6 +193,54 @@ def test_bad_content_settings_name_the_key(tmp_path: Path, text: str, message: s
     assert str(info.value) == f"{path}: {message}"
 
 
+def test_file_limits_default_and_take_bytes_or_a_size_with_a_binary_unit(tmp_path: Path) -> None:
+    entries = [
+        "",
+        "max_size = 4096\nmax_files = 10\none_file_system = false",
+        'max_size = "4GiB"',
+        'max_size = " 512 MiB "',
+        'max_size = "2TiB"',
+        'max_size = "100B"',
+    ]
+    text = "".join(
+        f'[[files]]\nname = "s{i}"\npaths = ["a"]\n{entry}\n' for i, entry in enumerate(entries)
+    )
+    default, small, gib, mib, tib, plain = load_config(write(tmp_path, text)).files
+    limits = [(f.max_size, f.max_files, f.one_file_system) for f in (default, small)]
+    assert limits == [(1 << 30, 200_000, True), (4096, 10, False)]
+    assert [f.max_size for f in (gib, mib, tib, plain)] == [4 << 30, 512 << 20, 2 << 40, 100]
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (
+            'max_size = "4GB"',
+            'files[0].max_size: expected a number of bytes or a size like "4GiB" '
+            "(B, KiB, MiB, GiB, TiB), got '4GB'",
+        ),
+        (
+            "max_size = 1.5",
+            'files[0].max_size: expected a number of bytes or a size like "4GiB" '
+            "(B, KiB, MiB, GiB, TiB), got a number",
+        ),
+        ("max_size = 0", "files[0].max_size: must be greater than 0"),
+        ('max_size = "0GiB"', "files[0].max_size: must be greater than 0"),
+        ("max_files = true", "files[0].max_files: expected a whole number, got a boolean"),
+        ("max_files = -1", "files[0].max_files: must be greater than 0"),
+        (
+            'one_file_system = "no"',
+            "files[0].one_file_system: expected true or false, got a string",
+        ),
+    ],
+)
+def test_bad_file_limits_name_the_key(tmp_path: Path, entry: str, message: str) -> None:
+    path = write(tmp_path, f'[[files]]\nname = "k"\npaths = ["a"]\n{entry}\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value) == f"{path}: {message}"
+
+
 def test_starter_config_is_valid_as_written_and_with_every_example_uncommented(
     tmp_path: Path,
 ) -> None:

@@ -7,6 +7,7 @@ import os
 import pty
 import random
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -310,18 +311,42 @@ def _stderr_on_a_terminal(args: list[str], tmp_path: Path) -> tuple[str, str]:
     return result.stdout.decode(), screen.decode()
 
 
+def preallocated(path: Path, size: int) -> Path:
+    """A file of `size` bytes, allocated but never written (fallocate); skips where that costs.
+
+    Not on tmpfs, where it would take memory, nor where fallocate would write
+    zeros or the disk would be left with less than as much again free.
+    """
+    kind = subprocess.run(
+        ["stat", "-f", "-c", "%T", str(path.parent)], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    if kind in ("tmpfs", "ramfs"):
+        pytest.skip(f"{path.parent} is on {kind}: preallocating would take memory")
+    if shutil.disk_usage(path.parent).free < 2 * size:
+        pytest.skip(f"not {2 * size >> 30} GiB free to preallocate {path.name}")
+    made = subprocess.run(["fallocate", "-l", str(size), str(path)], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot preallocate {path.name}: {made.stderr.strip()}")
+    return path
+
+
 def test_ctrl_c_while_huge_files_are_hashed_ends_at_once_and_writes_nothing(
-    tmp_path: Path,
+    tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     tree = tmp_path / "tree"
     tree.mkdir()
     for i in range(50):
         (tree / f"f{i:02}.txt").write_text(f"{i}\n")
-    for name, gib in (("huge.img", 64), ("big.img", 48)):  # sparse: no disk used
-        with open(tree / name, "wb") as f:
-            f.truncate(gib << 30)
+    # Preallocated, not sparse: drift never reads a sparse file, but reads these
+    # whole (zeros, no disk reads), for longer than the 5 s allowed below.
+    images = {tree / "huge.img": 24 << 30, tree / "big.img": 4 << 30}
+    request.addfinalizer(lambda: [image.unlink(missing_ok=True) for image in images])
+    for image, size in images.items():
+        preallocated(image, size)
     path = tmp_path / "drift.toml"
-    path.write_text(f'host = "rec"\n[[files]]\nname = "tree"\npaths = ["{tree}/*"]\n')
+    path.write_text(
+        f'host = "rec"\n[[files]]\nname = "tree"\npaths = ["{tree}/*"]\nmax_size = "32GiB"\n'
+    )
     db = tmp_path / "d.db"
     proc = start_drift(["record", "--config", str(path), "--db", str(db)], tmp_path)
     deadline = time.monotonic() + 30

@@ -4,6 +4,11 @@
 programs: in a new session, stdin from /dev/null, and with the whole process
 group killed on timeout and again once the command is done, so a `sleep 100 &`
 left behind by a command (or a health check) never outlives `drift record`.
+A process that left the group (`setsid`, a daemon's double fork) is ended
+too: while a command runs drift is a child subreaper (Linux), so every
+descendant orphaned meanwhile becomes drift's child instead of init's, and
+once the command is done each new child of drift is killed with everything
+below it, and reaped.
 """
 
 from __future__ import annotations
@@ -12,12 +17,18 @@ import os
 import selectors
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING
 
 from drift.config import CommandSpec, HealthSpec
 from drift.facts import CollectContext, CollectionError, Fact
+
+if TYPE_CHECKING:
+    import ctypes
 
 MAX_OUTPUT = 1024 * 1024
 """Bytes of stdout kept per command; the rest is read and dropped."""
@@ -30,6 +41,10 @@ _CHUNK = 64 * 1024
 # its stdout may keep writing before the process group is killed.
 _LINGER = 0.2
 _POLL = 0.05
+# How long the descendants killed after a command get to die and be reaped
+# (a process stuck in the kernel, on a dead NFS server, may never).
+_REAP_WAIT = 1.0
+_REAP_ROUNDS = 8
 
 
 @dataclass(frozen=True)
@@ -118,6 +133,7 @@ def stream_bounded(
         args = tuple(argv_or_shell)
     started = time.monotonic()
     deadline = started + timeout
+    strays = _Strays()  # before the fork: the command inherits where its orphans go
     try:
         proc = subprocess.Popen(
             args,
@@ -129,6 +145,7 @@ def stream_bounded(
             start_new_session=True,
         )
     except OSError as exc:
+        strays.end()
         if cwd and not os.path.isdir(cwd):
             # The child's chdir failed, not the program: say which folder.
             error = f"cannot run in {cwd}: no such folder"
@@ -177,6 +194,7 @@ def stream_bounded(
         # keeps the group id taken), so this cannot hit an unrelated process.
         _kill_group(proc.pid)
         exit_code = proc.wait()
+        strays.end()  # what left the group: reparented to drift by now
         proc.stdout.close()
         proc.stderr.close()
     return CompletedRun(
@@ -200,6 +218,143 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+_PR_SET_CHILD_SUBREAPER = 36
+_PR_GET_CHILD_SUBREAPER = 37
+
+
+class _Strays:
+    """The processes one command leaves behind outside its group, and their ending.
+
+    Made just before the command starts: drift becomes a child subreaper and
+    notes the children it already has. `end`, once the command's leader is
+    reaped, kills every other child drift has gained, and all below each,
+    then reaps them and puts the subreaper setting back. Only a process the
+    command started can be among them: drift runs one command at a time, and
+    the orphans of older children (the demo's services) go to init, since the
+    kernel looks for a subreaper only above a process forked from one (unless
+    one sits above drift too). Without a subreaper (not Linux), the group
+    kill is all there is.
+    """
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.previous = _set_subreaper(True)
+        self.before: frozenset[tuple[int, int]] = frozenset()
+        if self.previous is not None and _has_children():
+            self.before = frozenset(
+                (pid, start) for pid, (ppid, start) in _process_table().items() if ppid == self.pid
+            )
+
+    def end(self) -> None:
+        if self.previous is None:
+            return
+        try:
+            deadline = time.monotonic() + _REAP_WAIT
+            for _round in range(_REAP_ROUNDS):
+                if not _has_children():
+                    return
+                # A descendant killed here has its own children reparented to
+                # drift when it dies: the next round reaps them.
+                table = _process_table()
+                below: dict[int, list[int]] = {}
+                for pid, (ppid, _start) in table.items():
+                    below.setdefault(ppid, []).append(pid)
+                mine = [
+                    pid
+                    for pid, (ppid, start) in table.items()
+                    if ppid == self.pid and (pid, start) not in self.before
+                ]
+                if not mine:
+                    return
+                doomed, seen = list(mine), set(mine)
+                for pid in doomed:  # grows as it goes: every descendant once
+                    for child in below.get(pid, ()):
+                        if child not in seen:
+                            seen.add(child)
+                            doomed.append(child)
+                for pid in doomed:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+                for pid in mine:
+                    _reap(pid, deadline)
+        finally:
+            if not self.previous:
+                _set_subreaper(False)
+
+
+def _set_subreaper(on: bool) -> bool | None:
+    """Make this process a child subreaper (or not); its previous setting, None if unsupported."""
+    libc = _libc()
+    if libc is None:
+        return None
+    import ctypes
+
+    # prctl takes unsigned longs: said so, no upper half is left to chance.
+    zero = ctypes.c_ulong(0)
+    was = ctypes.c_int()
+    if libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(was), zero, zero, zero) != 0:
+        return None
+    if libc.prctl(_PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(on), zero, zero, zero) != 0:
+        return None
+    return bool(was.value)
+
+
+@cache
+def _libc() -> ctypes.CDLL | None:
+    """The C library, for prctl; None where there is no PR_SET_CHILD_SUBREAPER."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def _has_children() -> bool:
+    """True if this process has a child, live or not yet reaped (one system call)."""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
+
+
+def _process_table() -> dict[int, tuple[int, int]]:
+    """Every process's (parent pid, start time in clock ticks), from /proc."""
+    table: dict[int, tuple[int, int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                text = f.read()
+        except OSError:
+            continue  # gone meanwhile
+        # The name in parentheses may hold anything, spaces and ")" included.
+        fields = text[text.rfind(b")") + 2 :].split()
+        try:
+            table[int(name)] = (int(fields[1]), int(fields[19]))
+        except (IndexError, ValueError):
+            continue
+    return table
+
+
+def _reap(pid: int, deadline: float) -> None:
+    """Wait for a killed child until `deadline`; one that will not die stays a zombie-to-be."""
+    while True:
+        try:
+            done, _status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return  # reaped already, or never ours
+        if done or time.monotonic() >= deadline:
+            return
+        time.sleep(0.002)
 
 
 def exit_text(exit_code: int) -> str:
