@@ -245,8 +245,9 @@ _CONTEXT_GROUPS = (
 _TOOL_SCAN = re.compile(
     r"(?<![\w.-])(?P<tool>mysql(?:admin|dump|check|import|show|slap|binlog)?"
     r"|mariadb(?:-?(?:admin|dump|check|import|show|slap|binlog))?|redis-cli|sshpass)"
-    r"(?![\w.-])(?P<args>(?:[^\n;&|\\]|\\\r?\n|\\.)*)"
+    r"(?![\w.-])"
 )
+_TOOL_ARGS = re.compile(r"(?:[^\n;&|\\]|\\\r?\n|\\.)*")
 _TOOL_VALUE = r"(?P<v>(?:[^\s\"'\\]|\\.)+)"
 # JSON argv separates words by '", "'
 _NEXT_WORD = r"(?:[ \t]+|\",[ \t]*\")"
@@ -435,8 +436,6 @@ class Redactor:
         ):
             return ()
         spans = list(self._scan_shapes(text))
-        if "PRIVATE KEY" in text:
-            spans.extend((m.start(), m.end(), m.group()) for m in _PEM_SCAN.finditer(text))
         if _may_hold_auth(text):
             spans.extend(
                 (m.start("auth"), m.end("auth"), m.group("auth"))
@@ -450,16 +449,19 @@ class Redactor:
         return spans
 
     def _scan_shapes(self, text: str) -> Sequence[Span]:
-        """Spans of `text` that are secret by shape alone: URL passwords and token formats.
+        """Spans of `text` that are secret by shape alone: URL passwords, tokens, private keys.
 
         What a file name or a fact's subject is searched for: a name holds no
         flags or assignments, and searching it for them would hide path words.
         """
         url = "://" in text
         token = _may_hold_token(text)
-        if not (url or token):
+        pem = "PRIVATE KEY" in text
+        if not (url or token or pem):
             return ()
         spans: list[Span] = []
+        if pem:  # a flag "name" from argv can be a whole key: "--opt", "-----BEGIN ..."
+            spans.extend((m.start(), m.end(), m.group()) for m in _PEM_SCAN.finditer(text))
         if url:
             spans.extend(
                 (m.start("urlpw"), m.end("urlpw"), m.group("urlpw"))
@@ -474,8 +476,12 @@ class Redactor:
         for command in _TOOL_SCAN.finditer(text):
             tool = command.group("tool")
             family = "mysql" if tool.startswith(("mysql", "mariadb")) else tool
-            base = command.start("args")
-            for m in _TOOL_OPTIONS[family].finditer(command.group("args")):
+            # the arguments run to the end of the command, over any other tool's name
+            # (several commands in one JSON argv or one quoted string)
+            args = _TOOL_ARGS.match(text, command.end())
+            assert args is not None  # it matches the empty string
+            base = args.start()
+            for m in _TOOL_OPTIONS[family].finditer(args.group()):
                 value = m.group("v")
                 if _ALREADY_REDACTED.fullmatch(value):
                     continue
@@ -553,16 +559,20 @@ class Redactor:
         return self._apply(text, self._scan(text), self._literal_spans(text))
 
     def mask_name(self, name: str) -> str:
-        """A subject, key or path with secrets in it masked: stable across records, still unique.
+        """A subject or path with secrets in it masked: stable across records, still unique.
 
-        Only shapes (token formats, URL passwords) and known secrets count here,
-        and a flag whose name carries its value (mysql's ``-pSECRET``).
+        Only shapes (token formats, URL passwords, private keys) and known
+        secrets count here.
         """
-        if name.startswith("flag:"):
-            hidden = self._secret_flag_names.get(name[5:])
-            if hidden is not None:
-                return "flag:" + hidden
         return self._apply(name, self._scan_shapes(name), self._literal_spans(name))
+
+    def _mask_key(self, key: str, memo: _Memo) -> str:
+        """A fact's key masked as a text is: any word of argv that starts with "-" is a flag."""
+        if key.startswith("flag:"):
+            hidden = self._secret_flag_names.get(key[5:])
+            if hidden is not None:  # mysql's -pSECRET
+                return "flag:" + hidden
+        return self._mask_memo(key, memo)
 
     def mask_names(self, names: list[str]) -> list[str]:
         """`names` (a block's 40k file subjects) masked; the same list if none holds a secret."""
@@ -726,7 +736,7 @@ class Redactor:
                 out.append(
                     CollectionError(
                         self._mask_name_memo(item.subject, memo),
-                        None if item.key is None else self._mask_name_memo(item.key, memo),
+                        None if item.key is None else self._mask_key(item.key, memo),
                         self.mask_text(item.message),
                     )
                 )
@@ -739,7 +749,7 @@ class Redactor:
     def _learn_fact(self, fact: Fact, memo: _Memo) -> bool:
         """Learn the secrets of one fact; True if its value is a secret by name or format."""
         self._learn(fact.subject, memo, shapes_only=True)
-        self._learn(fact.key, memo, shapes_only=True)
+        self._learn(fact.key, memo)
         self._learn_provenance(fact.provenance, memo)
         key = fact.key
         if key in SKIP_KEYS or fact.secret:
@@ -760,7 +770,7 @@ class Redactor:
 
     def _redact_fact(self, fact: Fact, secret: bool, memo: _Memo) -> Fact:
         subject = self._mask_name_memo(fact.subject, memo)
-        key = self._mask_name_memo(fact.key, memo)
+        key = self._mask_key(fact.key, memo)
         provenance = self._mask_provenance(fact.provenance, memo)
         value = fact.value
         if fact.key in SKIP_KEYS or fact.secret:
