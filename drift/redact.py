@@ -292,6 +292,11 @@ def _may_hold_token(text: str) -> bool:
     )
 
 
+def _may_hold_shape(text: str) -> bool:
+    """Cheap pre-check of `_scan_shapes`: a URL, a token format or a private key."""
+    return "://" in text or _may_hold_token(text) or "PRIVATE KEY" in text
+
+
 def _may_hold_tool(text: str) -> bool:
     return "mysql" in text or "mariadb" in text or "redis-cli" in text or "sshpass" in text
 
@@ -325,6 +330,7 @@ class _Memo:
     texts: dict[str, str] = field(default_factory=dict)  # text -> masked ("" if unchanged)
     names: dict[str, str] = field(default_factory=dict)  # subject or key -> masked
     learned: set[int] = field(default_factory=set)  # ids of provenances searched
+    shaped: dict[int, bool] = field(default_factory=dict)  # id of a block's subjects -> may hold
     provenances: dict[int, dict[str, Any]] = field(default_factory=dict)  # id -> masked
 
 
@@ -574,10 +580,15 @@ class Redactor:
                 return "flag:" + hidden
         return self._mask_memo(key, memo)
 
-    def mask_names(self, names: list[str]) -> list[str]:
-        """`names` (a block's 40k file subjects) masked; the same list if none holds a secret."""
+    def mask_names(self, names: list[str], shaped: bool | None = None) -> list[str]:
+        """`names` (a block's 40k file subjects) masked; the same list if none holds a secret.
+
+        `shaped` says whether a name may hold a token shape, if already known.
+        """
         joined = "\n".join(names)
-        if not ("://" in joined or _may_hold_token(joined) or self._holds_known(joined)):
+        if shaped is None:
+            shaped = _may_hold_shape(joined)
+        if not (shaped or self._holds_known(joined)):
             return names
         masked = [self.mask_name(name) for name in names]
         return names if all(m is n for m, n in zip(masked, names, strict=True)) else masked
@@ -712,7 +723,7 @@ class Redactor:
                 if self._learn_fact(item, memo):
                     secret_at.add(i)
             elif isinstance(item, FactBlock):
-                for provenance in item.provenances:
+                for provenance in _distinct(item.provenances):
                     self._learn_provenance(provenance, memo)
                 self._learn_names(item.subjects, memo)
             else:
@@ -724,14 +735,7 @@ class Redactor:
             if isinstance(item, Fact):
                 out.append(self._redact_fact(item, i in secret_at, memo))
             elif isinstance(item, FactBlock):
-                subjects = self.mask_names(item.subjects)
-                provenances = [self._mask_provenance(p, memo) for p in item.provenances]
-                if subjects is item.subjects and all(
-                    m is p for m, p in zip(provenances, item.provenances, strict=True)
-                ):
-                    out.append(item)
-                else:
-                    out.append(FactBlock(item.keys, subjects, item.columns, provenances))
+                out.append(self._redact_block(item, memo))
             else:
                 out.append(
                     CollectionError(
@@ -741,6 +745,19 @@ class Redactor:
                     )
                 )
         return out
+
+    def _redact_block(self, block: FactBlock, memo: _Memo) -> FactBlock:
+        """A block of hashes, sizes and modes: its subjects and provenances masked, values kept."""
+        subjects = self.mask_names(block.subjects, memo.shaped.get(id(block.subjects)))
+        # a file set's 12k files share a few provenance dicts: mask each once
+        masked = {id(p): self._mask_provenance(p, memo) for p in _distinct(block.provenances)}
+        if all(masked[id(p)] is p for p in _distinct(block.provenances)):
+            if subjects is block.subjects:
+                return block
+            provenances = block.provenances
+        else:
+            provenances = [masked[id(p)] for p in block.provenances]
+        return FactBlock(block.keys, subjects, block.columns, provenances)
 
     def redact_facts(self, facts: Iterable[Fact]) -> list[Fact]:
         """Facts with every secret digested or masked; unchanged facts are returned as they are."""
@@ -763,8 +780,9 @@ class Redactor:
         return False
 
     def _learn_names(self, names: list[str], memo: _Memo) -> None:
-        joined = "\n".join(names)
-        if "://" in joined or _may_hold_token(joined):
+        # one search of the joined names: 12k file names hold no token shape, as a rule
+        shaped = memo.shaped[id(names)] = _may_hold_shape("\n".join(names))
+        if shaped:
             for name in names:
                 self._learn(name, memo, shapes_only=True)
 
@@ -814,6 +832,11 @@ class Redactor:
             listed.append(entry)
         out["possible"] = listed
         return out
+
+
+def _distinct(provenances: list[dict[str, Any]]) -> Iterable[dict[str, Any]]:
+    """Each provenance dict once, by identity (a block's files share a few)."""
+    return dict(zip(map(id, provenances), provenances, strict=True)).values()
 
 
 def _name_hint(redact: tuple[str, ...]) -> re.Pattern[str]:
