@@ -3,33 +3,49 @@
 A secret is found three ways:
 
 - by **name**: an env var, exported variable, unit ``Environment=`` entry or
-  command-line flag whose name holds KEY, TOKEN, SECRET, PASS, CREDENTIAL,
-  AUTH, COOKIE, SESSION, SIGNATURE, PRIVATE or DSN (plus ``[secrets] redact``,
-  minus ``[secrets] allow``);
-- by **format**: a value shaped like a known token (Hugging Face, OpenAI,
-  Anthropic, AWS, GitHub, Slack, JWT, PEM private key, ``Bearer``/``Basic``),
-  whatever its name;
+  command-line flag one of whose *words* is a secret word (KEY, TOKEN,
+  SECRET, PASS, PASSWORD, PASSWD, PASSPHRASE, CREDENTIAL(S), CREDS, AUTH,
+  AUTHORIZATION, COOKIE, SESSION, SIGNATURE, DSN, or a compound that starts
+  or ends with one: APIKEY, KEYFILE, OAUTH), or that ends in the word PWD
+  (``MYSQL_PWD``); plus ``[secrets] redact``, minus ``[secrets] allow``;
+- by **format**: a value shaped like a known token, whatever its name:
+  Hugging Face, OpenAI, Anthropic, AWS key id, GitHub, Slack, JWT, Stripe
+  (``sk_live_``, ``rk_live_``, ``sk_test_``), Google API key (``AIza``),
+  GitLab (``glpat-``), npm (``npm_``), PyPI (``pypi-AgEIcHlwaS5vcmc``), a
+  Slack webhook's path, a crypt(3) password hash (``$1$ $5$ $6$ $2a$ $2b$
+  $2y$ $y$ $gy$ $7$ $argon2id$``), a PEM private key, ``Bearer``/``Basic``;
 - by **context**: the password of a URL (``postgres://user:PW@host``), the
   value after a secret flag (``--api-key X``, ``--password=X``), of a secret
   assignment (``HF_TOKEN=X``, ``api_key = "X"``), JSON key or ``Name: value``
-  line.
+  line, and the password option of tools whose short option is one:
+  ``mysql``/``mysqldump``/``mysqladmin``/``mariadb*`` ``-pX`` (attached: a
+  separate word after ``-p`` is the database), ``redis-cli -a X``,
+  ``sshpass -p X``.
 
-A fact that is a secret is stored as ``hmac-sha256:<32 hex>`` (a keyed digest,
-so drift can say "changed" without showing either value) with ``secret=True``.
-A secret inside a larger text (argv, a script, command output, provenance) is
-replaced by ``[redacted:<8 hex>]``, the first hex digits of the same keyed
-digest: two different secrets read differently, one secret reads the same
-everywhere. Once a value of six or more characters is known to be secret, it
-is masked wherever else it appears.
+Every string a record stores is searched: values, every string of a
+provenance (a command's ``run`` line too, whatever the fact), subjects and
+keys (a file name, a flag word), collection errors, and the stat cache and
+config scope beside them. A fact that is a secret (or whose whole value is a
+secret found elsewhere) is stored as ``hmac-sha256:<32 hex>`` (a keyed digest,
+so drift can say "changed" without showing either value) with
+``secret=True``. A secret inside a larger text (argv, a script, command
+output, provenance, a subject) is replaced by ``[redacted:<8 hex>]``, the
+first hex digits of the same keyed digest: two different secrets read
+differently, one secret reads the same everywhere and in every record, so a
+masked file name stays one subject. Once a value of six or more characters is
+known to be secret, it is masked wherever else it appears; a shorter or empty
+one is masked only where it was found.
 
 Known false positives, accepted because hiding a value only costs "changed"
 instead of the value: ``SSH_AUTH_SOCK``-like paths in names with AUTH or
 SESSION (a few well-known ones are exempt), ``--ssl-keyfile`` (a path). Not
-redacted on purpose: ``KEYBOARD``/``KEYMAP``, ``AUTHOR`` (``GIT_AUTHOR_NAME``),
-``BYPASS``, ``PASSTHROUGH``, ``TOKENIZER`` and token *counts* such as
+redacted on purpose: a secret word inside another (``MONKEYPATCH``) and
+words beside one (``HATHORA_PRIVATE_IP``, ``*_PRIVATE_HOST``: PRIVATE alone
+is not secret, ``PRIVATE_KEY`` is), ``KEYBOARD``/``KEYMAP``/``KEYWORD``,
+``AUTHOR`` (``GIT_AUTHOR_NAME``), ``AUTHORITY``, ``BYPASS``, ``PASSTHROUGH``,
+``PASSENGER``, ``TOKENIZER`` and token *counts* such as
 ``--max-total-tokens`` (a plural TOKENS next to MAX, NUM, TOTAL ...), and
-``PWD``/``OLDPWD`` (PWD is not a secret word; add ``DB_PWD`` to
-``[secrets] redact`` if you use it for a password).
+``PWD``/``OLDPWD`` (the working folder).
 """
 
 from __future__ import annotations

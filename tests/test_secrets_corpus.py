@@ -693,3 +693,46 @@ def test_a_database_password_is_in_no_output_and_no_error(tmp_path: Path) -> Non
         if spelling in text
     ]
     assert not leaks, "\n".join(leaks)
+
+
+# How the README's Secrets section names each shape: it lists exactly what is covered.
+README_NAMES = {
+    "hugging face": "`hf_`",
+    "openai": "`sk-proj-`",
+    "anthropic": "`sk-ant-`",
+    "aws key id": "`AKIA`",
+    "github": "`ghp_`",
+    "github fine": "`github_pat_`",
+    "slack token": "`xox?-`",
+    "jwt": "JWTs",
+    "pem private key": "PEM private",
+    "bearer": "`Bearer ...`",
+    "basic": "`Basic ...`",
+    "url password": "`postgresql://u:PASSWORD@host/db`",
+    "stripe live": "`sk_live_`",
+    "stripe restricted": "`rk_live_`",
+    "stripe test": "`sk_test_`",
+    "google api key": "`AIza...`",
+    "gitlab": "`glpat-`",
+    "npm": "`npm_`",
+    "pypi": "`pypi-AgEIcHlwaS5vcmc...`",
+    "slack webhook": "`https://hooks.slack.com/services/",
+    "secret name": "`--api-key X`",
+    "MYSQL_PWD": "`MYSQL_PWD`",
+    "password flag": "`--password=X`",
+    "mysql -p": "`-pX`",
+    "mysql --password=": "`mysqldump`",
+    "redis-cli -a": "`redis-cli -a X`",
+}
+
+
+def test_the_readme_lists_every_shape_of_the_corpus() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("## Secrets\n", 1)[1].split("\n## ", 1)[0]
+    missing = [
+        shape.name
+        for shape in SHAPES
+        if README_NAMES.get(shape.name, f"`{shape.name.removeprefix('crypt ')}`") not in section
+    ]
+    assert not missing
+    assert "tests/test_secrets_corpus.py" in section
