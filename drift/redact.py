@@ -201,9 +201,9 @@ TOKEN_FORMATS = (
     # a Slack webhook's path is its credential; the host stays readable
     r"(?<=hooks\.slack\.com/services/)T[A-Za-z0-9]+/B[A-Za-z0-9]+/[A-Za-z0-9]{8,}",
     # crypt(3) password hashes: $1$ md5, $5$/$6$ sha, $2?$ bcrypt, $y$/$gy$
-    # yescrypt, $7$ scrypt, $argon2..$; the last field is long, so a shell's
-    # "$1$2" is not one
-    r"(?<![\w$])\$(?:1|5|6|7|y|gy|2[abxy]|argon2(?:id|i|d))\$(?:[A-Za-z0-9./=,+-]*\$)*"
+    # yescrypt, $7$ scrypt, $argon2..$: an id, then a salt or cost field, then a
+    # long hash; so a shell's "$1$2" or "$1$HOME/.config/app" is not one
+    r"(?<![\w$])\$(?:1|5|6|7|y|gy|2[abxy]|argon2(?:id|i|d))\$(?:[A-Za-z0-9./=,+-]+\$)+"
     r"[A-Za-z0-9./+]{16,}",
 )
 _PEM = r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END[A-Z0-9 ]*PRIVATE KEY-----|\Z)"

@@ -168,6 +168,7 @@ def test_values_in_token_formats(redactor: Redactor, value: str) -> None:
         "prefix " + HF,  # inside text: masked, but not a whole secret
         "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----",
         "$1$2",
+        "$1$HOME/.config/drift/settings.toml",
         "$HOME/$USER",
         "https://hooks.slack.com/services/",
         "disk_live_abcdefghijklmnopqrstu",
