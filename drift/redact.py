@@ -277,8 +277,7 @@ _FULL_FORMAT = re.compile(
 )
 _AUTH_SCHEME = re.compile(r"(?i:bearer|basic|token)[ \t]+(?=\S)")
 _ALREADY_REDACTED = re.compile(r"\[redacted:[0-9a-f]{8}\]|hmac-sha256:[0-9a-f]{32}")
-
-
+# what a crypt hash starts with; a text with "$" is searched for it before the full scan
 _CRYPT_HINT = re.compile(r"\$(?:[1567y]|gy|2[abxy]|argon2)")
 
 
@@ -505,8 +504,8 @@ class Redactor:
             base = args.start()
             for m in _TOOL_OPTIONS[family].finditer(args.group()):
                 value = m.group("v")
-                if _ALREADY_REDACTED.fullmatch(value):
-                    continue
+                if value.startswith("$") or _ALREADY_REDACTED.fullmatch(value):
+                    continue  # -p"$DB_PASS" in a script names the password, it is not one
                 spans.append((base + m.start("v"), base + m.end("v"), value))
                 flag = m.group("flag")
                 if m.start("v") == m.end("flag"):

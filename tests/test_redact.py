@@ -621,8 +621,9 @@ def test_tools_whose_short_option_is_a_password(
     assert not any(
         f.secret for f in out if f.key in ("flag:-h", "flag:-uroot", "flag:--all-databases")
     )
-    # a separate word after mysql's -p is the database, not a password
+    # a separate word after mysql's -p is the database, not a password; a $VAR names one
     assert redactor.mask_text("mysql -p app") == "mysql -p app"
+    assert redactor.mask_text("mysqldump -p$DB_PASS app") == "mysqldump -p$DB_PASS app"
 
 
 def test_a_password_hash_line_is_masked_in_a_file(redactor: Redactor) -> None:

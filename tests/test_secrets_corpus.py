@@ -513,8 +513,17 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
         drift("record #1", "record", check=False)
         drift("mark", "mark", "stable", "--note", "all fine")
         corpus.place(2)
-        drift("record #2", "record", check=False)
-        db_text = database_text(box.db_path)
+        # A reader kept open keeps record #2's pages in the -wal file (the last
+        # connection to close would fold them into the .db and delete it).
+        reader = sqlite3.connect(box.db_path)
+        try:
+            reader.execute("SELECT count(*) FROM snapshots").fetchone()
+            drift("record #2", "record", check=False)
+            wal = Path(f"{box.db_path}-wal")
+            assert wal.stat().st_size > 0, "record #2 left nothing in the -wal file to search"
+            db_text = database_text(box.db_path)
+        finally:
+            reader.close()
     finally:
         corpus.stop()
 
