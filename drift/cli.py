@@ -195,7 +195,7 @@ class DriftGroup(click.Group):
         try:
             return super().invoke(ctx)
         except DriftError as exc:
-            click.echo(f"drift: {exc}", err=True)
+            click.echo(f"drift: {_scrub(ctx, str(exc))}", err=True)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("drift: interrupted", err=True)
@@ -205,8 +205,19 @@ class DriftGroup(click.Group):
             if not type(exc).__module__.startswith(("sqlalchemy", "sqlite3", "psycopg")):
                 raise
             detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-            click.echo(f"drift: database error: {detail}", err=True)
+            click.echo(f"drift: database error: {_scrub(ctx, detail)}", err=True)
             sys.exit(1)
+
+
+def _scrub(ctx: click.Context, message: str) -> str:
+    """`message` without the database's password, should a driver's message quote the URL."""
+    obj = ctx.find_object(DriftContext)
+    if obj is None:
+        return message
+    try:
+        return obj.db_url().scrub(message)
+    except Exception:  # a config that cannot be read gives no URL to scrub  # noqa: BLE001
+        return message
 
 
 def parse_when_arg(text: str) -> When:

@@ -12,7 +12,9 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from functools import partial
+from itertools import chain
 from pathlib import Path
 
 from drift.config import Config
@@ -154,30 +156,18 @@ def record(
                 ),
             )
             from drift.keyfile import load_key
-            from drift.redact import SKIP_KEYS, Redactor
+            from drift.redact import Redactor
 
             # Before collecting: a key drift cannot use fails the record at once.
             key = load_key(secret_key_path(config, db))
-            items: list[Item] = list(_key_errors(key, writer.key_fingerprint(config.host)))
-            for item in collect_all(config, ctx):
-                if isinstance(item, FactBlock) and not SKIP_KEYS.issuperset(item.keys):
-                    items.extend(item)  # keys redaction looks at: redact fact by fact
-                else:
-                    items.append(item)
-            errors = [item for item in items if isinstance(item, CollectionError)]
-
             redactor = Redactor(key.key, config.secrets)
-            # A block's hashes, sizes and modes are what redaction leaves alone;
-            # the Facts are redacted together and put back in their places.
-            redacted = iter(redactor.redact_facts(item for item in items if isinstance(item, Fact)))
-            facts = [
-                next(redacted) if isinstance(item, Fact) else item
-                for item in items
-                if not isinstance(item, CollectionError)
-            ]
-            errors = [
-                CollectionError(e.subject, e.key, redactor.mask_text(e.message)) for e in errors
-            ]
+            items = redactor.redact(
+                chain(
+                    _key_errors(key, writer.key_fingerprint(config.host)), collect_all(config, ctx)
+                )
+            )
+            errors = [item for item in items if isinstance(item, CollectionError)]
+            facts = [item for item in items if not isinstance(item, CollectionError)]
             if progress is not None:
                 count = sum(
                     len(f.subjects) * len(f.keys) if isinstance(f, FactBlock) else 1 for f in facts
@@ -185,14 +175,17 @@ def record(
                 progress(f"store: {count:,} facts, writing what changed")
             from drift.scope import ConfigInfo
 
+            info = ConfigInfo.of(config)
             return writer.write_snapshot(
                 config.host,
                 taken,
                 facts,
                 errors,
-                ctx.cache_updates,
+                redactor.without_secret_paths(ctx.cache_updates),
                 started=started,
-                config=ConfigInfo.of(config),
+                config=replace(
+                    info, scope=info.scope.masked(redactor.mask_name, redactor.mask_glob)
+                ),
                 key_fingerprint=key.fingerprint,
             )
     finally:

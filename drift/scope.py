@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from fnmatch import translate
 from functools import lru_cache
@@ -51,6 +52,20 @@ class Scope:
             repos=tuple(r.path for r in config.repos),
             commands=tuple(c.name for c in config.commands),
             health=tuple(h.name for h in config.health),
+        )
+
+    def masked(self, name: Callable[[str], str], glob: Callable[[str], str]) -> Scope:
+        """This scope with every name and path passed through `name`, every glob through `glob`.
+
+        Redaction masks a secret in a subject; the scope stored beside it must
+        name that subject the same way.
+        """
+        return Scope(
+            services={name(k): None if v is None else name(v) for k, v in self.services.items()},
+            files={name(k): tuple(glob(g) for g in v) for k, v in self.files.items()},
+            repos=tuple(name(r) for r in self.repos),
+            commands=tuple(name(c) for c in self.commands),
+            health=tuple(name(h) for h in self.health),
         )
 
     def to_json(self) -> str:

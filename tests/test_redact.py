@@ -56,6 +56,15 @@ def redactor() -> Redactor:
         "--hf-token",
         "--db-dsn",
         "-token",
+        "MYSQL_PWD",
+        "DB_PWD",
+        "PRIVATE_KEY",
+        "SSH_PRIVATEKEY",
+        "CLIENT_SECRET",
+        "GITLAB_PRIVATE_TOKEN",
+        "AWS_CREDS",
+        "OAUTH_CLIENT",
+        "--router-api-key",
     ],
 )
 def test_secret_names(redactor: Redactor, name: str) -> None:
@@ -85,6 +94,15 @@ def test_secret_names(redactor: Redactor, name: str) -> None:
         "--max-prefill-tokens",
         "SSH_AUTH_SOCK",
         "PROXY_BYPASS",
+        # a secret word must be a word: PRIVATE beside IP or HOST names an address
+        "HATHORA_PRIVATE_IP",
+        "HATHORA_PRIVATE_HOST",
+        "--private-ip",
+        "MASTER_IP",
+        "--dist-init-addr",
+        "MONKEYPATCH_ALL",
+        "CERT_AUTHORITY",
+        "PASSENGER_APP_ENV",
     ],
 )
 def test_names_that_stay_visible(redactor: Redactor, name: str) -> None:
@@ -110,6 +128,23 @@ def test_names_that_stay_visible(redactor: Redactor, name: str) -> None:
         "Bearer abc123def456",
         "Basic dXNlcjpwYXNzd29yZA==",
         f"  {HF}\n",
+        "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc",
+        "rk_live_" + "51HbQq2eZvKYlo2C0aBcDeFg",
+        "sk_test_" + "26PHem9AhJZvU623DfE1x4sd",
+        "AIza" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
+        "glpat-" + "xYz12AbC34dEf56GhI78",
+        "npm_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+        "pypi-AgEIcHlwaS5vcmc" + "CJGQ2Y2E5ZDk0LTJiNTItNDk1Ni1iMWQ4",
+        "$6$rounds=5000$saltsaltsalt$" + "Ab1./" * 17 + "x",
+        "$y$j9T$F5Jx5fExrKuPp53xLKQ..1$" + "X" * 43,
+        "$5$saltsalt$" + "k" * 43,
+        "$2b$12$" + "R9h/cIPz0gi.URNNX3kh2O" + "PST9/PgBkqquzi.Ss7KIUgO2t0jWMUW",
+        "$2a$10$" + "N9qo8uLOickgx2ZMRZoMye" + "IjZAgcfl7p92ldGxad68LJZdL17lhWy",
+        "$2y$10$" + "abcdefghijklmnopqrstuv" + "wxyz0123456789./ABCDEFGHIJKLMN",
+        "$1$saltsalt$" + "qjXMvbEw8oaL.CzflDugX/",
+        "$argon2id$v=19$m=65536,t=3,p=4$c29tZXNhbHQ$" + "RdescudvJCsgt3ub+b+dWRWJTmaaJObG",
+        "$7$CU..../....$" + "SiZgo0KpNnlu3kxYF7rHAS5NaT1G6Oy86h9d0UsVkC8",
+        "$gy$j9T$salt1234$" + "Q" * 43,
     ],
 )
 def test_values_in_token_formats(redactor: Redactor, value: str) -> None:
@@ -132,6 +167,11 @@ def test_values_in_token_formats(redactor: Redactor, value: str) -> None:
         "postgres://app@db/app",
         "prefix " + HF,  # inside text: masked, but not a whole secret
         "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----",
+        "$1$2",
+        "$1$HOME/.config/drift/settings.toml",
+        "$HOME/$USER",
+        "https://hooks.slack.com/services/",
+        "disk_live_abcdefghijklmnopqrstu",
     ],
 )
 def test_values_that_are_not_whole_tokens(redactor: Redactor, value: str) -> None:
@@ -458,3 +498,153 @@ def test_a_fact_block_with_keys_redaction_reads_is_redacted_fact_by_fact(
     assert result.facts == 2
     data = b"".join(p.read_bytes() for p in tmp_path.glob("d.db*"))
     assert token.encode() not in data and b"fast" in data
+
+
+def test_an_empty_secret_flag_hides_nothing_else(redactor: Redactor) -> None:
+    # `--router-api-key "$EMPTY" --router-port 8000` runs as two flags in a row
+    argv = ["sglang_router", "--router-api-key", "--router-port", "8000", "--api-key", ""]
+    facts = [
+        Fact("service:router", "argv", json.dumps(argv)),
+        Fact("service:router", "flag:--router-api-key", ""),
+        Fact("service:router", "flag:--router-port", "8000"),
+        Fact("script:/s.sh", "content", "ROUTER_API_KEY= exec sglang_router --port 8000\n"),
+    ]
+    out = redactor.redact_facts(facts)
+    assert json.loads(out[0].value) == argv
+    assert out[1].secret and out[2] == facts[2]
+    assert out[3].value == facts[3].value
+    assert redactor.mask_text("--router-port 8000") == "--router-port 8000"
+
+
+def test_private_ip_stays_readable_wherever_it_is_copied(redactor: Redactor) -> None:
+    ip = "10.42.7.19"
+    facts = [
+        Fact("service:decode", "env:HATHORA_PRIVATE_IP", ip),
+        Fact("service:decode", "env:MASTER_IP", ip),
+        Fact("service:decode", "argv", json.dumps(["sglang", "--dist-init-addr", f"{ip}:5000"])),
+        Fact("service:decode", "flag:--dist-init-addr", f"{ip}:5000"),
+    ]
+    assert redactor.redact_facts(facts) == facts
+
+
+@pytest.mark.parametrize("key", ["exit", "ok", "stdout"])
+def test_command_lines_in_provenance_are_masked_for_every_fact(
+    redactor: Redactor, key: str
+) -> None:
+    slack = "xoxb-" + "2048-4096-aBcDeFgHiJkLmNoP"
+    bearer = "b3ar3rT0kenValue9f8e7d6c5b4a"
+    run = (
+        f"curl -s -H 'Authorization: Bearer {bearer}' "
+        f"'http://127.0.0.1:30000/v1/models?token={HF}' --token {slack}"
+    )
+    provenance = {"run": run, "outcome": "exit 0"}
+    out = redactor.redact_facts([Fact("command:models", key, "0", provenance)])
+    shown = out[0].provenance["run"]
+    for secret in (slack, bearer, HF):
+        assert secret not in shown
+    assert shown.startswith("curl -s -H 'Authorization: Bearer [redacted:")
+    assert "--token [redacted:" in shown and "?token=[redacted:" in shown
+    assert out[0].provenance["outcome"] == "exit 0"
+
+
+def test_a_shared_provenance_is_masked_once_and_stays_shared(redactor: Redactor) -> None:
+    from drift.facts import FactBlock
+
+    glob = {"glob": f"/srv/tokens/{HF}/*.json", "set": "tokens"}
+    block = FactBlock(
+        ("sha256", "size"),
+        ["file:/srv/a.json", "file:/srv/b.json"],
+        [["ab" * 32, "cd" * 32], ["1", "2"]],
+        [glob, glob],
+    )
+    (out,) = redactor.redact([block])
+    assert isinstance(out, FactBlock)
+    assert out.provenances[0] is out.provenances[1]
+    assert HF not in out.provenances[0]["glob"] and out.columns is block.columns
+    untouched = FactBlock(("sha256",), ["file:/srv/c"], [["ef" * 32]], [{"glob": "/srv/*"}])
+    assert redactor.redact([untouched]) == [untouched]
+
+
+def test_a_secret_in_a_file_name_is_masked_in_every_subject_and_key(redactor: Redactor) -> None:
+    from drift.facts import CollectionError, FactBlock
+
+    npm = "npm_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    block = FactBlock(
+        ("sha256",), [f"file:/srv/tokens/{npm}.txt", "file:/srv/x"], [["ab" * 32, "cd" * 32]], [{}]
+    )
+    items = [
+        block,
+        Fact(f"file:/srv/tokens/{npm}.txt", "content", "cached credential"),
+        Fact("command:ls", "stdout", f"{npm}.txt\n"),
+        CollectionError(f"file:/srv/old/{npm}/", None, f"cannot read /srv/old/{npm}"),
+    ]
+    out = redactor.redact(items)
+    assert npm not in repr(out)
+    marked = f"file:/srv/tokens/{redactor.marker(npm)}.txt"
+    assert out[0].subjects == [marked, "file:/srv/x"]  # type: ignore[union-attr]
+    assert out[1].subject == marked  # type: ignore[union-attr]
+    # the same name each record, so the file's history goes on
+    assert Redactor(KEY).redact(items)[1].subject == marked  # type: ignore[union-attr]
+    assert redactor.without_secret_paths({f"/srv/tokens/{npm}.txt": 1, "/srv/x": 2}) == {
+        "/srv/x": 2
+    }
+    pattern = redactor.mask_glob(f"/srv/tokens/{npm}.txt")
+    from drift.scope import glob_matches
+
+    assert glob_matches(pattern, marked.removeprefix("file:"))
+
+
+@pytest.mark.parametrize(
+    ("argv", "secret"),
+    [
+        (["mysql", "-h", "db", "-uroot", "-pS3cr3tPw", "app"], "S3cr3tPw"),
+        (["/usr/bin/mysqldump", "-pZq9", "--all-databases"], "Zq9"),
+        (["mariadb-admin", "--password=S3cr3tPw", "status"], "S3cr3tPw"),
+        (["redis-cli", "-h", "cache", "-a", "r3d1sPw", "ping"], "r3d1sPw"),
+        (["sshpass", "-p", "sshPw42", "ssh", "box"], "sshPw42"),
+    ],
+)
+def test_tools_whose_short_option_is_a_password(
+    redactor: Redactor, argv: list[str], secret: str
+) -> None:
+    from drift.collectors.services import parse_flags
+
+    facts = [Fact("service:db", "argv", json.dumps(argv))]
+    facts += [Fact("service:db", f"flag:{k}", v) for k, v in parse_flags(argv).items()]
+    line = " ".join(argv)
+    facts.append(Fact("script:/backup.sh", "content", f"#!/bin/sh\n{line} > /tmp/out\n"))
+    out = redactor.redact_facts(facts)
+    assert secret not in repr(out)
+    mark = redactor.marker(secret)
+    assert json.loads(out[0].value) == [word.replace(secret, mark) for word in argv]
+    assert f"{line.replace(secret, mark)} > /tmp/out" in out[-1].value
+    assert not any(
+        f.secret for f in out if f.key in ("flag:-h", "flag:-uroot", "flag:--all-databases")
+    )
+    # a separate word after mysql's -p is the database, not a password; a $VAR names one
+    assert redactor.mask_text("mysql -p app") == "mysql -p app"
+    assert redactor.mask_text("mysqldump -p$DB_PASS app") == "mysqldump -p$DB_PASS app"
+
+
+def test_a_password_hash_line_is_masked_in_a_file(redactor: Redactor) -> None:
+    hashed = "$6$saltsaltsalt$" + "Ab1./" * 17 + "x"
+    shadow = f"root:{hashed}:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n"
+    (out,) = redactor.redact_facts([Fact("file:/etc/shadow", "content", shadow)])
+    assert (
+        out.value
+        == f"root:{redactor.marker(hashed)}:19000:0:99999:7:::\n" + shadow.split("\n", 1)[1]
+    )
+    assert redactor.mask_text('echo "$1$2" "$6$HOME"') == 'echo "$1$2" "$6$HOME"'
+
+
+def test_a_value_equal_to_a_secret_found_elsewhere_is_a_secret(redactor: Redactor) -> None:
+    secret = "plain-looking-s3cret"
+    facts = [
+        Fact("service:decode", "env:UPSTREAM", secret),  # a name that says nothing
+        Fact("command:cfg", "stdout", f"api_key: {secret}\n"),
+        Fact("service:decode", "flag:--upstream", "plain-looking"),
+    ]
+    out = redactor.redact_facts(facts)
+    assert out[0].secret and out[0].value == redactor.digest(secret)
+    assert out[1].value == f"api_key: {redactor.marker(secret)}\n"
+    assert out[2] == facts[2]

@@ -61,12 +61,46 @@ class DbUrl:
         """
         return self._without_password(None)
 
+    def passwords(self) -> list[str]:
+        """The password of this URL (user:PASSWORD@ or ?password=), as written and decoded.
+
+        Read without a URL parser, so a URL too broken to parse still has its
+        password known (and hidden from the error that says it is broken).
+        """
+        if self.sqlite_path is not None:
+            return []
+        from urllib.parse import unquote, unquote_plus
+
+        rest = self.url.split("://", 1)[-1]
+        head, _, query = rest.partition("?")
+        written = []
+        userinfo, at, _host = head.rpartition("@")
+        if at and ":" in userinfo:
+            written.append(userinfo.split(":", 1)[1])
+        for pair in query.split("&"):
+            name, eq, value = pair.partition("=")
+            if eq and unquote(name).lower() == "password":
+                written.append(value)
+        spellings = {s for w in written if w for s in (w, unquote(w), unquote_plus(w))}
+        return sorted(spellings, key=len, reverse=True)
+
+    def scrub(self, text: str) -> str:
+        """`text` (an error message) with this URL's password, however written, as ``***``."""
+        for password in self.passwords():
+            text = text.replace(password, "***")
+        return text
+
     def _without_password(self, mask: str | None) -> str:
         if self.sqlite_path is not None:
             return str(self.sqlite_path)
         from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-        parts = urlsplit(self.url.replace("postgresql+psycopg://", "postgresql://", 1))
+        plain = self.url.replace("postgresql+psycopg://", "postgresql://", 1)
+        try:
+            parts = urlsplit(plain)
+            parts.port  # noqa: B018 - raises on a port that is not a number
+        except ValueError:
+            return self.scrub(plain)  # too broken to take apart: hide what is known
         netloc = parts.netloc
         if parts.password is not None:
             userinfo, _, hostport = netloc.rpartition("@")
@@ -235,7 +269,8 @@ def connect_dbapi(db: DbUrl, *, create: bool = False) -> DbapiConnection:
         pg = psycopg.connect(conninfo, autocommit=True, connect_timeout=10)
     except psycopg.Error as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise StoreError(f"cannot connect to {db.display()}: {first}") from None
+        # libpq quotes the part of a URL it cannot read, password included
+        raise StoreError(f"cannot connect to {db.display()}: {db.scrub(first)}") from None
     return DbapiConnection(pg, "postgresql")
 
 
