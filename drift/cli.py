@@ -195,7 +195,10 @@ class DriftGroup(click.Group):
         try:
             return super().invoke(ctx)
         except DriftError as exc:
-            click.echo(f"drift: {_scrub(ctx, str(exc))}", err=True)
+            from drift.report import printable
+
+            # One line, whatever a path or value in the message holds.
+            click.echo(f"drift: {printable(_scrub(ctx, str(exc)))}", err=True)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("drift: interrupted", err=True)
@@ -418,9 +421,11 @@ def record(obj: DriftContext, quiet: bool) -> None:
 
 
 def _error_text(err: CollectionError) -> str:
-    """`service:decode unit: message` for a collection error."""
+    """`service:decode unit: message` for a collection error, on one line (see `printable`)."""
+    from drift.report import printable
+
     key = f" {err.key}" if err.key else ""
-    return f"{err.subject}{key}: {err.message}"
+    return printable(f"{err.subject}{key}: {err.message}")
 
 
 def _say_config_change(change: ConfigChange | None, quiet: bool) -> None:
@@ -739,6 +744,7 @@ def report(
     from pathlib import Path
 
     from drift.errors import DriftError
+    from drift.report import printable
 
     target = Path(output)
     given_fmt = fmt
@@ -764,7 +770,7 @@ def report(
         tmp.unlink(missing_ok=True)
         raise DriftError(f"{output}: cannot write: {exc.strerror}") from None
     shown = len(context["suspects"])
-    click.echo(f"wrote {target} ({fmt}, {shown:,} suspect{'' if shown == 1 else 's'})")
+    click.echo(f"wrote {printable(target)} ({fmt}, {shown:,} suspect{'' if shown == 1 else 's'})")
 
 
 @cli.command(short_help="The recorded state at a time.")
@@ -820,6 +826,7 @@ def mark(obj: DriftContext, kind: str, at: str | None, note: str | None) -> None
     `drift since` with no --stable compares against the end of the last one.
     Example: drift mark stable --note "decode answers, p99 ok"
     """
+    from drift.report import printable
     from drift.store.query import from_us, to_us
     from drift.store.writer import add_mark, now_us
     from drift.timespec import When, describe_when
@@ -840,7 +847,7 @@ def mark(obj: DriftContext, kind: str, at: str | None, note: str | None) -> None
         history.close()
     mark_id = add_mark(obj.db_url(), obj.host_name(), kind, moment, note)
     when_text = describe_when(When(at=from_us(moment)))
-    click.echo(f"mark #{mark_id}: {kind} at {when_text} for host {obj.host_name()}")
+    click.echo(f"mark #{mark_id}: {kind} at {when_text} for host {printable(obj.host_name())}")
 
 
 DEMO_REPORT = "drift-demo-report.html"

@@ -9,8 +9,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import unicodedata
 from collections import Counter
 from typing import Any
+
+from markupsafe import Markup
 
 from drift.analysis.diff import (
     BlindSpot,
@@ -64,23 +67,51 @@ def where(provenance: dict[str, Any]) -> str:
     return ""
 
 
-# Whole escape sequences first (CSI like ESC[31m, OSC like ESC]0;title BEL), so
-# no residue such as "[31m" is left behind; then any other control character.
-_CONTROL = re.compile(
-    r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?"
-    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+# Whole escape sequences (CSI like ESC[31m, a terminated OSC like ESC]0;title BEL) vanish, so
+# no residue such as "[31m" is left behind. An OSC without its end is not one: only its ESC
+# goes, so a value cannot hide the rest of itself behind one.
+_ESCAPE_SEQUENCE = re.compile(
+    r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x00-\x1f\x7f-\x9f]*(?:\x07|\x1b\\)|\x1b[@-_]?"
 )
+# Characters that print nothing of their own yet move the cursor, break the line or reorder
+# the text around them: controls (Cc), format characters such as bidi overrides and
+# zero-width spaces (Cf), lone surrogates (Cs), line and paragraph separators (Zl, Zp).
+_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+_NAMED = {"\n": "\\n", "\r": "\\r"}
+
+
+def hidden(char: str) -> bool:
+    """Whether `char` shows nothing of itself: a control, format or separator character."""
+    return unicodedata.category(char) in _HIDDEN
+
+
+def escaped(char: str) -> str:
+    """`char` as a Python escape: `\\n`, `\\x07`, `\\u202e`, `\\U000e0001`."""
+    code = ord(char)
+    if char in _NAMED:
+        return _NAMED[char]
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def printable(text: object) -> str:
-    """Strip terminal control sequences from untrusted text (values come from the box).
+    """Untrusted text (values come from the box) as one line that shows what it holds.
 
-    Escape sequences vanish; other control characters show as "?". Anything
-    not a string (a pid) is shown as text; a missing value stays an error.
+    Terminal escape sequences vanish; a newline shows as `\\n`, and every other
+    control, bidi or format character, line separator or lone surrogate as its
+    escape (`\\r`, `\\x0b`, `\\u202e`, `\\u200b`), so a value can neither start a
+    line of its own nor reorder or hide the text around it. Tabs stay. Anything
+    not a string (a pid) is shown as text; None is empty; an undefined value
+    stays an error. Idempotent: showing shown text changes nothing.
     """
     if text is None:
         return ""
-    return _CONTROL.sub(lambda m: "" if m.group(0).startswith("\x1b") else "?", str(text))
+    text = str(text)
+    if text.isprintable():  # the common case: nothing to look at one by one
+        return text
+    text = _ESCAPE_SEQUENCE.sub("", text)
+    return "".join(escaped(c) if c != "\t" and hidden(c) else c for c in text)
 
 
 def _local(us: int) -> str:
@@ -545,7 +576,38 @@ def envelope(command: str, data: Any, errors: list[str] | None = None) -> dict[s
 
 
 def render_json(command: str, data: Any) -> str:
-    return json.dumps(envelope(command, data), indent=2, ensure_ascii=False)
+    """The envelope as indented JSON; non-ASCII text stays readable.
+
+    JSON itself escapes only C0 controls: every other character `printable`
+    would escape (a bidi override, U+2028, NEL, a lone surrogate) is written
+    as a `\\uXXXX` escape too, so the same text comes back out of the JSON but
+    cannot break or reorder the lines of the JSON where it is shown.
+    """
+    text = json.dumps(envelope(command, data), indent=2, ensure_ascii=False)
+    if text.isprintable():
+        return text
+    return "\n".join(
+        line if line.isprintable() else "".join(_json_escaped(c) if hidden(c) else c for c in line)
+        for line in text.split("\n")
+    )
+
+
+def _json_escaped(char: str) -> str:
+    """`char` as a JSON string escape: a character past U+FFFF as its UTF-16 surrogate pair."""
+    code = ord(char)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def _finalize(value: Any) -> Any:
+    """What a template prints: every value `printable`, so none can start a line of its own.
+
+    Markup is text drift built from values already shown: a painted value, a
+    macro's lines (HTML, or Markdown marked `|safe`). It is kept as it is.
+    """
+    return value if isinstance(value, Markup) else printable(value)
 
 
 _STYLES: dict[str, dict[str, Any]] = {
@@ -572,10 +634,12 @@ def render_template(
 ) -> str:
     """Render a template from templates/ (or the user's override folder).
 
-    With `color`, the `paint` filter adds ANSI styles; values are passed
-    through `printable` first, so text from the box cannot inject its own.
-    With `width` (a terminal's columns), every line is wrapped to it by
-    `wrap_lines`, after rendering: templates need not know about widths.
+    Every value a template prints goes through `printable` (the environment's
+    finalize), so it is one line, with no control or bidi character of its
+    own. With `color`, the `paint` filter adds ANSI styles around a value it
+    shows the same way. With `width` (a terminal's columns), every line is
+    wrapped to it by `wrap_lines`, after rendering: templates need not know
+    about widths.
     """
     from jinja2 import Environment, StrictUndefined, select_autoescape
 
@@ -586,19 +650,20 @@ def render_template(
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=_finalize,
     )
-    # One line per value: a newline inside one would start a line that reads as a new item.
-    env.filters["printable"] = lambda text: printable(text).replace("\n", "\\n")
+    env.filters["printable"] = printable
     env.filters["short"] = _short
     env.filters["short_against"] = _short_against
     env.filters["num"] = number
 
-    def paint(text: str, style: str) -> str:
+    def paint(text: str, style: str) -> Markup:
+        """`text` shown (as `printable`), in a style when colour is on: drift's own escapes."""
         if not color:
-            return text
+            return Markup(printable(text))
         import click
 
-        return click.style(text, **_STYLES.get(style, {}))
+        return Markup(click.style(printable(text), **_STYLES.get(style, {})))
 
     env.filters["paint"] = paint
     return wrap_lines(_render(env, name, context), width)
@@ -929,7 +994,9 @@ def render_report(context: dict[str, Any], fmt: str, templates_dir: str | None =
 
     A template of the same name in `templates_dir` wins over drift's own. The
     context is since_context's plus `regenerate`, `generated_at`, `explain`
-    and `digests`; a missing key is an error (StrictUndefined).
+    and `digests`; a missing key is an error (StrictUndefined). Every value
+    printed is `printable` first (then HTML-escaped in HTML); a Markdown
+    macro's lines are kept with `|safe`.
     """
     from jinja2 import Environment, StrictUndefined, select_autoescape
 
@@ -944,9 +1011,9 @@ def render_report(context: dict[str, Any], fmt: str, templates_dir: str | None =
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=_finalize,
     )
-    # str() first: a pid is an int, and a StrictUndefined must raise UndefinedError, not TypeError.
-    env.filters["printable"] = lambda text: printable(str(text))
+    env.filters["printable"] = printable
     env.filters["short"] = _short
     env.filters["num"] = number
     env.filters["md"] = _md_text
