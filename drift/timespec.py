@@ -35,6 +35,10 @@ _UNIT_SECONDS = {
     **dict.fromkeys(("w", "week", "weeks"), 7 * 86400),
 }
 
+# Snapshot ids are SQLite / PostgreSQL BIGINTs: a larger #N names none, and cannot be queried.
+MAX_SNAPSHOT = 2**63 - 1
+_MAX_AMOUNT_DIGITS = 20
+
 _ZONEINFO_DIRS = ("/usr/share/zoneinfo/", "/usr/lib/zoneinfo/", "/usr/share/lib/zoneinfo/")
 
 
@@ -106,9 +110,14 @@ def parse_when(text: str, *, now: datetime | None = None, tz: tzinfo | None = No
         digits = match.group(1)
         if not digits.isascii() or not digits.isdigit():
             raise _not_understood(typed, "a snapshot is # followed by a positive number")
-        if int(digits) < 1:
+        # Leading zeros dropped and the length checked before int(), which refuses to read
+        # a number of over 4,300 digits.
+        significant = digits.lstrip("0") or "0"
+        if len(significant) > len(str(MAX_SNAPSHOT)) or int(significant) > MAX_SNAPSHOT:
+            raise _not_understood(typed, "no snapshot has a number that large")
+        if int(significant) < 1:
             raise _not_understood(typed, "snapshot numbers start at #1")
-        return When(snapshot=int(digits), text=typed)
+        return When(snapshot=int(significant), text=typed)
 
     if match := _RELATIVE.fullmatch(spec):
         try:
@@ -207,6 +216,9 @@ def _duration(typed: str, parts: str) -> timedelta:
     for amount, unit in _RELATIVE_PART.findall(parts):
         if unit not in _UNIT_SECONDS:
             raise _not_understood(typed, f"unknown unit {unit!r} (use s, m, h, d or w)")
+        amount = amount.lstrip("0") or "0"
+        if len(amount) > _MAX_AMOUNT_DIGITS:  # past any timedelta; int() refuses 4,300 digits
+            raise OverflowError(amount)
         seconds += int(amount) * _UNIT_SECONDS[unit]
     return timedelta(seconds=seconds)  # may raise OverflowError; the caller words it
 
@@ -216,11 +228,8 @@ def _local_instants(wall: datetime, tz: tzinfo) -> list[datetime]:
     2 when DST ends (the hour happens twice), 0 when DST starts (the hour is skipped)."""
     instants: list[datetime] = []
     for fold in (0, 1):
-        candidate = wall.replace(tzinfo=tz, fold=fold)
-        try:
-            instant = candidate.astimezone(UTC)
-        except OverflowError:
-            continue
+        # OverflowError at the ends of datetime's range: the caller says "out of range".
+        instant = wall.replace(tzinfo=tz, fold=fold).astimezone(UTC)
         # In a gap neither fold survives the round trip: the clock never shows `wall`.
         if instant.astimezone(tz).replace(tzinfo=None) == wall and instant not in instants:
             instants.append(instant)
@@ -297,18 +306,19 @@ def _parse_iso(typed: str, tz: tzinfo) -> datetime:
     try:
         day = date.fromisoformat(iso)
     except ValueError:
-        pass
-    else:
-        return _start_of_day(day, tz)
+        day = None
     try:
-        parsed = datetime.fromisoformat(iso)
-    except ValueError:
-        raise _not_understood(typed) from None
-    if parsed.utcoffset() is None:
-        return _resolve_exactly(parsed, tz)
-    try:
+        if day is not None:
+            return _start_of_day(day, tz)
+        try:
+            parsed = datetime.fromisoformat(iso)
+        except ValueError:
+            raise _not_understood(typed) from None
+        if parsed.utcoffset() is None:
+            return _resolve_exactly(parsed, tz)
         return parsed.astimezone(UTC)
     except OverflowError:
+        # 0001-01-01 east of UTC, 9999-12-31 west of it: before or after any UTC datetime.
         raise _not_understood(typed, "out of range") from None
 
 

@@ -209,6 +209,12 @@ def test_a_day_whose_midnight_is_skipped_starts_when_the_clock_jumps() -> None:
         "9" * 40 + "d ago",
         "1000000d ago",
         "x" * 500,
+        # Found by tests/test_fuzz.py: each raised a Python error, not drift's.
+        "9" * 5000 + "m ago",  # more digits than int() reads
+        "#" + "0" * 5000,
+        "#9223372036854775808",  # past any snapshot id the database can hold
+        "0001-01-01",  # its midnight in Berlin is before any UTC datetime
+        "0001-01-01T00:30",
     ],
 )
 def test_bad_input_is_a_one_line_error(text: str) -> None:
