@@ -194,6 +194,12 @@ class _Reader:
         value = self.string(key, required=required)
         if value is None:
             return None
+        return self.path_from(key, value)
+
+    def path_from(self, key: str, value: str) -> str:
+        """`value` as a path: `~` expanded, relative to the config file's folder."""
+        if "\x00" in value:  # no file has one: os refuses it, and so does ~user lookup
+            self.fail(key, "a path cannot hold a NUL character")
         return str(self.base / os.path.expanduser(value))
 
     def strings(self, key: str, *, required: bool = False) -> tuple[str, ...]:
@@ -310,7 +316,8 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
 
             try:
                 re.compile(match)
-            except re.error as exc:
+            except (re.error, OverflowError, RecursionError) as exc:
+                # OverflowError: a{99999999999}; RecursionError: parentheses nested too deep.
                 r.fail("match", f"invalid regular expression: {exc}")
         services.append(
             ServiceSpec(
@@ -329,7 +336,7 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
         r.check_keys(
             {"name", "paths", "content", "format", "max_size", "one_file_system", "max_files"}
         )
-        paths = tuple(str(base / os.path.expanduser(p)) for p in r.strings("paths", required=True))
+        paths = tuple(r.path_from("paths", p) for p in r.strings("paths", required=True))
         content = r.boolean("content")
         fmt = r.string("format")
         if fmt is not None:
@@ -372,7 +379,10 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
     if "systemctl" in data:
         raw = data["systemctl"]
         if isinstance(raw, str):
-            systemctl = tuple(shlex.split(raw))
+            try:
+                systemctl = tuple(shlex.split(raw))
+            except ValueError as exc:  # an unclosed quote or a trailing backslash
+                top.fail("systemctl", f"not a command line: {exc}")
         else:
             systemctl = top.strings("systemctl")
         if not systemctl:
@@ -408,7 +418,7 @@ def _db_location(top: _Reader) -> str | None:
     if not value.strip():
         top.fail("db", "must not be empty")
     if "://" not in value:
-        return str(top.base / os.path.expanduser(value))
+        return top.path_from("db", value)
     scheme, rest = value.split("://", 1)
     if scheme not in DB_SCHEMES:
         top.fail(
@@ -420,7 +430,7 @@ def _db_location(top: _Reader) -> str | None:
             top.fail("db", "an in-memory database keeps no history: give a file path")
         if not rest.startswith("/") or rest == "/":
             top.fail("db", "an SQLite URL is sqlite:///PATH")
-        return "sqlite:///" + str(top.base / os.path.expanduser(rest[1:]))
+        return "sqlite:///" + top.path_from("db", rest[1:])
     return value
 
 

@@ -105,6 +105,19 @@ def test_good_config_resolves_relative_paths_from_its_folder(tmp_path: Path) -> 
         ('db = ""', "db: must not be empty"),
         ('db = "sqlite:///:memory:"', "db: an in-memory database keeps no history"),
         ("db = 5", "db: expected a string, got an integer"),
+        # Found by tests/test_fuzz.py: each raised a Python error, not ConfigError.
+        ("systemctl = 'sudo \"systemctl'", "systemctl: not a command line: No closing quotation"),
+        (
+            '[[services]]\nname = "a"\nmatch = "a{99999999999}"',
+            "services[0].match: invalid regular expression",
+        ),
+        (
+            '[[services]]\nname = "a"\nmatch = "' + "(" * 2000 + ")" * 2000 + '"',
+            "services[0].match: invalid regular expression",
+        ),
+        ('[[files]]\nname = "k"\npaths = ["~\\u0000"]', "files[0].paths: a path cannot hold a NUL"),
+        ('[[services]]\nname = "a"\npidfile = "a\\u0000"', "services[0].pidfile: a path cannot"),
+        ('db = "sqlite:///x\\u0000"', "db: a path cannot hold a NUL character"),
     ],
 )
 def test_bad_config_names_file_key_and_problem(tmp_path: Path, text: str, message: str) -> None:
