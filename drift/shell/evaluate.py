@@ -60,6 +60,7 @@ from drift.shell.words import (
     ScriptModel,
     Seg,
     SourcedFile,
+    UnsafeToParse,
     Words,
     _dedupe,
     _field_alt,
@@ -127,16 +128,29 @@ class _Evaluator(Words):
 
     def _walk_source(self, file: str, data: bytes, offset: int, st: _State) -> None:
         """Walk the code in `data`, which starts at line `offset` + 1 of `file`."""
-        tree = parse(data)
         saved = self.file, self.offset
         self.file, self.offset = file, offset
         if file not in self.lines:
             self.lines[file] = data.decode("utf-8", "surrogateescape").split("\n")
         try:
-            self._note_errors(tree.root_node)
-            self.block(tree.root_node.children, st)
+            tree = self._parse(data)
+            if tree is not None:
+                self._note_errors(tree.root_node)
+                self.block(tree.root_node.children, st)
         finally:
             self.file, self.offset = saved
+
+    def _parse(self, data: bytes) -> Any:
+        """The tree of `data` (lines from `self.offset` + 1), or None, noted as broken."""
+        try:
+            return parse(data)
+        except UnsafeToParse as unsafe:
+            line = unsafe.line + self.offset
+            self.broken.append(
+                f"{self.file}:{line}: drift cannot parse this line as bash: its parser "
+                "crashes on a character past U+FFFF right after {"
+            )
+            return None
 
     def _note_errors(self, root: Node) -> None:
         """Record the first place the code is not bash (tree-sitter's or bash's own rules)."""
@@ -1110,10 +1124,11 @@ class _Evaluator(Words):
         saved = self.file, self.offset
         try:
             data = script.encode("utf-8", "surrogateescape")
-            tree = parse(data)
             self.offset = origin.line - 1
-            self._note_errors(tree.root_node)
-            self.block(tree.root_node.children, st)
+            tree = self._parse(data)
+            if tree is not None:
+                self._note_errors(tree.root_node)
+                self.block(tree.root_node.children, st)
         finally:
             self.file, self.offset = saved
             self.depth -= 1
