@@ -790,7 +790,7 @@ def _visible(text: str) -> int:
 
 def _wrap_line(line: str, width: int) -> str:
     if "\t" in line:
-        line = line.expandtabs()  # a tab's width depends on its column: make it spaces first
+        line = _expand_tabs(line)  # a tab's width depends on its column: make it spaces first
     if _visible(line) <= width:
         return line
     match = _LEAD.match(_SGR.sub("", line))
@@ -809,7 +809,9 @@ def _wrap_line(line: str, width: int) -> str:
         if used < lead:  # the indent and marker are never broken
             current, used = current + piece, used + size
         elif piece.startswith(" "):
-            spaces = piece
+            spaces += piece
+        elif size == 0:  # only colour codes: they take no room, so they never break a line
+            current += piece
         else:
             if used + len(spaces) + size > width and (started or label):
                 lines.append(current.rstrip(" ") + ("\x1b[0m" if styles else ""))
@@ -822,6 +824,22 @@ def _wrap_line(line: str, width: int) -> str:
             started, spaces = True, ""
         _track(piece, styles)
     return "\n".join([*lines, current + spaces])
+
+
+def _expand_tabs(line: str, size: int = 8) -> str:
+    """`line` with its tabs as spaces to the next tab stop, counting only visible columns
+    (str.expandtabs would count drift's colour codes as columns too)."""
+    out: list[str] = []
+    column = 0
+    for piece in re.split(r"(\x1b\[[0-9;]*m|\t)", line):
+        if piece == "\t":
+            spaces = size - column % size
+            out.append(" " * spaces)
+            column += spaces
+        else:
+            out.append(piece)
+            column += _visible(piece)
+    return "".join(out)
 
 
 def _track(piece: str, styles: list[str]) -> None:

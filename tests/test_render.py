@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from drift.report import render_template
@@ -147,3 +148,25 @@ def test_long_values_that_differ_late_are_shortened_where_they_differ() -> None:
     out = render_template("since.txt.j2", ctx)
     line = next(line for line in out.splitlines() if "env:HOME" in line)
     assert line.endswith(": …/decode-node-7/old-home -> …/decode-node-7/new-home")
+
+
+def test_colour_never_changes_where_a_line_wraps() -> None:
+    """A coloured line wraps as the plain one: a tab counts its visible columns, and a colour
+    code after a value's last space does not start a line of its own."""
+    change = {
+        "role": "evidence",
+        "subject": "script:/opt/serve/decode.sh",
+        "key": "export:K",
+        "kind": "added",
+        "before": None,
+        "after": "a\tb",
+        "where": "/opt/serve/decode.sh:8 or /opt/serve/decode.sh:12 ",  # ends with a space
+        "changed_local": "2026-12-02 12:00:00 UTC",
+        "diff": None,
+    }
+    ctx = context("export K='a\tb' added to /opt/serve/decode.sh:8")
+    ctx["suspects"][0]["changes"] = [change]
+    for width in range(40, 90, 2):
+        plain = render_template("since.txt.j2", ctx, width=width)
+        coloured = render_template("since.txt.j2", ctx, color=True, width=width)
+        assert re.sub(r"\x1b\[[0-9;]*m", "", coloured) == plain, width
