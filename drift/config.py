@@ -245,9 +245,9 @@ class _Reader:
         if isinstance(value, str):
             import re
 
-            found = re.fullmatch(r"\s*([0-9]+)\s*([KMGT]iB|B)?\s*", value)
-            if found is None:
-                self.fail(key, f"{_SIZE_EXPECTED}, got {value!r}")
+            found = re.fullmatch(r"\s*0*([0-9]{1,30})\s*([KMGT]iB|B)?\s*", value)
+            if found is None:  # over 30 digits: more than any disk, and past what int() reads
+                self.fail(key, f"{_SIZE_EXPECTED}, got {_short_repr(value)}")
             value = int(found[1]) * SIZE_UNITS[found[2] or "B"]
         elif isinstance(value, bool) or not isinstance(value, int):
             self.fail(key, f"{_SIZE_EXPECTED}, got {_type_name(value)}")
@@ -260,6 +260,11 @@ class _Reader:
         if not isinstance(value, list):
             self.fail(key, f"expected an array of tables ([[{key}]]), got {_type_name(value)}")
         return [_Reader(self.path, f"{key}[{i}]", item, self.base) for i, item in enumerate(value)]
+
+
+def _short_repr(value: str, limit: int = 60) -> str:
+    """`value` quoted for a message, its middle dropped when long."""
+    return repr(value) if len(value) <= limit else repr(value[: limit - 20] + "..." + value[-10:])
 
 
 def _type_name(value: Any) -> str:

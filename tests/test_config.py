@@ -118,6 +118,10 @@ def test_good_config_resolves_relative_paths_from_its_folder(tmp_path: Path) -> 
         ('[[files]]\nname = "k"\npaths = ["~\\u0000"]', "files[0].paths: a path cannot hold a NUL"),
         ('[[services]]\nname = "a"\npidfile = "a\\u0000"', "services[0].pidfile: a path cannot"),
         ('db = "sqlite:///x\\u0000"', "db: a path cannot hold a NUL character"),
+        (
+            '[[files]]\nname = "k"\npaths = ["x"]\nmax_size = "' + "9" * 5000 + 'MiB"',
+            "files[0].max_size: expected a number of bytes or a size like",
+        ),
     ],
 )
 def test_bad_config_names_file_key_and_problem(tmp_path: Path, text: str, message: str) -> None:
@@ -127,6 +131,7 @@ def test_bad_config_names_file_key_and_problem(tmp_path: Path, text: str, messag
     assert str(info.value).startswith(f"{path}: ")
     assert message in str(info.value)
     assert "\n" not in str(info.value)
+    assert len(str(info.value)) < 500
 
 
 def test_bad_config_on_the_command_line_is_one_line_exit_2_and_writes_nothing(

@@ -168,7 +168,7 @@ TOML_VALUES = st.recursive(
 LIKELY = st.one_of(STRINGS, STRINGS, st.lists(STRINGS, max_size=3), TOML_VALUES)
 TABLE_KEYS = {
     "services": ["unit", "pidfile", "match", "script"],
-    "files": ["paths", "content", "format"],
+    "files": ["paths", "content", "format", "max_size", "one_file_system", "max_files"],
     "repos": ["path", "timeout"],
     "commands": ["run", "timeout", "cwd"],
     "health": ["run", "timeout", "cwd"],
@@ -177,9 +177,18 @@ TABLE_KEYS = {
 TOP_KEYS = ["host", "db", "secret_key_file", "systemctl", "proc_root", "templates_dir"]
 
 
+SIZES = st.tuples(
+    st.sampled_from(["", " "]),
+    st.sampled_from("019"),
+    st.integers(1, 5000),
+    st.sampled_from(["", "B", "KiB", " GiB", "TiB", "kb"]),
+).map(lambda p: p[0] + p[1] * p[2] + p[3])
 SHAPES = {
     "content": st.booleans() | TOML_VALUES,
     "timeout": st.floats(allow_nan=True, allow_infinity=True) | TOML_VALUES,
+    "max_size": SIZES | st.integers(min_value=-(2**63), max_value=2**63 - 1) | TOML_VALUES,
+    "max_files": st.integers(min_value=-(2**63), max_value=2**63 - 1) | TOML_VALUES,
+    "one_file_system": st.booleans() | TOML_VALUES,
 }
 
 
