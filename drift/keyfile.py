@@ -64,7 +64,9 @@ def load_key(path: Path) -> SecretKey:
     if found is not None:
         return found
     try:
-        _make_private_dirs(path.parent)
+        from drift.store.db import make_private_dirs
+
+        make_private_dirs(path.parent)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
@@ -151,16 +153,3 @@ def _user(uid: int) -> str:
         return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
     except KeyError:
         return f"uid {uid}"
-
-
-def _make_private_dirs(folder: Path) -> None:
-    # pathlib's mkdir(parents=True) gives parents the default mode, not 0700
-    missing: list[Path] = []
-    while not folder.exists():
-        missing.append(folder)
-        folder = folder.parent
-    for part in reversed(missing):
-        try:
-            part.mkdir(mode=0o700)
-        except FileExistsError:
-            pass
