@@ -195,7 +195,7 @@ class DriftGroup(click.Group):
         try:
             return super().invoke(ctx)
         except DriftError as exc:
-            from drift.report import printable
+            from drift.display import printable
 
             # One line, whatever a path or value in the message holds.
             click.echo(f"drift: {printable(_scrub(ctx, str(exc)))}", err=True)
@@ -422,7 +422,7 @@ def record(obj: DriftContext, quiet: bool) -> None:
 
 def _error_text(err: CollectionError) -> str:
     """`service:decode unit: message` for a collection error, on one line (see `printable`)."""
-    from drift.report import printable
+    from drift.display import printable
 
     key = f" {err.key}" if err.key else ""
     return printable(f"{err.subject}{key}: {err.message}")
@@ -743,8 +743,8 @@ def report(
     """
     from pathlib import Path
 
+    from drift.display import printable
     from drift.errors import DriftError
-    from drift.report import printable
 
     target = Path(output)
     given_fmt = fmt
@@ -826,7 +826,7 @@ def mark(obj: DriftContext, kind: str, at: str | None, note: str | None) -> None
     `drift since` with no --stable compares against the end of the last one.
     Example: drift mark stable --note "decode answers, p99 ok"
     """
-    from drift.report import printable
+    from drift.display import printable
     from drift.store.query import from_us, to_us
     from drift.store.writer import add_mark, now_us
     from drift.timespec import When, describe_when
