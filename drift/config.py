@@ -6,6 +6,7 @@ what is wrong, on one line.
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 import tomllib
@@ -228,6 +229,8 @@ class _Reader:
             self.fail(key, f"expected a number of seconds, got {_type_name(value)}")
         if value <= 0:
             self.fail(key, "must be greater than 0")
+        if not math.isfinite(value):
+            self.fail(key, "must be a finite number of seconds")
         return float(value)
 
     def count(self, key: str, default: int) -> int:

@@ -86,6 +86,14 @@ def test_good_config_resolves_relative_paths_from_its_folder(tmp_path: Path) -> 
             "commands[0].timeout: must be greater than 0",
         ),
         (
+            '[[commands]]\nname = "c"\nrun = "true"\ntimeout = inf',
+            "commands[0].timeout: must be a finite number of seconds",
+        ),
+        (
+            '[[health]]\nname = "h"\nrun = "true"\ntimeout = nan',
+            "health[0].timeout: must be a finite number of seconds",
+        ),
+        (
             '[[health]]\nname = "h"\nrun = "true"\ncwd = 1',
             "health[0].cwd: expected a string, got an integer",
         ),
