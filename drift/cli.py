@@ -673,7 +673,7 @@ report_format_option = click.option(
 @report_format_option
 @pass_drift
 def since(
-    obj: DriftContext, stable: str | None, until: str | None, fmt: str, **options: Any
+    obj: DriftContext, /, stable: str | None, until: str | None, fmt: str, **options: Any
 ) -> None:
     """What changed since it last worked: ranked suspects, each with its reasons and evidence.
 
@@ -695,7 +695,7 @@ def since(
 @report_options
 @report_format_option
 @pass_drift
-def diff(obj: DriftContext, start: str, end: str, fmt: str, **options: Any) -> None:
+def diff(obj: DriftContext, /, start: str, end: str, fmt: str, **options: Any) -> None:
     """The same report as since, between any two times or snapshots.
 
     \b
@@ -727,6 +727,7 @@ def diff(obj: DriftContext, start: str, end: str, fmt: str, **options: Any) -> N
 @pass_drift
 def report(
     obj: DriftContext,
+    /,
     stable: str | None,
     until: str | None,
     output: str,
@@ -827,9 +828,8 @@ def mark(obj: DriftContext, kind: str, at: str | None, note: str | None) -> None
     Example: drift mark stable --note "decode answers, p99 ok"
     """
     from drift.display import printable
-    from drift.store.query import from_us, to_us
     from drift.store.writer import add_mark, now_us
-    from drift.timespec import When, describe_when
+    from drift.timespec import When, describe_when, from_us, to_us
 
     moment = now_us()
     when = parse_when_arg(at) if at else None

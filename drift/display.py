@@ -40,6 +40,11 @@ def escaped(char: str) -> str:
     return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
+def truncated(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters, an ellipsis marking the cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def printable(text: object) -> str:
     """Untrusted text (values come from the box) as one line that shows what it holds.
 

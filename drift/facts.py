@@ -83,7 +83,7 @@ class CollectionError:
         return key == self.key
 
 
-def printable(text: str) -> str:
+def storable(text: str) -> str:
     """`text` with undecodable bytes (surrogate escapes) as ``\\xNN``: valid UTF-8 for any store."""
     if text.isascii():
         return text

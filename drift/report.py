@@ -26,11 +26,11 @@ from drift.analysis.diff import (
 from drift.analysis.group import Restart, RestartEvent, category, group_changes
 from drift.analysis.rank import ChurnInfo, RankedStory, rank_stories
 from drift.analysis.scope import ConfigSwitch, ScopeSplit, split_scope
-from drift.display import hidden, printable
+from drift.display import hidden, printable, truncated
 from drift.errors import TemplateError
 from drift.redact import shown_secret
-from drift.store.query import History, SnapshotInfo, StoredVersion, from_us
-from drift.timespec import When, local_zone
+from drift.store.query import History, SnapshotInfo, StoredVersion
+from drift.timespec import When, from_us, local_time
 
 RESULT_VERSION = 1
 DEFAULT_TOP = 10  # suspects shown unless --top N or --all
@@ -67,8 +67,7 @@ def where(provenance: dict[str, Any]) -> str:
     return ""
 
 
-def _local(us: int) -> str:
-    return from_us(us).astimezone(local_zone()).strftime("%Y-%m-%d %H:%M:%S %Z")
+_local = local_time
 
 
 def _iso(us: int) -> str:
@@ -810,9 +809,7 @@ def number(count: int) -> str:
 
 
 def _short(text: str | None, limit: int = SHORT_VALUE) -> str | None:
-    if text is None or len(text) <= limit:
-        return text
-    return text[: limit - 1] + "…"
+    return None if text is None else truncated(text, limit)
 
 
 def _short_against(text: str | None, other: str | None, limit: int = SHORT_VALUE) -> str | None:

@@ -17,7 +17,17 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from drift.errors import TimeSpecError
 
-__all__ = ["When", "describe_when", "local_zone", "parse_when", "quote_when"]
+__all__ = [
+    "When",
+    "clock",
+    "describe_when",
+    "from_us",
+    "local_time",
+    "local_zone",
+    "parse_when",
+    "quote_when",
+    "to_us",
+]
 
 ACCEPTED_FORMS = "use 12:00, noon, yesterday 12:00, 2h ago, an ISO 8601 time, or #57"
 
@@ -61,6 +71,26 @@ class When:
             if self.at.utcoffset() is None:
                 raise ValueError("When.at must be timezone-aware")
             object.__setattr__(self, "at", self.at.astimezone(UTC))
+
+
+def from_us(us: int) -> datetime:
+    """Microseconds since the epoch (how the store keeps times) as an aware UTC datetime."""
+    return datetime.fromtimestamp(us / 1_000_000, tz=UTC)
+
+
+def to_us(moment: datetime) -> int:
+    """An aware datetime as microseconds since the epoch."""
+    return int(moment.timestamp() * 1_000_000)
+
+
+def local_time(us: int) -> str:
+    """A stored time as people read it on this box: `2026-12-03 12:00:00 CET`."""
+    return from_us(us).astimezone(local_zone()).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def clock(us: int) -> str:
+    """A stored time as a time of day on this box: `12:00:00`."""
+    return from_us(us).astimezone(local_zone()).strftime("%H:%M:%S")
 
 
 def local_zone() -> tzinfo:

@@ -24,7 +24,8 @@ from drift.analysis.group import (
     Story,
     group_changes,
 )
-from drift.store.query import SnapshotInfo, StoredVersion, from_us, to_us
+from drift.store.query import SnapshotInfo, StoredVersion
+from drift.timespec import from_us, to_us
 
 MIN = 60_000_000
 T0 = to_us(datetime(2026, 12, 2, 10, 0, tzinfo=UTC))  # the first record

@@ -7,9 +7,9 @@ from pathlib import Path
 from drift.facts import Fact
 from drift.report import since_context
 from drift.store.db import resolve_db_url
-from drift.store.query import History, from_us
+from drift.store.query import History
 from drift.store.writer import HistoryWriter
-from drift.timespec import When
+from drift.timespec import When, from_us
 
 MINUTE = 60_000_000
 T0 = 1_780_000_000_000_000

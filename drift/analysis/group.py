@@ -48,10 +48,11 @@ from drift.analysis.origins import (
     possibilities,
 )
 from drift.analysis.timing import Order, Records, Span, start_span
+from drift.display import truncated
 from drift.redact import shown_secret
 from drift.shell.patterns import feasible
-from drift.store.query import SnapshotInfo, StoredVersion, from_us, to_us
-from drift.timespec import local_zone, parse_stored_time
+from drift.store.query import SnapshotInfo, StoredVersion
+from drift.timespec import clock, parse_stored_time, to_us
 
 Status = Literal["live", "pending", "unsourced", "on-disk", "changed"]
 STATUSES: tuple[Status, ...] = ("live", "pending", "unsourced", "on-disk", "changed")
@@ -230,11 +231,6 @@ def parse_time_us(text: str | None) -> int | None:
     """An ISO 8601 time with a zone (``started_at``) as microseconds, else None."""
     moment = parse_stored_time(text)
     return None if moment is None else to_us(moment)
-
-
-def clock(us: int) -> str:
-    """A time of day as people read it on this box."""
-    return from_us(us).astimezone(local_zone()).strftime("%H:%M:%S")
 
 
 class _Grouper:
@@ -1011,8 +1007,7 @@ def shown(version: StoredVersion | None, limit: int = 80) -> str:
     if version.value is None:
         return "[text]"
     text = version.value
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
+    text = truncated(text, limit)
     if text == "" or any(c.isspace() for c in text):
         return shlex.quote(text)
     return text

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from drift.analysis.diff import duration_text
-from drift.analysis.group import Story, category_rank, clock
+from drift.analysis.group import Story, category_rank
+from drift.timespec import clock
 
 
 def _frozen(values: dict[str, float]) -> Mapping[str, float]:

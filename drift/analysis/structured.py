@@ -25,6 +25,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from drift.display import truncated
+
 KeyChangeKind = Literal["added", "removed", "changed", "type"]
 
 STRUCTURED_FORMATS = frozenset({"json", "yaml", "toml"})
@@ -146,7 +148,7 @@ def _problem(exc: Exception) -> str:
 def _one_line(message: str) -> str:
     # YAML errors span several lines with a caret drawing; the report wants one.
     text = " ".join(message.split())
-    return text if len(text) <= 300 else text[:299] + "…"
+    return truncated(text, 300)
 
 
 def _key_changes(old: Any, new: Any) -> tuple[KeyChange, ...]:
@@ -238,7 +240,7 @@ def _map_leaves(doc: Any, change: Callable[[Any], Any]) -> Any:
 
 def _short(value: Any) -> str:
     text = json.dumps(_unwrap_bools(value), ensure_ascii=False, default=str)
-    return text if len(text) <= VALUE_MAX else text[: VALUE_MAX - 1] + "…"
+    return truncated(text, VALUE_MAX)
 
 
 __all__ = [

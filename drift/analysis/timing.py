@@ -22,7 +22,8 @@ from datetime import datetime
 from typing import Literal
 
 from drift.analysis.diff import Change
-from drift.store.query import SnapshotInfo, StoredVersion, to_us
+from drift.store.query import SnapshotInfo, StoredVersion
+from drift.timespec import to_us
 
 Order = Literal["before", "after", "unknown"]
 

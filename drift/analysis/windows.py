@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from drift.errors import DriftError, NoBaselineError, TimeSpecError
-from drift.store.query import History, MarkInfo, SnapshotInfo, StoredVersion, from_us, to_us
-from drift.timespec import When, describe_when, local_zone, quote_when
+from drift.store.query import History, MarkInfo, SnapshotInfo, StoredVersion
+from drift.timespec import When, clock, describe_when, from_us, quote_when, to_us
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ def choose_baseline(history: History, stable: When | None, label: str = "--stabl
         assert failed is not None
         names = ", ".join(sorted({v.subject.split(":", 1)[1] for v in checks}))
         why = (
-            f"end of stable window {_clock(first.taken_us)}-{_clock(last.taken_us)}, "
+            f"end of stable window {clock(first.taken_us)}-{clock(last.taken_us)}, "
             f"from health check{'s' if ',' in names else ''} {names}"
         )
         candidates.append(
@@ -154,7 +154,7 @@ def choose_baseline(history: History, stable: When | None, label: str = "--stabl
     windows = stable_windows(history.marks())
     if windows:
         window = windows[-1]
-        began = _clock(window.start.at_us)
+        began = clock(window.start.at_us)
         at = When(at=from_us(window.baseline_us), text="")
         failed_us = None
         if window.end is None:
@@ -162,11 +162,11 @@ def choose_baseline(history: History, stable: When | None, label: str = "--stabl
             stable_id = _snapshot_id_at(history, When(at=from_us(window.last_stable.at_us)))
             failed_us = first_failure_after(series, stable_id)
         if window.end is not None:
-            why = f"end of stable window {began}-{_clock(window.end.at_us)}, from marks"
+            why = f"end of stable window {began}-{clock(window.end.at_us)}, from marks"
             span = (window.start.at_us, window.end.at_us)
         elif failed_us is not None:
             why = (
-                f"end of stable window {began}-{_clock(failed_us)}, from a stable mark "
+                f"end of stable window {began}-{clock(failed_us)}, from a stable mark "
                 "closed by a failing health check"
             )
             span = (window.start.at_us, failed_us)
@@ -176,7 +176,7 @@ def choose_baseline(history: History, stable: When | None, label: str = "--stabl
             span = None
         else:
             why = (
-                f"last stable mark, {_clock(window.last_stable.at_us)}; the window open since "
+                f"last stable mark, {clock(window.last_stable.at_us)}; the window open since "
                 f"{began} has no unstable mark yet"
             )
             span = (window.start.at_us, window.last_stable.at_us)
@@ -268,7 +268,3 @@ def _snapshot_id_at(history: History, at: When) -> int | None:
         return history.snapshot_for(at).id
     except DriftError:
         return None
-
-
-def _clock(us: int) -> str:
-    return from_us(us).astimezone(local_zone()).strftime("%H:%M:%S")

@@ -48,7 +48,7 @@ from fnmatch import translate
 from typing import NamedTuple
 
 from drift.config import MAX_SIZE, SIZE_UNITS, FileSpec
-from drift.facts import CachedStat, CollectContext, CollectionError, Fact, FactBlock, printable
+from drift.facts import CachedStat, CollectContext, CollectionError, Fact, FactBlock, storable
 
 CHUNK = 1 << 20
 # os.read into a fresh bytes object measured faster here than os.readv into a
@@ -178,7 +178,7 @@ def collect_files(
     listed: list[tuple[str, str, str, os.stat_result | None, str | None]] = []
     jobs: list[tuple[str, int]] = []
     for path, (pattern, entry) in sorted(found.matches.items()):
-        name = printable(path)  # the stored path: valid UTF-8 whatever the bytes
+        name = storable(path)  # the stored path: valid UTF-8 whatever the bytes
         # A progress line gives the bytes to read, which takes every size first.
         try:
             st = _lstat(entry, sink is not None or name in cache)
@@ -687,7 +687,7 @@ def _symlink(
         else:
             yield CollectionError(subject, None, f"cannot read link: {exc.strerror}")
         return
-    yield Fact(subject, "symlink", printable(target), provenance)
+    yield Fact(subject, "symlink", storable(target), provenance)
 
 
 _MODES: dict[int, str] = {}
@@ -809,7 +809,7 @@ def _set_subject(patterns: Sequence[str]) -> str:
         glob = _Glob(pattern)
         folders.append(os.path.dirname(glob.base) if glob.literal else glob.base)
     common = os.path.commonpath(folders)
-    return "file:" + printable(common if common.endswith("/") else common + "/")
+    return "file:" + storable(common if common.endswith("/") else common + "/")
 
 
 def _exclusion_set(exclude: frozenset[str]) -> frozenset[str]:
@@ -867,7 +867,7 @@ def _walk_literal(
         return False
     except OSError as exc:
         errors.append(
-            CollectionError("file:" + printable(path), None, f"cannot stat: {exc.strerror}")
+            CollectionError("file:" + storable(path), None, f"cannot stat: {exc.strerror}")
         )
         return False
     if stat.S_ISDIR(st.st_mode):
@@ -927,7 +927,7 @@ def _walk(
         except OSError as exc:
             errors.append(
                 CollectionError(
-                    f"file:{printable(prefix)}", None, f"cannot list directory: {exc.strerror}"
+                    f"file:{storable(prefix)}", None, f"cannot list directory: {exc.strerror}"
                 )
             )
             continue

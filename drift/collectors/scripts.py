@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drift.collectors.services import flag_words
-from drift.facts import CollectContext, CollectionError, Fact, printable
+from drift.facts import CollectContext, CollectionError, Fact, storable
 
 MAX_SCRIPT_BYTES = 8 << 20
 """A "script" larger than this is a misconfiguration (a log, a binary), not read each minute."""
@@ -88,12 +88,12 @@ def collect_script(
     if model.broken:
         # What the script exports and runs cannot be read: those facts keep
         # their last values rather than read as removed or as a guess.
-        message = printable(model.broken[0])
+        message = storable(model.broken[0])
         for key in ("export:", "flag:", "exec"):
             yield CollectionError(subject, key, message)
         return
     for gap in model.gaps:
-        yield CollectionError(subject, "reading", printable(gap))
+        yield CollectionError(subject, "reading", storable(gap))
     yield from script_facts(subject, model, where)
 
 
@@ -153,7 +153,7 @@ def _read_regular_file(path: str) -> bytes:
 def _symlink_facts(subject: str, path: str, service_name: str) -> Iterator[Fact | CollectionError]:
     """A serve script that is a symlink: its target as a ``symlink`` fact, the rest kept."""
     try:
-        target = printable(os.readlink(path))
+        target = storable(os.readlink(path))
     except OSError as exc:
         # Swapped again while we looked (EINVAL: no longer a link) or gone.
         yield CollectionError(subject, None, f"cannot read {path}: {exc.strerror or exc}")
@@ -204,7 +204,7 @@ def script_facts(subject: str, model: Any, where: dict[str, Any]) -> Iterator[Fa
     if model.launches:
         yield _exec_fact(subject, model, where)
         for name, possible in _flags(model).items():
-            yield _fact(subject, f"flag:{printable(name)}", possible, where)
+            yield _fact(subject, f"flag:{storable(name)}", possible, where)
 
 
 def _exports(model: Any) -> dict[str, tuple[list[Possibility], Any, bool]]:
@@ -281,7 +281,7 @@ def _exec_fact(subject: str, model: Any, where: dict[str, Any]) -> Fact:
     origins = list(dict.fromkeys(launch.origin for launch in model.launches))
     if len(origins) == 1:
         origin = origins[0]
-        provenance.update(file=origin.file, line=origin.line, text=printable(origin.text))
+        provenance.update(file=origin.file, line=origin.line, text=storable(origin.text))
     else:
         # Several launches: each command line as a pattern of the live argv joined by
         # spaces, after the program (a console script runs as `python3 /usr/bin/vllm`).
@@ -304,7 +304,7 @@ def _exec_fact(subject: str, model: Any, where: dict[str, Any]) -> Fact:
         ]
     if model.tests:
         # Tests on variables the service inherits: its live environment says which way they went.
-        provenance["tests"] = {printable(c): t for c, t in model.tests.items()}
+        provenance["tests"] = {storable(c): t for c, t in model.tests.items()}
     hows = {launch.how for launch in model.launches}
     if "exec" not in hows:
         provenance["via"] = "last command (no exec)"
@@ -313,7 +313,7 @@ def _exec_fact(subject: str, model: Any, where: dict[str, Any]) -> Fact:
     conds = {launch.conds for launch in model.launches}
     if len(conds) == 1 and (only := conds.pop()):
         provenance["when"] = " and ".join(only)
-    return Fact(subject, "exec", printable(value), provenance)
+    return Fact(subject, "exec", storable(value), provenance)
 
 
 def _flags(model: Any) -> dict[str, list[Possibility]]:
@@ -416,7 +416,7 @@ def _fact(
         provenance["inherited"] = True
         if exported_at is not None:
             provenance.update(
-                file=exported_at.file, line=exported_at.line, text=printable(exported_at.text)
+                file=exported_at.file, line=exported_at.line, text=storable(exported_at.text)
             )
             # Any live value is the one the service was started with, exported here.
             name = key.removeprefix("export:")
@@ -424,7 +424,7 @@ def _fact(
                 {
                     "file": exported_at.file,
                     "line": exported_at.line,
-                    "text": printable(exported_at.text),
+                    "text": storable(exported_at.text),
                     "match": [[f"${name}"]],
                     "kind": "caller",
                 }
@@ -433,21 +433,21 @@ def _fact(
     own = [p for p in possible if p.kind == "set"]
     value = " | ".join(
         dict.fromkeys(
-            printable(p.written if p.written is not None else shown(p.pattern))
+            storable(p.written if p.written is not None else shown(p.pattern))
             for p in own or possible
         )
     )
     origins = list(dict.fromkeys(p.origin for p in possible if p.kind != "caller"))
     if len(origins) == 1 and origins[0] is not None:
         origin = origins[0]
-        provenance.update(file=origin.file, line=origin.line, text=printable(origin.text))
+        provenance.update(file=origin.file, line=origin.line, text=storable(origin.text))
         values = {p.value_origin for p in possible if p.kind != "caller"}
         if len(values) == 1 and (value_origin := values.pop()) is not None:
             provenance.update(_value_spot(value_origin, origin))
         whens = {p.conds for p in possible if p.kind != "caller"}
         if len(whens) == 1 and (only := whens.pop()):
-            provenance["when"] = printable(" and ".join(only))
-            provenance["conds"] = [printable(c) for c in only]
+            provenance["when"] = storable(" and ".join(only))
+            provenance["conds"] = [storable(c) for c in only]
     if len(possible) > 1 or not all(is_literal(p.pattern) for p in possible):
         provenance["possible"] = [_printable_json(p.as_json()) for p in possible]
     if exported_at is not None and exported_at != (origins[0] if len(origins) == 1 else None):
@@ -476,7 +476,7 @@ def _value_spot(value_origin: Any, origin: Any) -> dict[str, Any]:
 
 def _printable_json(data: Any) -> Any:
     if isinstance(data, str):
-        return printable(data)
+        return storable(data)
     if isinstance(data, list):
         return [_printable_json(x) for x in data]
     if isinstance(data, dict):

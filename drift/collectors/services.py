@@ -39,7 +39,7 @@ import psutil
 
 from drift.config import ServiceSpec
 from drift.errors import DriftError
-from drift.facts import CollectContext, CollectionError, Fact, printable
+from drift.facts import CollectContext, CollectionError, Fact, storable
 from drift.timespec import parse_stored_time
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -596,10 +596,10 @@ def _process_facts(
             out.append(_denied(subject, key, key, pid))
             continue
         provenance = {"pid": pid, "source": f"{where}/{source}"}
-        out.append(Fact(subject, key, printable(value), provenance))
+        out.append(Fact(subject, key, storable(value), provenance))
 
     try:
-        argv = [printable(word) for word in proc.cmdline()]
+        argv = [storable(word) for word in proc.cmdline()]
     except psutil.AccessDenied:
         out += [_denied(subject, "argv", "cmdline", pid), _denied(subject, "flag:", "cmdline", pid)]
     else:
@@ -617,7 +617,7 @@ def _process_facts(
         for name in sorted(environ):
             out.append(
                 Fact(
-                    subject, f"env:{printable(name)}", printable(environ[name]), dict(from_environ)
+                    subject, f"env:{storable(name)}", storable(environ[name]), dict(from_environ)
                 )
             )
 

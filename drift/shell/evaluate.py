@@ -167,7 +167,7 @@ class _Evaluator(Words):
         if not 0 <= index < len(lines):
             return False
         line = lines[index].encode("utf-8", "surrogateescape")
-        return line.endswith(b"\r") and column == len(line) - 1
+        return bool(line.endswith(b"\r") and column == len(line) - 1)
 
     # ------------------------------------------------------------ statements
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Literal
 
+from drift.display import truncated
 from drift.shell.patterns import Hole, Part, Pattern, pattern
 
 MAX_ALTERNATIVES = 24
@@ -1052,7 +1053,7 @@ def _simple_name(node: Node) -> str:
 
 def _short(text: str, limit: int = 80) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return truncated(text, limit)
 
 
 def _unescape(text: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import zlib
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
@@ -21,19 +21,10 @@ from drift.store.db import DbUrl, open_engine
 from drift.store.models import Blob, ConfigRecord, Host, Mark, Snapshot, Version
 from drift.store.models import Fact as FactRow
 from drift.store.writer import require_schema
-from drift.timespec import When, describe_when, quote_when
+from drift.timespec import When, describe_when, from_us, quote_when, to_us
 
 if TYPE_CHECKING:
     from drift.scope import ConfigInfo
-
-
-def from_us(us: int) -> datetime:
-    """Microseconds since the epoch as an aware UTC datetime."""
-    return datetime.fromtimestamp(us / 1_000_000, tz=UTC)
-
-
-def to_us(moment: datetime) -> int:
-    return int(moment.timestamp() * 1_000_000)
 
 
 @dataclass(frozen=True)
