@@ -23,8 +23,10 @@ from drift.analysis.diff import (
     failing_at,
     unchanged_between,
 )
-from drift.analysis.group import Restart, RestartEvent, category, group_changes
+from drift.analysis.group import group_changes
+from drift.analysis.kinds import category
 from drift.analysis.rank import ChurnInfo, RankedStory, rank_stories
+from drift.analysis.restarts import Restart, RestartEvent
 from drift.analysis.scope import ConfigSwitch, ScopeSplit, split_scope
 from drift.display import hidden, printable, truncated
 from drift.errors import TemplateError

@@ -17,13 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from drift.analysis.diff import Change, State, changes_between
-from drift.analysis.group import (
-    NOT_APPLIED,
-    SOURCE_UNKNOWN,
-    STATUSES,
-    Story,
-    group_changes,
-)
+from drift.analysis.group import group_changes
+from drift.analysis.story import STATUSES, Story
+from drift.analysis.titles import NOT_APPLIED, SOURCE_UNKNOWN
 from drift.store.query import SnapshotInfo, StoredVersion
 from drift.timespec import from_us, to_us
 
@@ -703,7 +699,7 @@ def test_every_change_lands_in_exactly_one_story_or_restart(s: States, rnd: rand
 
 
 def test_file_changed_after_every_running_service_started_is_pending() -> None:
-    from drift.analysis.group import NOT_APPLIED
+    from drift.analysis.titles import NOT_APPLIED
 
     hour = 60 * MIN
     states = States()

@@ -14,14 +14,8 @@ from hypothesis import strategies as st
 from test_group import BASE, MIN, NOW, States, histories
 
 from drift.analysis.diff import Change
-from drift.analysis.group import (
-    CATEGORY_ORDER,
-    STATUSES,
-    Restart,
-    Status,
-    Story,
-    group_changes,
-)
+from drift.analysis.group import group_changes
+from drift.analysis.kinds import CATEGORY_ORDER
 from drift.analysis.rank import (
     SIGNALS,
     WEIGHTS,
@@ -30,6 +24,8 @@ from drift.analysis.rank import (
     rank_stories,
     score_signals,
 )
+from drift.analysis.restarts import Restart
+from drift.analysis.story import STATUSES, Status, Story
 from drift.store.query import StoredVersion
 
 

@@ -1,27 +1,12 @@
 """Group changes linked by provenance into stories, and restarts into events.
 
-A story is one suspect: a root cause (the line someone edited) and the
-evidence that follows from it (the same value in the live process, the
-script's diff). A restart is not a suspect: it is context attached to the
-stories it explains, and an event on the timeline; several services
-restarted within ten minutes of each other are one co-restart.
-
-Each story has a status:
-
-- ``live``: the new value is in a running process (checked against the
-  process's own environment or command line; for script text and unit
-  settings without a live counterpart, the process was started since, or
-  at about the same time, which the label then says).
-- ``pending``: changed at its source (serve script, systemd unit) but not in
-  the running process yet: "not applied yet: takes effect on next restart".
-- ``unsourced``: changed in a running process while no changed source in the
-  window explains it; the label says where it could have come from. The
-  variables nothing recorded sets that changed at one start (a restart from
-  another shell) are one such story.
-- ``on-disk``: a file or repository changed; drift cannot tell whether a
-  running process has loaded it.
-- ``changed``: anything else (command output, health, a service that
-  stopped, volatile ids).
+Every change lands in exactly one story (see `drift.analysis.story`), as its
+root or as evidence, or in one restart (see `drift.analysis.restarts`): the
+grouper claims changes in order of how much a story explains, serve scripts
+first, then units, a service's running state, its live process, and last
+files, repositories and commands. It stays one module because its passes
+share what has been claimed so far; the words of titles and labels live in
+`drift.analysis.titles`.
 
 A start is called before or after a change only when their times say so
 (see `drift.analysis.timing`); otherwise "at about the same time".
@@ -33,178 +18,42 @@ in, stories out.
 from __future__ import annotations
 
 import json
-import shlex
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
-from typing import Literal
+from dataclasses import replace
 
 from drift.analysis.diff import Change, State
+from drift.analysis.kinds import (
+    COMMAND_LINE_KEYS,
+    FILE_IDENTITY_KEYS,
+    WORKTREE_KEYS,
+    category_rank,
+    service_name,
+)
 from drift.analysis.origins import (
     Attribution,
-    Spot,
     attribute,
     attribute_together,
     branches_from_env,
     possibilities,
 )
-from drift.analysis.timing import Order, Records, Span, start_span
-from drift.display import truncated
-from drift.redact import shown_secret
+from drift.analysis.restarts import Restart, RestartEvent, co_restarts, restart_of
+from drift.analysis.story import Status, Story
+from drift.analysis.timing import Order, Records, Span, parse_time_us, start_span
+from drift.analysis.titles import (
+    NOT_APPLIED,
+    SOURCE_UNKNOWN,
+    about_the_same_time,
+    environment_order,
+    generic_title,
+    live_title,
+    plain_label,
+    script_title,
+    unit_title,
+    variable_names,
+)
 from drift.shell.patterns import feasible
 from drift.store.query import SnapshotInfo, StoredVersion
-from drift.timespec import clock, parse_stored_time, to_us
-
-Status = Literal["live", "pending", "unsourced", "on-disk", "changed"]
-STATUSES: tuple[Status, ...] = ("live", "pending", "unsourced", "on-disk", "changed")
-
-NOT_APPLIED = "not applied yet: takes effect on next restart"
-SOURCE_UNKNOWN = "source unknown"
-CO_RESTART_US = 10 * 60 * 1_000_000
-"""Restarts whose start times lie within this of the first one are one co-restart."""
-
-# What the service manager sets afresh at every start: they change with each
-# restart, so they belong to the restart, never to a suspect of their own.
-PER_START_ENV = frozenset(
-    {
-        "INVOCATION_ID",
-        "JOURNAL_STREAM",
-        "SYSTEMD_EXEC_PID",
-        "MANAGERPID",
-        "LISTEN_PID",
-        "TRIGGER_TIMER_REALTIME_USEC",
-        "TRIGGER_TIMER_MONOTONIC_USEC",
-    }
-)
-_RESTART_KEYS = ("pid", "started_at", "ppid")
-_COMMAND_LINE_KEYS = ("exe", "argv", "cwd", "user")
-
-# Order of kinds when scores tie, and for listing: config that shapes a
-# process first, volatile ids last.
-CATEGORY_ORDER = (
-    "script export",
-    "unit environment",
-    "live env",
-    "script exec",
-    "live flag",
-    "unit",
-    "script content",
-    "file",
-    "repo",
-    "repo working tree",
-    "live command line",
-    "service state",
-    "command",
-    "health",
-    "process id",
-)
-
-
-def category(subject: str, key: str) -> str:
-    """A human name for the kind of fact (a finer version of report.category)."""
-    kind = subject.split(":", 1)[0]
-    if kind == "script":
-        if key.startswith("export:"):
-            return "script export"
-        if key in ("content", "symlink"):  # a script swapped for a link: its text went
-            return "script content"
-        return "script exec"
-    if kind == "service":
-        if key.startswith("env:"):
-            return "live env"
-        if key.startswith("flag:"):
-            return "live flag"
-        if key.startswith("unit:environment:"):
-            return "unit environment"
-        if key in ("unit:active_state", "unit:load_state", "running"):
-            return "service state"
-        if key.startswith("unit:"):
-            return "unit"
-        if key in _COMMAND_LINE_KEYS:
-            return "live command line"
-        return "process id"
-    if kind == "repo":
-        return "repo working tree" if key in ("diff", "dirty", "untracked") else "repo"
-    return {"file": "file", "command": "command", "health": "health"}.get(kind, kind)
-
-
-def category_rank(name: str) -> int:
-    """Position of a category in CATEGORY_ORDER; unknown kinds come last."""
-    return CATEGORY_ORDER.index(name) if name in CATEGORY_ORDER else len(CATEGORY_ORDER)
-
-
-@dataclass(frozen=True)
-class Restart:
-    """A service's process replaced (or started) between the baseline and now.
-
-    `at_us` is the new process's start time when its ``started_at`` parses,
-    else when the new pid was first recorded. `changes` are the facts the
-    restart accounts for: pid, started_at, ppid and per-start variables.
-    """
-
-    service: str
-    before_pid: str | None
-    after_pid: str | None
-    at_us: int
-    changes: tuple[Change, ...]
-    # When it started, as precisely as known (None: `at_us`, to a clock tick).
-    started: Span | None = None
-
-
-@dataclass(frozen=True)
-class RestartEvent:
-    """One restart, or several services restarted together (a co-restart)."""
-
-    restarts: tuple[Restart, ...]
-    at_us: int
-
-    @property
-    def services(self) -> tuple[str, ...]:
-        return tuple(r.service for r in self.restarts)
-
-
-@dataclass(frozen=True)
-class Story:
-    """One suspect: the root change, the changes that follow from it, and what it means."""
-
-    root: Change
-    evidence: tuple[Change, ...]
-    status: Status
-    label: str
-    title: str
-    services: tuple[str, ...]
-    restarts: tuple[Restart, ...]
-    # When the root change happened, as far as the records tell (None: only
-    # when it was first recorded is known).
-    changed: Span | None = None
-
-    @property
-    def category(self) -> str:
-        return category(self.root.subject, self.root.key)
-
-    @property
-    def changes(self) -> tuple[Change, ...]:
-        """Root first, then the evidence."""
-        return (self.root, *self.evidence)
-
-    @property
-    def effective_us(self) -> int:
-        """When the change could first have mattered: for a live one, the restart that took it."""
-        moment = self.root.changed_us
-        if self.status in ("live", "unsourced") and self.restarts:
-            moment = max(moment, max(r.at_us for r in self.restarts))
-        return moment
-
-    @property
-    def effective_span(self) -> Span:
-        """`effective_us` as an interval: the change's, or the restart's if that came later."""
-        moment = self.changed or Span(self.root.changed_us, self.root.changed_us)
-        if self.status in ("live", "unsourced") and self.restarts:
-            latest = max(self.restarts, key=lambda r: r.at_us)
-            start = latest.started or Span.start(latest.at_us)
-            moment = Span(
-                max(moment.earliest_us, start.earliest_us), max(moment.latest_us, start.latest_us)
-            )
-        return moment
+from drift.timespec import clock
 
 
 def group_changes(
@@ -219,18 +68,6 @@ def group_changes(
     depend on the order of `changes`.
     """
     return _Grouper(changes, after, Records(records)).run()
-
-
-def service_name(subject: str) -> str | None:
-    """NAME of a ``service:NAME`` subject."""
-    kind, _, name = subject.partition(":")
-    return name if kind == "service" and name else None
-
-
-def parse_time_us(text: str | None) -> int | None:
-    """An ISO 8601 time with a zone (``started_at``) as microseconds, else None."""
-    moment = parse_stored_time(text)
-    return None if moment is None else to_us(moment)
 
 
 class _Grouper:
@@ -286,14 +123,14 @@ class _Grouper:
     ) -> Story:
         self.take(root)
         story = Story(
-            root,
-            self.take(*evidence),
-            status,
-            label,
-            title,
-            tuple(sorted(set(services))),
-            (),
-            self.records.span(root),
+            root=root,
+            evidence=self.take(*evidence),
+            status=status,
+            label=label,
+            title=title,
+            services=tuple(sorted(set(services))),
+            restarts=(),
+            changed=self.records.span(root),
         )
         self.stories.append(story)
         return story
@@ -331,7 +168,7 @@ class _Grouper:
             self.live_stories(subject)
         self.subject_stories()
         for change in self.unclaimed():
-            self.add(change, (), "changed", _describe(change), _generic_title(change))
+            self.add(change, (), "changed", plain_label(change), generic_title(change))
         stories = [self.attach_restarts(s) for s in self.stories]
         stories.sort(
             key=lambda s: (category_rank(s.category), s.root.subject, s.root.key, s.root.kind)
@@ -341,35 +178,15 @@ class _Grouper:
     # ------------------------------------------------------------ restarts
 
     def find_restarts(self) -> None:
-        """A new process for a service: pid or started_at modified, or added (a start)."""
+        """A new process for a service: its restart claims the pid, start time and the like."""
         for subject in sorted(
             {c.subject for c in self.changes if c.subject.startswith("service:")}
         ):
-            pid = self.free(subject, "pid")
-            started = self.free(subject, "started_at")
-            moved = [c for c in (pid, started) if c is not None and c.kind != "removed"]
-            if not moved:
-                continue
-            absorbed = [self.free(subject, k) for k in _RESTART_KEYS]
-            absorbed += [self.free(subject, f"env:{name}") for name in sorted(PER_START_ENV)]
-            taken = self.take(*(c for c in absorbed if c is not None and c.kind != "removed"))
-            at_us = None
-            span = start_span(started.after) if started is not None else None
-            if started is not None and started.after is not None:
-                at_us = parse_time_us(started.after.value)
-            if at_us is None or span is None:
-                # No start time: it started by the record that first saw it.
-                first = min(moved, key=lambda c: c.changed_us)
-                at_us, span = first.changed_us, self.records.span(first)
-            name = service_name(subject) or subject
-            self.restarts[name] = Restart(
-                name,
-                pid.before.value if pid is not None and pid.before is not None else None,
-                _value(self.after.get((subject, "pid"))),
-                at_us,
-                taken,
-                span,
-            )
+            free = {c.key: c for c in self.by_subject[subject] if self.free(subject, c.key) is c}
+            restart = restart_of(subject, free, self.after, self.records)
+            if restart is not None:
+                self.take(*restart.changes)
+                self.restarts[restart.service] = restart
 
     def attach_restarts(self, story: Story) -> Story:
         """Restarts explain stories that are in a running process, not pending ones."""
@@ -398,7 +215,7 @@ class _Grouper:
             rest = [c for c in extra if c is not root]
             if live is not None and root.key == "exec" and status == "live":
                 rest.append(self.free(live, "argv"))
-            self.add(root, rest, status, label, _script_title(root), _listed(service))
+            self.add(root, rest, status, label, script_title(root), _listed(service))
             return
         for i, root in enumerate(roots):
             name = root.key.split(":", 1)[1]
@@ -422,7 +239,7 @@ class _Grouper:
                     # The process singles out one of the script's values: name it.
                     spot, shown_value = found.single, current
             was = mirror.before if mirror is not None and shown_value is not None else None
-            title = _script_title(root, spot, shown_value, was)
+            title = script_title(root, spot, shown_value, was)
             self.add(root, evidence, status, label, title, _listed(service))
 
     def sourced_by(self, subject: str) -> str | None:
@@ -571,7 +388,7 @@ class _Grouper:
         for root in self.unclaimed(subject, "unit:environment:"):
             name = root.key.removeprefix("unit:environment:")
             status, label, mirror = self.applied(service, root, f"env:{name}")
-            first.append(self.add(root, [mirror], status, label, _unit_title(root), [service]))
+            first.append(self.add(root, [mirror], status, label, unit_title(root), [service]))
         exec_start = self.free(subject, "unit:exec_start")
         if exec_start is not None:
             words = " ".join(_value(v) or "" for v in (exec_start.before, exec_start.after))
@@ -589,13 +406,13 @@ class _Grouper:
                 status, label = self.restarted_status(service, exec_start)
             first.append(
                 self.add(
-                    exec_start, [*flags, argv], status, label, _unit_title(exec_start), [service]
+                    exec_start, [*flags, argv], status, label, unit_title(exec_start), [service]
                 )
             )
         reload = self.free(subject, "unit:need_daemon_reload")
         if reload is not None and _value(reload.after) == "yes":
             label = f"{NOT_APPLIED}, after systemctl daemon-reload (unit file changed on disk)"
-            self.add(reload, [], "pending", label, _unit_title(reload), [service])
+            self.add(reload, [], "pending", label, unit_title(reload), [service])
             reload = None
         others = [
             c
@@ -613,7 +430,7 @@ class _Grouper:
         elif others or reload is not None:
             root, *rest = [c for c in (*others, reload) if c is not None]
             status, label = self.restarted_status(service, root)
-            self.add(root, rest, status, label, _unit_title(root), [service])
+            self.add(root, rest, status, label, unit_title(root), [service])
 
     # ------------------------------------------------------------ running or not
 
@@ -628,8 +445,8 @@ class _Grouper:
                     active,
                     [self.free(subject, "unit:load_state")],
                     "changed",
-                    _describe(active),
-                    _generic_title(active),
+                    plain_label(active),
+                    generic_title(active),
                     [service],
                 )
             return
@@ -654,7 +471,7 @@ class _Grouper:
         for root in self.unclaimed(subject, "env:"):
             label = self.env_source(service, root)
             status: Status = "unsourced" if not_running is None else "changed"
-            self.add(root, [], status, label, _live_title(root, service), [service])
+            self.add(root, [], status, label, live_title(root, service), [service])
         for root in self.unclaimed(subject, "flag:"):
             label = self.flag_source(service, root)
             status = "unsourced" if not_running is None else "changed"
@@ -663,17 +480,17 @@ class _Grouper:
                 [self.free(subject, "argv")],
                 status,
                 label,
-                _live_title(root, service),
+                live_title(root, service),
                 [service],
             )
-        line = [c for c in (self.free(subject, k) for k in _COMMAND_LINE_KEYS) if c is not None]
+        line = [c for c in (self.free(subject, k) for k in COMMAND_LINE_KEYS) if c is not None]
         if line:
             root, *rest = line
             if not_running is None:
                 status, label = "live", self.live_label(service, removed=False)
             else:
                 status, label = "changed", not_running
-            self.add(root, rest, status, label, _live_title(root, service), [service])
+            self.add(root, rest, status, label, live_title(root, service), [service])
 
     def environment_stories(self, service: str) -> None:
         """Live variables nothing recorded sets, changed at the same start: one story per start.
@@ -690,12 +507,12 @@ class _Grouper:
         for changes in together.values():
             if len(changes) < 2:
                 continue  # one variable: its own story says more
-            root, *rest = sorted(changes, key=_environment_order)
+            root, *rest = sorted(changes, key=environment_order)
             label = (
                 f"{len(changes)} variables inherited from what started {service} "
                 "(no recorded script line or unit sets them)"
             )
-            title = f"the environment {service} was started from changed: {_names(changes)}"
+            title = f"the environment {service} was started from changed: {variable_names(changes)}"
             self.add(root, rest, "unsourced", label, title, [service])
 
     def inherited(self, service: str, change: Change) -> bool:
@@ -818,7 +635,7 @@ class _Grouper:
                 self.one_story(subject, _FILE_ROOTS, "on-disk")
             elif kind == "repo":
                 self.one_story(subject, _REPO_ROOTS, "on-disk")
-                self.one_story(subject, _WORKTREE_ROOTS, "on-disk")
+                self.one_story(subject, WORKTREE_KEYS, "on-disk")
             elif kind == "command":
                 self.one_story(subject, ("exit", "stdout"), "changed")
 
@@ -826,10 +643,10 @@ class _Grouper:
         found = [c for c in (self.free(subject, k) for k in keys) if c is not None]
         if found:
             root, *rest = found
-            label = _describe(root)
+            label = plain_label(root)
             if status == "on-disk":
                 status, label = self.disk_status(root, label)
-            self.add(root, rest, status, label, _generic_title(root))
+            self.add(root, rest, status, label, generic_title(root))
 
     def disk_status(self, change: Change, described: str) -> tuple[Status, str]:
         """A file or repo changed on disk: pending if every running service predates it.
@@ -876,79 +693,11 @@ _UNIT_ROOTS = (
     "unit:environment_files",
     "unit:need_daemon_reload",
 )
-_FILE_ROOTS = ("sha256", "symlink", "type", "mode", "size")
+_FILE_ROOTS = (*FILE_IDENTITY_KEYS, "mode", "size")
 _REPO_ROOTS = ("head", "branch", "state", "shallow")
-_WORKTREE_ROOTS = ("diff", "dirty", "untracked")
 
 
 # ---------------------------------------------------------------- small helpers
-
-
-def about_the_same_time(starts: Sequence[int], change: Span) -> str:
-    """Starts in no known order with a change, in words, with the times that show it."""
-    times = f"change between {clock(change.earliest_us)} and {clock(change.latest_us)}"
-    if starts:
-        noun = "start" if len(starts) == 1 else "starts"
-        times = f"{noun} {', '.join(map(clock, starts))}; {times}"
-    return f"at about the same time ({times}), order unknown"
-
-
-# The order variables are named in an environment story: first the unusual
-# ones (NCCL_ALGO exported in that shell is likelier to shape the server),
-# then what any login shell carries, last what a shell or the service
-# manager sets about itself (where and how it was started, not how it runs).
-_LOGIN_SHELL = frozenset(
-    {
-        "HOME",
-        "PATH",
-        "USER",
-        "LOGNAME",
-        "SHELL",
-        "LANG",
-        "LANGUAGE",
-        "MAIL",
-        "HOSTNAME",
-        "TERM",
-        "COLORTERM",
-        "LS_COLORS",
-        "DISPLAY",
-        "EDITOR",
-        "VISUAL",
-        "PAGER",
-        "LESS",
-        "MOTD_SHOWN",
-    }
-)
-_LOGIN_SHELL_PREFIXES = ("LC_", "XDG_", "SSH_", "PYENV_", "HIST", "DBUS_")
-_SHELL_BOOKKEEPING = frozenset({"_", "OLDPWD", "PWD", "SHLVL"}) | PER_START_ENV
-
-
-def _environment_order(change: Change) -> tuple[int, str]:
-    name = change.key.removeprefix("env:")
-    if name in _SHELL_BOOKKEEPING:
-        return 2, name
-    if name in _LOGIN_SHELL or name.startswith(_LOGIN_SHELL_PREFIXES):
-        return 1, name
-    return 0, name
-
-
-def _names(changes: Sequence[Change]) -> str:
-    """Variable names for a title: all of three or fewer, else the first two and how many more."""
-    names = [c.key.removeprefix("env:") for c in sorted(changes, key=_environment_order)]
-    if len(names) <= 3:
-        return ", ".join(names)
-    return f"{names[0]}, {names[1]}, +{len(names) - 2}"
-
-
-def co_restarts(restarts: Iterable[Restart]) -> list[RestartEvent]:
-    """Restarts in time order, those within CO_RESTART_US of an event's first joined to it."""
-    events: list[list[Restart]] = []
-    for restart in sorted(restarts, key=lambda r: (r.at_us, r.service)):
-        if events and restart.at_us - events[-1][0].at_us <= CO_RESTART_US:
-            events[-1].append(restart)
-        else:
-            events.append([restart])
-    return [RestartEvent(tuple(group), group[0].at_us) for group in events]
 
 
 def _value(version: StoredVersion | None) -> str | None:
@@ -996,143 +745,3 @@ def _line(change: Change) -> int:
 
 def _listed(service: str | None) -> list[str]:
     return [service] if service else []
-
-
-def shown(version: StoredVersion | None, limit: int = 80) -> str:
-    """A value for a title: secrets as [redacted:<8 hex>], long text shortened, blobs not shown."""
-    if version is None:
-        return ""
-    if version.secret:
-        return shown_secret(version.value)
-    if version.value is None:
-        return "[text]"
-    text = version.value
-    text = truncated(text, limit)
-    if text == "" or any(c.isspace() for c in text):
-        return shlex.quote(text)
-    return text
-
-
-def _where(change: Change) -> str:
-    """FILE:LINE of a script fact; its candidate lines when several may give it."""
-    latest = change.after or change.before
-    assert latest is not None
-    file = latest.provenance.get("file") or change.subject.split(":", 1)[1]
-    line = latest.provenance.get("line")
-    if line:
-        return f"{file}:{line}"
-    spots: dict[str, list[str]] = {}
-    for p in possibilities(latest):
-        if isinstance(p.get("file"), str) and isinstance(p.get("line"), int):
-            lines = spots.setdefault(p["file"], [])
-            if str(p["line"]) not in lines:
-                lines.append(str(p["line"]))
-    if spots:
-        return " or ".join(f"{f}:{'|'.join(lines)}" for f, lines in spots.items())
-    return str(file)
-
-
-def _script_title(
-    change: Change,
-    spot: Spot | None = None,
-    live: StoredVersion | None = None,
-    was: StoredVersion | None = None,
-) -> str:
-    """``export K=V added to FILE:LINE``, ``flag --x V at FILE:LINE (was W)`` ...
-
-    `spot` is the line the live process singles out when the script may give
-    several values, `live` the value it has (shown instead of them all) and
-    `was` the value it had before, if the process shows that too.
-    """
-    kind, _, name = change.key.partition(":")
-    where = str(spot) if spot is not None else _where(change)
-    if spot is not None and spot.value:
-        where += f", value from {spot.value}"
-    elif spot is None and change.after is not None:
-        value_line = change.after.provenance.get("value_line")
-        if isinstance(value_line, int):
-            file = change.after.provenance.get("value_file") or change.after.provenance.get("file")
-            where += f", value from {file}:{value_line}"
-    after = live if live is not None else change.after
-    if kind == "export":
-        what = f"export {name}"
-        new = f"{what}={shown(after)}"
-    elif kind == "flag":
-        what = f"flag {name}"
-        value = shown(after)
-        new = f"{what} {value}" if after is not None and after.value != "" else what
-    elif kind == "exec":
-        return f"exec line {'changed' if change.kind == 'modified' else change.kind} at {where}"
-    else:
-        return f"{change.subject.removeprefix('script:')} text {change.kind}"
-    if change.kind == "added":
-        return f"{new} added to {where}"
-    if change.kind == "removed":
-        return f"{what} removed from {where}"
-    return f"{new} at {where} (was {shown(was if was is not None else change.before)})"
-
-
-def _unit_title(change: Change) -> str:
-    latest = change.after or change.before
-    assert latest is not None
-    unit = latest.provenance.get("unit") or change.subject.removeprefix("service:")
-    if change.key.startswith("unit:environment:"):
-        name = change.key.removeprefix("unit:environment:")
-        if change.kind == "removed":
-            return f"Environment={name} removed from unit {unit}"
-        new = f"Environment={name}={shown(change.after)} in unit {unit}"
-        return new if change.kind == "added" else f"{new} (was {shown(change.before)})"
-    if change.key == "unit:need_daemon_reload":
-        return f"unit {unit} changed on disk, not reloaded (NeedDaemonReload={_value(latest)})"
-    setting = change.key.removeprefix("unit:")
-    return f"unit {unit}: {setting} {change.kind}"
-
-
-def _live_title(change: Change, service: str) -> str:
-    kind, _, name = change.key.partition(":")
-    if kind == "env":
-        if change.kind == "removed":
-            return f"{name} gone from the live environment of {service}"
-        new = f"{name}={shown(change.after)} in the live environment of {service}"
-        return new if change.kind == "added" else f"{new} (was {shown(change.before)})"
-    if kind == "flag":
-        if change.kind == "removed":
-            return f"{name} gone from the live command line of {service}"
-        value = shown(change.after)
-        new = f"{name} {value}".rstrip() if change.after and change.after.value else name
-        new += f" on the live command line of {service}"
-        return new if change.kind == "added" else f"{new} (was {shown(change.before)})"
-    return f"{service} runs a different command line ({change.key} {change.kind})"
-
-
-def _generic_title(change: Change) -> str:
-    kind, _, rest = change.subject.partition(":")
-    if kind == "file":
-        if change.key == "sha256" and change.kind == "modified":
-            return f"{rest} content changed"
-        if change.kind != "modified":
-            whole = change.key in _FILE_ROOTS[:3]  # the file itself appeared or went
-            return f"{rest} {change.kind}" if whole else f"{rest}: {change.key} {change.kind}"
-        return f"{rest}: {change.key} {shown(change.after)} (was {shown(change.before)})"
-    if kind == "repo" and change.key == "head" and change.kind == "modified":
-        old, new = shown(change.before, 12), shown(change.after, 12)
-        return f"repo {rest}: HEAD moved to {new} (was {old})"
-    if kind == "command":
-        if change.key == "exit":
-            return f"command {rest}: exit {shown(change.after)} (was {shown(change.before)})"
-        return f"command {rest}: output {change.kind}"
-    if kind == "health":
-        return f"health check {rest}: ok {shown(change.before)} -> {shown(change.after)}"
-    if change.kind == "modified" and change.after is not None and change.after.value is not None:
-        return f"{change.subject} {change.key}: {shown(change.after)} (was {shown(change.before)})"
-    return f"{change.subject} {change.key} {change.kind}"
-
-
-def _describe(change: Change) -> str:
-    """A label for a story with no process to check against."""
-    kind = change.subject.split(":", 1)[0]
-    if kind in ("file", "repo"):
-        return "on disk: whether a running process loaded it is not recorded"
-    if kind == "health":
-        return "a symptom, not a cause"
-    return f"{change.kind} since the baseline"

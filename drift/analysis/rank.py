@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from drift.analysis.diff import duration_text
-from drift.analysis.group import Story, category_rank
+from drift.analysis.kinds import category_rank
+from drift.analysis.story import Story
 from drift.timespec import clock
 
 
@@ -53,7 +54,7 @@ class Weights:
             }
         )
     )
-    # kind value per category of the story's root (see group.category)
+    # kind value per category of the story's root (see kinds.category)
     kind_values: Mapping[str, float] = field(
         default_factory=lambda: _frozen(
             {

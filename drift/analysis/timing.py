@@ -18,12 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Literal
 
 from drift.analysis.diff import Change
 from drift.store.query import SnapshotInfo, StoredVersion
-from drift.timespec import to_us
+from drift.timespec import parse_stored_time, to_us
 
 Order = Literal["before", "after", "unknown"]
 
@@ -69,7 +68,7 @@ def start_span(version: StoredVersion | None) -> Span | None:
     """
     if version is None:
         return None
-    at = _parse(version.value)
+    at = parse_time_us(version.value)
     if at is None:
         return None
     tick = version.provenance.get("uncertainty_ms")
@@ -125,18 +124,13 @@ def _said_when(version: StoredVersion | None) -> Span | None:
     if version is None:
         return None
     for key, resolution in _SAID_WHEN.items():
-        moment = _parse(version.provenance.get(key))
+        moment = parse_time_us(version.provenance.get(key))
         if moment is not None:
             return Span(moment, moment + resolution)
     return None
 
 
-def _parse(text: object) -> int | None:
-    """An ISO 8601 time with a zone as microseconds, else None."""
-    if not isinstance(text, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return to_us(moment) if moment.tzinfo is not None else None
+def parse_time_us(text: object) -> int | None:
+    """An ISO 8601 time with a zone (``started_at``, ``moved_at``) as microseconds, else None."""
+    moment = parse_stored_time(text) if isinstance(text, str) else None
+    return None if moment is None else to_us(moment)

@@ -1,0 +1,78 @@
+"""Kinds of fact: the human name of what a (subject, key) is, and the order kinds are listed in.
+
+Also the few fact keys that more than one part of the analysis groups
+together (a process's command line, a checkout's uncommitted work).
+
+A kind ("script export", "live env", "process id" ...) sorts stories whose
+scores tie, counts the facts verified unchanged, and picks the weight a fact
+gets in ranking (`drift.analysis.rank.Weights.kind_values`).
+"""
+
+from __future__ import annotations
+
+# Order of kinds when scores tie, and for listing: config that shapes a
+# process first, volatile ids last.
+CATEGORY_ORDER = (
+    "script export",
+    "unit environment",
+    "live env",
+    "script exec",
+    "live flag",
+    "unit",
+    "script content",
+    "file",
+    "repo",
+    "repo working tree",
+    "live command line",
+    "service state",
+    "command",
+    "health",
+    "process id",
+)
+
+# The facts of a running process that make up its command line.
+COMMAND_LINE_KEYS = ("exe", "argv", "cwd", "user")
+# The facts of a git checkout about what is not committed.
+WORKTREE_KEYS = ("diff", "dirty", "untracked")
+# The fact that says what a file is, one per kind of file (regular, link,
+# special): it appears or goes with the file itself.
+FILE_IDENTITY_KEYS = ("sha256", "symlink", "type")
+
+
+def category(subject: str, key: str) -> str:
+    """A human name for the kind of fact; for the subjects drift records, one of CATEGORY_ORDER."""
+    kind = subject.split(":", 1)[0]
+    if kind == "script":
+        if key.startswith("export:"):
+            return "script export"
+        if key in ("content", "symlink"):  # a script swapped for a link: its text went
+            return "script content"
+        return "script exec"
+    if kind == "service":
+        if key.startswith("env:"):
+            return "live env"
+        if key.startswith("flag:"):
+            return "live flag"
+        if key.startswith("unit:environment:"):
+            return "unit environment"
+        if key in ("unit:active_state", "unit:load_state", "running"):
+            return "service state"
+        if key.startswith("unit:"):
+            return "unit"
+        if key in COMMAND_LINE_KEYS:
+            return "live command line"
+        return "process id"
+    if kind == "repo":
+        return "repo working tree" if key in WORKTREE_KEYS else "repo"
+    return {"file": "file", "command": "command", "health": "health"}.get(kind, kind)
+
+
+def category_rank(name: str) -> int:
+    """Position of a category in CATEGORY_ORDER; unknown kinds come last."""
+    return CATEGORY_ORDER.index(name) if name in CATEGORY_ORDER else len(CATEGORY_ORDER)
+
+
+def service_name(subject: str) -> str | None:
+    """NAME of a ``service:NAME`` subject."""
+    kind, _, name = subject.partition(":")
+    return name if kind == "service" and name else None

@@ -1,0 +1,224 @@
+"""The words that name a story: its title, the phrases in its label, and values as shown in them.
+
+A title says what changed, where (``export K=V added to FILE:LINE``); a
+label says what it means (``not applied yet: ...``). Values are shown one
+line each: secrets as their marker, long text shortened, blobs not at all.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+
+from drift.analysis.diff import Change
+from drift.analysis.kinds import FILE_IDENTITY_KEYS
+from drift.analysis.origins import Spot, possibilities
+from drift.analysis.restarts import PER_START_ENV
+from drift.analysis.timing import Span
+from drift.display import truncated
+from drift.redact import shown_secret
+from drift.store.query import StoredVersion
+from drift.timespec import clock
+
+NOT_APPLIED = "not applied yet: takes effect on next restart"
+SOURCE_UNKNOWN = "source unknown"
+
+
+def about_the_same_time(starts: Sequence[int], change: Span) -> str:
+    """Starts in no known order with a change, in words, with the times that show it."""
+    times = f"change between {clock(change.earliest_us)} and {clock(change.latest_us)}"
+    if starts:
+        noun = "start" if len(starts) == 1 else "starts"
+        times = f"{noun} {', '.join(map(clock, starts))}; {times}"
+    return f"at about the same time ({times}), order unknown"
+
+
+# The order variables are named in an environment story: first the unusual
+# ones (NCCL_ALGO exported in that shell is likelier to shape the server),
+# then what any login shell carries, last what a shell or the service
+# manager sets about itself (where and how it was started, not how it runs).
+_LOGIN_SHELL = frozenset(
+    {
+        "HOME",
+        "PATH",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "LANG",
+        "LANGUAGE",
+        "MAIL",
+        "HOSTNAME",
+        "TERM",
+        "COLORTERM",
+        "LS_COLORS",
+        "DISPLAY",
+        "EDITOR",
+        "VISUAL",
+        "PAGER",
+        "LESS",
+        "MOTD_SHOWN",
+    }
+)
+_LOGIN_SHELL_PREFIXES = ("LC_", "XDG_", "SSH_", "PYENV_", "HIST", "DBUS_")
+_SHELL_BOOKKEEPING = frozenset({"_", "OLDPWD", "PWD", "SHLVL"}) | PER_START_ENV
+
+
+def environment_order(change: Change) -> tuple[int, str]:
+    """Sort key for live variables: unusual ones first, login-shell ones, then bookkeeping."""
+    name = change.key.removeprefix("env:")
+    if name in _SHELL_BOOKKEEPING:
+        return 2, name
+    if name in _LOGIN_SHELL or name.startswith(_LOGIN_SHELL_PREFIXES):
+        return 1, name
+    return 0, name
+
+
+def variable_names(changes: Sequence[Change]) -> str:
+    """Variable names for a title: all of three or fewer, else the first two and how many more."""
+    names = [c.key.removeprefix("env:") for c in sorted(changes, key=environment_order)]
+    if len(names) <= 3:
+        return ", ".join(names)
+    return f"{names[0]}, {names[1]}, +{len(names) - 2}"
+
+
+def shown(version: StoredVersion | None, limit: int = 80) -> str:
+    """A value for a title: secrets as [redacted:<8 hex>], long text shortened, blobs not shown."""
+    if version is None:
+        return ""
+    if version.secret:
+        return shown_secret(version.value)
+    if version.value is None:
+        return "[text]"
+    text = version.value
+    text = truncated(text, limit)
+    if text == "" or any(c.isspace() for c in text):
+        return shlex.quote(text)
+    return text
+
+
+def _where(change: Change) -> str:
+    """FILE:LINE of a script fact; its candidate lines when several may give it."""
+    latest = change.after or change.before
+    assert latest is not None
+    file = latest.provenance.get("file") or change.subject.split(":", 1)[1]
+    line = latest.provenance.get("line")
+    if line:
+        return f"{file}:{line}"
+    spots: dict[str, list[str]] = {}
+    for p in possibilities(latest):
+        if isinstance(p.get("file"), str) and isinstance(p.get("line"), int):
+            lines = spots.setdefault(p["file"], [])
+            if str(p["line"]) not in lines:
+                lines.append(str(p["line"]))
+    if spots:
+        return " or ".join(f"{f}:{'|'.join(lines)}" for f, lines in spots.items())
+    return str(file)
+
+
+def script_title(
+    change: Change,
+    spot: Spot | None = None,
+    live: StoredVersion | None = None,
+    was: StoredVersion | None = None,
+) -> str:
+    """``export K=V added to FILE:LINE``, ``flag --x V at FILE:LINE (was W)`` ...
+
+    `spot` is the line the live process singles out when the script may give
+    several values, `live` the value it has (shown instead of them all) and
+    `was` the value it had before, if the process shows that too.
+    """
+    kind, _, name = change.key.partition(":")
+    where = str(spot) if spot is not None else _where(change)
+    if spot is not None and spot.value:
+        where += f", value from {spot.value}"
+    elif spot is None and change.after is not None:
+        value_line = change.after.provenance.get("value_line")
+        if isinstance(value_line, int):
+            file = change.after.provenance.get("value_file") or change.after.provenance.get("file")
+            where += f", value from {file}:{value_line}"
+    after = live if live is not None else change.after
+    if kind == "export":
+        what = f"export {name}"
+        new = f"{what}={shown(after)}"
+    elif kind == "flag":
+        what = f"flag {name}"
+        value = shown(after)
+        new = f"{what} {value}" if after is not None and after.value != "" else what
+    elif kind == "exec":
+        return f"exec line {'changed' if change.kind == 'modified' else change.kind} at {where}"
+    else:
+        return f"{change.subject.removeprefix('script:')} text {change.kind}"
+    if change.kind == "added":
+        return f"{new} added to {where}"
+    if change.kind == "removed":
+        return f"{what} removed from {where}"
+    return f"{new} at {where} (was {shown(was if was is not None else change.before)})"
+
+
+def unit_title(change: Change) -> str:
+    """``Environment=K=V in unit U (was W)``, ``unit U: drop_ins modified`` ..."""
+    latest = change.after or change.before
+    assert latest is not None
+    unit = latest.provenance.get("unit") or change.subject.removeprefix("service:")
+    if change.key.startswith("unit:environment:"):
+        name = change.key.removeprefix("unit:environment:")
+        if change.kind == "removed":
+            return f"Environment={name} removed from unit {unit}"
+        new = f"Environment={name}={shown(change.after)} in unit {unit}"
+        return new if change.kind == "added" else f"{new} (was {shown(change.before)})"
+    if change.key == "unit:need_daemon_reload":
+        return f"unit {unit} changed on disk, not reloaded (NeedDaemonReload={latest.value})"
+    setting = change.key.removeprefix("unit:")
+    return f"unit {unit}: {setting} {change.kind}"
+
+
+def live_title(change: Change, service: str) -> str:
+    """``K=V in the live environment of S``, ``--x V on the live command line of S`` ..."""
+    kind, _, name = change.key.partition(":")
+    if kind == "env":
+        if change.kind == "removed":
+            return f"{name} gone from the live environment of {service}"
+        new = f"{name}={shown(change.after)} in the live environment of {service}"
+        return new if change.kind == "added" else f"{new} (was {shown(change.before)})"
+    if kind == "flag":
+        if change.kind == "removed":
+            return f"{name} gone from the live command line of {service}"
+        value = shown(change.after)
+        new = f"{name} {value}".rstrip() if change.after and change.after.value else name
+        new += f" on the live command line of {service}"
+        return new if change.kind == "added" else f"{new} (was {shown(change.before)})"
+    return f"{service} runs a different command line ({change.key} {change.kind})"
+
+
+def generic_title(change: Change) -> str:
+    """The title of a file, repo, command or health story, or of any other lone change."""
+    kind, _, rest = change.subject.partition(":")
+    if kind == "file":
+        if change.key == "sha256" and change.kind == "modified":
+            return f"{rest} content changed"
+        if change.kind != "modified":
+            whole = change.key in FILE_IDENTITY_KEYS  # the file itself appeared or went
+            return f"{rest} {change.kind}" if whole else f"{rest}: {change.key} {change.kind}"
+        return f"{rest}: {change.key} {shown(change.after)} (was {shown(change.before)})"
+    if kind == "repo" and change.key == "head" and change.kind == "modified":
+        old, new = shown(change.before, 12), shown(change.after, 12)
+        return f"repo {rest}: HEAD moved to {new} (was {old})"
+    if kind == "command":
+        if change.key == "exit":
+            return f"command {rest}: exit {shown(change.after)} (was {shown(change.before)})"
+        return f"command {rest}: output {change.kind}"
+    if kind == "health":
+        return f"health check {rest}: ok {shown(change.before)} -> {shown(change.after)}"
+    if change.kind == "modified" and change.after is not None and change.after.value is not None:
+        return f"{change.subject} {change.key}: {shown(change.after)} (was {shown(change.before)})"
+    return f"{change.subject} {change.key} {change.kind}"
+
+
+def plain_label(change: Change) -> str:
+    """A label for a story with no process to check against."""
+    kind = change.subject.split(":", 1)[0]
+    if kind in ("file", "repo"):
+        return "on disk: whether a running process loaded it is not recorded"
+    if kind == "health":
+        return "a symptom, not a cause"
+    return f"{change.kind} since the baseline"
