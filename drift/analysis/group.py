@@ -5,8 +5,9 @@ root or as evidence, or in one restart (see `drift.analysis.restarts`): the
 grouper claims changes in order of how much a story explains, serve scripts
 first, then units, a service's running state, its live process, and last
 files, repositories and commands. It stays one module because its passes
-share what has been claimed so far; the words of titles and labels live in
-`drift.analysis.titles`.
+share what has been claimed so far. The words of titles and labels are in
+`drift.analysis.titles`; where a live value could come from is asked of
+`drift.analysis.sources`.
 
 A start is called before or after a change only when their times say so
 (see `drift.analysis.timing`); otherwise "at about the same time".
@@ -17,7 +18,6 @@ in, stories out.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
@@ -29,19 +29,13 @@ from drift.analysis.kinds import (
     category_rank,
     service_name,
 )
-from drift.analysis.origins import (
-    Attribution,
-    attribute,
-    attribute_together,
-    branches_from_env,
-    possibilities,
-)
+from drift.analysis.origins import Attribution, attribute, possibilities
 from drift.analysis.restarts import Restart, RestartEvent, co_restarts, restart_of
+from drift.analysis.sources import ServiceSources
 from drift.analysis.story import Status, Story
 from drift.analysis.timing import Order, Records, Span, parse_time_us, start_span
 from drift.analysis.titles import (
     NOT_APPLIED,
-    SOURCE_UNKNOWN,
     about_the_same_time,
     environment_order,
     generic_title,
@@ -51,7 +45,6 @@ from drift.analysis.titles import (
     unit_title,
     variable_names,
 )
-from drift.shell.patterns import feasible
 from drift.store.query import SnapshotInfo, StoredVersion
 from drift.timespec import clock
 
@@ -87,7 +80,7 @@ class _Grouper:
         self.stories: list[Story] = []
         self.restarts: dict[str, Restart] = {}
         self.script_service = self._script_services()
-        self.branches: dict[str, frozenset[str]] = {}
+        self.sources = ServiceSources(after, self.script_service)
         # Services whose environment / command line could be read now.
         self.env_readable = {s for s, k in after if k.startswith("env:")}
         self.argv_readable = {s for s, k in after if k == "argv"}
@@ -234,7 +227,7 @@ class _Grouper:
             if service is not None and root.after is not None:
                 live_key = f"env:{name}" if root.key.startswith("export:") else f"flag:{name}"
                 current = self.after.get((f"service:{service}", live_key))
-                found = self.attribute(service, root.after, current)
+                found = self.sources.attribute(service, root.after, current)
                 if found is not None and found.single is not None:
                     # The process singles out one of the script's values: name it.
                     spot, shown_value = found.single, current
@@ -288,8 +281,8 @@ class _Grouper:
             status, label = self.restarted_status(service, source)
             appeared = (mirror.after is None) == (source.after is None) if mirror else False
             return status, label, mirror if status == "live" and appeared else None
-        now = self.attribute(service, source.after, live) if live is not None else None
-        before = self.attribute(service, source.before, live) if live is not None else None
+        now = self.sources.attribute(service, source.after, live) if live is not None else None
+        before = self.sources.attribute(service, source.before, live) if live is not None else None
         if (
             mirror is not None
             and attribute(source.after, mirror.after) is None
@@ -469,11 +462,11 @@ class _Grouper:
         if not_running is None and service in self.restarts:
             self.environment_stories(service)
         for root in self.unclaimed(subject, "env:"):
-            label = self.env_source(service, root)
+            label = self.sources.env_source(service, root)
             status: Status = "unsourced" if not_running is None else "changed"
             self.add(root, [], status, label, live_title(root, service), [service])
         for root in self.unclaimed(subject, "flag:"):
-            label = self.flag_source(service, root)
+            label = self.sources.flag_source(service, root)
             status = "unsourced" if not_running is None else "changed"
             self.add(
                 root,
@@ -502,7 +495,7 @@ class _Grouper:
         """
         together: dict[int, list[Change]] = {}
         for change in self.unclaimed(f"service:{service}", "env:"):
-            if self.inherited(service, change):
+            if self.sources.inherited(service, change):
                 together.setdefault(change.changed_us, []).append(change)
         for changes in together.values():
             if len(changes) < 2:
@@ -514,116 +507,6 @@ class _Grouper:
             )
             title = f"the environment {service} was started from changed: {variable_names(changes)}"
             self.add(root, rest, "unsourced", label, title, [service])
-
-    def inherited(self, service: str, change: Change) -> bool:
-        """True if no recorded script line or unit setting of the service gives this live variable.
-
-        A line that only passes on the value the script was given
-        (``${NAME:-default}`` taking the caller's) counts as inherited.
-        """
-        name = change.key.removeprefix("env:")
-        if (f"service:{service}", f"unit:environment:{name}") in self.after:
-            return False
-        exported = any(
-            (script, f"export:{name}") in self.after
-            for script, owner in self.script_service.items()
-            if owner == service
-        )
-        if not exported:
-            return True
-        if change.after is None:
-            return False
-        found = self.script_origin(service, f"export:{name}", change.after)
-        return (
-            found is not None
-            and not found.unsure
-            and (found.caller or bool(found.spots))
-            and all(spot.given for spot in found.spots)
-        )
-
-    def env_source(self, service: str, change: Change) -> str:
-        """Where a live variable could have come from, when no changed source explains it."""
-        name = change.key.removeprefix("env:")
-        if change.after is None:
-            return f"removed; {SOURCE_UNKNOWN}"
-        found = self.script_origin(service, f"export:{name}", change.after)
-        if found is not None:
-            return f"{found.words()} (unchanged since the baseline)"
-        unit = self.after.get((f"service:{service}", f"unit:environment:{name}"))
-        if unit is not None and _same(unit, change.after):
-            where = unit.provenance.get("unit")
-            return "from unit Environment=" + (f" ({where})" if where else "")
-        return SOURCE_UNKNOWN
-
-    def flag_source(self, service: str, change: Change) -> str:
-        """Where a live flag could have come from: the script's exec line, the unit's ExecStart=."""
-        name = change.key.removeprefix("flag:")
-        if change.after is None:
-            return f"removed; {SOURCE_UNKNOWN}"
-        found = self.script_origin(service, change.key, change.after)
-        if found is not None:
-            return f"{found.words()} (unchanged since the baseline)"
-        exec_start = _value(self.after.get((f"service:{service}", "unit:exec_start")))
-        if exec_start and name in exec_start.split():
-            return "from unit ExecStart="
-        return SOURCE_UNKNOWN
-
-    def script_origin(self, service: str, key: str, live: StoredVersion) -> Attribution | None:
-        """The script lines of `service` that can give the live value of `key`, if any."""
-        for script, owner in sorted(self.script_service.items()):
-            if owner != service:
-                continue
-            found = self.attribute(service, self.after.get((script, key)), live)
-            if found is not None:
-                return found
-        return None
-
-    def attribute(
-        self, service: str, script: StoredVersion | None, live: StoredVersion | None
-    ) -> Attribution | None:
-        """`attribute`, knowing which branches this service's own values show were taken."""
-        return attribute(script, live, self.known_branches(service))
-
-    def known_branches(self, service: str) -> frozenset[str]:
-        """Branch conditions the service's live values single out (cached per service)."""
-        cached = self.branches.get(service)
-        if cached is not None:
-            return cached
-        pairs: dict[tuple[str, str], tuple[StoredVersion | None, StoredVersion | None]] = {}
-        subject = f"service:{service}"
-        env = {
-            k.removeprefix("env:"): v.value
-            for (s, k), v in self.after.items()
-            if s == subject and k.startswith("env:") and v.value is not None and not v.secret
-        }
-        decided: set[str] = set()
-        for script, owner in self.script_service.items():
-            if owner == service:
-                decided |= branches_from_env(self.after.get((script, "exec")), env)
-        for (script, key), version in self.after.items():
-            if self.script_service.get(script) != service:
-                continue
-            if key.startswith("export:"):
-                live_key = "env:" + key.removeprefix("export:")
-            elif key.startswith("flag:"):
-                live_key = key
-            else:
-                continue
-            pairs[(script, key)] = (version, self.after.get((subject, live_key)))
-        argv = self.after.get((subject, "argv"))
-        if argv is not None and argv.value is not None and not argv.secret:
-            live_line = _joined_argv(argv)
-            for script, owner in self.script_service.items():
-                if owner == service and (script, "exec") in self.after:
-                    pairs[(script, "exec")] = (self.after[(script, "exec")], live_line)
-        found = attribute_together(pairs, decided if feasible(decided) else ())
-        known: set[str] = set(decided) if feasible(decided) else set()
-        for attribution in found.values():
-            if attribution is not None and attribution.single is not None:
-                known.update(attribution.held)
-        result = frozenset(known) if feasible(known) else frozenset()
-        self.branches[service] = result
-        return result
 
     # ------------------------------------------------------------ files, repos, commands
 
@@ -702,24 +585,6 @@ _REPO_ROOTS = ("head", "branch", "state", "shallow")
 
 def _value(version: StoredVersion | None) -> str | None:
     return None if version is None else version.value
-
-
-def _same(a: StoredVersion | None, b: StoredVersion | None) -> bool:
-    """The same value: both absent, or equal (digests for secrets, never the secret)."""
-    if a is None or b is None:
-        return a is None and b is None
-    return (a.value, a.blob_sha256, a.secret) == (b.value, b.blob_sha256, b.secret)
-
-
-def _joined_argv(argv: StoredVersion) -> StoredVersion | None:
-    """The live command line as one string of words, to match against a script's launches."""
-    try:
-        words = json.loads(argv.value or "")
-    except ValueError:
-        return None
-    if not isinstance(words, list):
-        return None
-    return replace(argv, value=" ".join(str(w) for w in words))
 
 
 def _holes(version: StoredVersion | None) -> bool:

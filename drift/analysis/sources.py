@@ -1,0 +1,168 @@
+"""Where a service's live value could come from, in one recorded state.
+
+`drift.analysis.origins` matches one script fact against one live value;
+here the question is asked for a service across the whole current state:
+every serve script that serves it (with the branches its other live values
+show were taken), then its unit's Environment= and ExecStart=, else
+"source unknown".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+
+from drift.analysis.diff import Change, State
+from drift.analysis.origins import (
+    Attribution,
+    attribute,
+    attribute_together,
+    branches_from_env,
+)
+from drift.analysis.titles import SOURCE_UNKNOWN
+from drift.shell.patterns import feasible
+from drift.store.query import StoredVersion
+
+
+class ServiceSources:
+    """The recorded sources of each service's live values in the state `after`.
+
+    `script_service` maps each ``script:PATH`` subject to the service it
+    serves. What a service's values show about its scripts' branches is
+    worked out once per service.
+    """
+
+    def __init__(self, after: State, script_service: Mapping[str, str]) -> None:
+        self.after = after
+        self.script_service = script_service
+        self._branches: dict[str, frozenset[str]] = {}
+
+    def inherited(self, service: str, change: Change) -> bool:
+        """True if no recorded script line or unit setting of the service gives this live variable.
+
+        A line that only passes on the value the script was given
+        (``${NAME:-default}`` taking the caller's) counts as inherited.
+        """
+        name = change.key.removeprefix("env:")
+        if (f"service:{service}", f"unit:environment:{name}") in self.after:
+            return False
+        exported = any(
+            (script, f"export:{name}") in self.after
+            for script, owner in self.script_service.items()
+            if owner == service
+        )
+        if not exported:
+            return True
+        if change.after is None:
+            return False
+        found = self.script_origin(service, f"export:{name}", change.after)
+        return (
+            found is not None
+            and not found.unsure
+            and (found.caller or bool(found.spots))
+            and all(spot.given for spot in found.spots)
+        )
+
+    def env_source(self, service: str, change: Change) -> str:
+        """Where a live variable could have come from, when no changed source explains it."""
+        name = change.key.removeprefix("env:")
+        if change.after is None:
+            return f"removed; {SOURCE_UNKNOWN}"
+        found = self.script_origin(service, f"export:{name}", change.after)
+        if found is not None:
+            return f"{found.words()} (unchanged since the baseline)"
+        unit = self.after.get((f"service:{service}", f"unit:environment:{name}"))
+        if unit is not None and _same(unit, change.after):
+            where = unit.provenance.get("unit")
+            return "from unit Environment=" + (f" ({where})" if where else "")
+        return SOURCE_UNKNOWN
+
+    def flag_source(self, service: str, change: Change) -> str:
+        """Where a live flag could have come from: the script's exec line, the unit's ExecStart=."""
+        name = change.key.removeprefix("flag:")
+        if change.after is None:
+            return f"removed; {SOURCE_UNKNOWN}"
+        found = self.script_origin(service, change.key, change.after)
+        if found is not None:
+            return f"{found.words()} (unchanged since the baseline)"
+        exec_start = self.after.get((f"service:{service}", "unit:exec_start"))
+        words = None if exec_start is None else exec_start.value
+        if words and name in words.split():
+            return "from unit ExecStart="
+        return SOURCE_UNKNOWN
+
+    def script_origin(self, service: str, key: str, live: StoredVersion) -> Attribution | None:
+        """The script lines of `service` that can give the live value of `key`, if any."""
+        for script, owner in sorted(self.script_service.items()):
+            if owner != service:
+                continue
+            found = self.attribute(service, self.after.get((script, key)), live)
+            if found is not None:
+                return found
+        return None
+
+    def attribute(
+        self, service: str, script: StoredVersion | None, live: StoredVersion | None
+    ) -> Attribution | None:
+        """`attribute`, knowing which branches this service's own values show were taken."""
+        return attribute(script, live, self.known_branches(service))
+
+    def known_branches(self, service: str) -> frozenset[str]:
+        """Branch conditions the service's live values single out (cached per service)."""
+        cached = self._branches.get(service)
+        if cached is not None:
+            return cached
+        pairs: dict[tuple[str, str], tuple[StoredVersion | None, StoredVersion | None]] = {}
+        subject = f"service:{service}"
+        env = {
+            k.removeprefix("env:"): v.value
+            for (s, k), v in self.after.items()
+            if s == subject and k.startswith("env:") and v.value is not None and not v.secret
+        }
+        decided: set[str] = set()
+        for script, owner in self.script_service.items():
+            if owner == service:
+                decided |= branches_from_env(self.after.get((script, "exec")), env)
+        for (script, key), version in self.after.items():
+            if self.script_service.get(script) != service:
+                continue
+            if key.startswith("export:"):
+                live_key = "env:" + key.removeprefix("export:")
+            elif key.startswith("flag:"):
+                live_key = key
+            else:
+                continue
+            pairs[(script, key)] = (version, self.after.get((subject, live_key)))
+        argv = self.after.get((subject, "argv"))
+        if argv is not None and argv.value is not None and not argv.secret:
+            live_line = _joined_argv(argv)
+            for script, owner in self.script_service.items():
+                if owner == service and (script, "exec") in self.after:
+                    pairs[(script, "exec")] = (self.after[(script, "exec")], live_line)
+        found = attribute_together(pairs, decided if feasible(decided) else ())
+        known: set[str] = set(decided) if feasible(decided) else set()
+        for attribution in found.values():
+            if attribution is not None and attribution.single is not None:
+                known.update(attribution.held)
+        result = frozenset(known) if feasible(known) else frozenset()
+        self._branches[service] = result
+        return result
+
+
+def _same(a: StoredVersion | None, b: StoredVersion | None) -> bool:
+    """The same value: both absent, or equal (digests for secrets, never the secret)."""
+    if a is None or b is None:
+        return a is None and b is None
+    return (a.value, a.blob_sha256, a.secret) == (b.value, b.blob_sha256, b.secret)
+
+
+def _joined_argv(argv: StoredVersion) -> StoredVersion | None:
+    """The live command line as one string of words, to match against a script's launches."""
+    try:
+        words = json.loads(argv.value or "")
+    except ValueError:
+        return None
+    if not isinstance(words, list):
+        return None
+    return replace(argv, value=" ".join(str(w) for w in words))
