@@ -198,11 +198,11 @@ def score_signals(
     # apply), so value x weight summed over the signals is the score.
     return tuple(
         Signal(
-            name,
-            value,
-            weight / total if total else 0.0,
-            weight * value / total if total else 0.0,
-            reason,
+            name=name,
+            value=value,
+            weight=weight / total if total else 0.0,
+            contribution=weight * value / total if total else 0.0,
+            reason=reason,
         )
         for name, weight, value, reason in raw
     )
