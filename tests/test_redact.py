@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from drift.config import SecretsSpec
 from drift.errors import ConfigError
 from drift.facts import Fact
-from drift.redact import Redactor, load_or_create_key
+from drift.secrets.redactor import Redactor, load_or_create_key
 
 KEY = b"k" * 32
 HF = "hf_" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb"

@@ -49,7 +49,7 @@ from drift.analysis.origins import (
 )
 from drift.analysis.timing import Order, Records, Span, start_span
 from drift.display import truncated
-from drift.redact import shown_secret
+from drift.secrets.markers import shown_secret
 from drift.shell.patterns import feasible
 from drift.store.query import SnapshotInfo, StoredVersion
 from drift.timespec import clock, parse_stored_time, to_us
