@@ -461,7 +461,7 @@ class Redactor:
             return False
         value = fact.value
         name = _name_in_key(key)
-        if (name is not None and self.is_secret_name(name)) or self.looks_like_secret_value(value):
+        if (name is not None and self.is_secret_name(name)) or looks_like_token(value):
             self.remember_secret(value)
             return True
         self._learn(value, memo)
