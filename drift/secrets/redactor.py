@@ -15,6 +15,10 @@ output, provenance, a subject) is replaced by ``[redacted:<8 hex>]``, so a
 masked file name stays one subject. Once a value of six or more characters is
 known to be secret, it is masked wherever else it appears; a shorter or empty
 one is masked only where it was found.
+
+One idea, kept whole past 500 lines: masking a text and walking a record's
+items share what the Redactor learns (the secrets seen anywhere in the
+record, the digests, the flags a tool's password hid in).
 """
 
 from __future__ import annotations
