@@ -2,9 +2,10 @@
 
 `decide` says True or False where known values settle a condition
 (``[ "$X" = a ]`` with X known, ``[ -f FILE ]`` of a file that is there,
-``true``); `caller_test` describes a test on a variable the script was
-given, so the live environment can tell which way it went; `case_verdict`
-does the same for a ``case`` arm.
+``true``), and `case_verdict` whether a ``case`` arm matches; `caller_test`
+describes a test on a variable the script was given, so the live
+environment can tell which way it went. `_keep_given` follows the caller's
+value through ``[ -z "$X" ] && X=d``.
 """
 
 from __future__ import annotations
