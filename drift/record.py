@@ -156,7 +156,7 @@ def record(
                 ),
             )
             from drift.keyfile import load_key
-            from drift.redact import Redactor
+            from drift.secrets.redactor import Redactor
 
             # Before collecting: a key drift cannot use fails the record at once.
             key = load_key(secret_key_path(config, db))

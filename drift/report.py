@@ -30,7 +30,7 @@ from drift.analysis.restarts import Restart, RestartEvent
 from drift.analysis.scope import ConfigSwitch, ScopeSplit, split_scope
 from drift.display import hidden, printable, truncated
 from drift.errors import TemplateError
-from drift.redact import shown_secret
+from drift.secrets.markers import shown_secret
 from drift.store.query import History, SnapshotInfo, StoredVersion
 from drift.timespec import When, from_us, local_time
 

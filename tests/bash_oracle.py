@@ -850,134 +850,169 @@ def logical_lines(text: str) -> tuple[list[int], list[int]]:
     Lines are joined where bash reads on: a backslash-newline outside a comment, an open quote,
     ``$(...)``, a backquote, ``${...}`` or ``NAME=(...)``. A heredoc's body lines stand alone.
     """
-    count = text.count("\n") + 2
-    start = list(range(count))
-    end = list(range(count))
-    n = len(text)
-    i, line, first = 0, 1, 1
-    stack: list[list] = []  # [kind, paren depth]
-    heredocs: list[tuple[str, bool]] = []
-    at_word = True
+    reader = _LineReader(text)
+    reader.read()
+    return reader.start, reader.end
 
-    def close(last: int) -> None:
-        for number in range(first, min(last, count - 1) + 1):
-            start[number], end[number] = first, last
 
-    while i < n:
-        c = text[i]
-        top = stack[-1][0] if stack else None
-        if c == "\n":
-            line += 1
-            i += 1
-            if top is None:
-                close(line - 1)
-                while heredocs and i < n:
-                    delim, strip = heredocs[0]
-                    nl = text.find("\n", i)
-                    body = text[i : n if nl < 0 else nl]
-                    line += 1
-                    i = n if nl < 0 else nl + 1
-                    if (body.lstrip("\t") if strip else body) == delim:
-                        heredocs.pop(0)
-                heredocs.clear()
-                first = line
-                at_word = True
-            continue
-        if top in (None, "$(", "=("):
-            if c == "\\":
-                if text.startswith("\\\n", i):
-                    line += 1
-                i += 2
-                at_word = False
-                continue
-            if c == "#" and at_word:
-                nl = text.find("\n", i)
-                i = n if nl < 0 else nl
-                continue
-            if c == "'":
-                j = text.find("'", i + 1)
-                j = n - 1 if j < 0 else j
-                line += text.count("\n", i, j)
-                i, at_word = j + 1, False
-                continue
-            if text.startswith("$'", i):
-                j = i + 2
-                while j < n and text[j] != "'":
-                    j += 2 if text[j] == "\\" else 1
-                line += text.count("\n", i, j)
-                i, at_word = j + 1, False
-                continue
-            if c == '"':
-                stack.append(['"', 0])
-            elif c == "`":
-                stack.append(["`", 0])
-            elif text.startswith("$(", i):
-                stack.append(["$(", 0])
-                i += 1
-            elif text.startswith("${", i):
-                stack.append(["${", 0])
-                i += 1
-            elif c == "(":
-                if top in ("$(", "=("):
-                    stack[-1][1] += 1
-                else:
-                    before = text[max(0, i - 200) : i]
-                    if re.search(r"(?:^|[\s;&|])[A-Za-z_]\w*(?:\[[^\]]*\])?\+?=$", before):
-                        stack.append(["=(", 0])
-            elif c == ")":
-                if top in ("$(", "=("):
-                    if stack[-1][1]:
-                        stack[-1][1] -= 1
-                    else:
-                        stack.pop()
-            elif text.startswith("<<<", i):
-                i += 3
-                at_word = False
-                continue
-            elif text.startswith("<<", i):
-                j = i + 2
-                strip = j < n and text[j] == "-"
-                j += 1 if strip else 0
-                while j < n and text[j] in " \t":
-                    j += 1
-                k = j
-                while k < n and text[k] not in " \t\n;&|<>()":
-                    k += 1
-                delim = re.sub(r"[\"'\\]", "", text[j:k])
-                if delim:
-                    heredocs.append((delim, strip))
-                i = k
-                at_word = False
-                continue
-            at_word = c in " \t;&|()"
-            i += 1
-            continue
-        # inside "...", `...` or ${...}
+class _LineReader:
+    """`logical_lines` reading a text: where it is, what is open, and the spans found so far."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.n = len(text)
+        self.count = text.count("\n") + 2
+        self.start = list(range(self.count))
+        self.end = list(range(self.count))
+        self.i, self.line, self.first = 0, 1, 1
+        self.stack: list[list] = []  # [kind, paren depth]
+        self.heredocs: list[tuple[str, bool]] = []
+        self.at_word = True
+
+    def read(self) -> None:
+        while self.i < self.n:
+            c = self.text[self.i]
+            top = self.stack[-1][0] if self.stack else None
+            if c == "\n":
+                self._newline(top)
+            elif top in (None, "$(", "=("):
+                self._code(c, top)
+            else:  # inside "...", `...` or ${...}
+                self._quoted(c, top)
+        self._close(self.line)
+
+    def _close(self, last: int) -> None:
+        """The command that started at `self.first` ends at line `last`."""
+        for number in range(self.first, min(last, self.count - 1) + 1):
+            self.start[number], self.end[number] = self.first, last
+
+    def _newline(self, top: str | None) -> None:
+        self.line += 1
+        self.i += 1
+        if top is None:
+            self._close(self.line - 1)
+            self._skip_heredoc_bodies()
+            self.first = self.line
+            self.at_word = True
+
+    def _skip_heredoc_bodies(self) -> None:
+        text, n = self.text, self.n
+        while self.heredocs and self.i < n:
+            delim, strip = self.heredocs[0]
+            nl = text.find("\n", self.i)
+            body = text[self.i : n if nl < 0 else nl]
+            self.line += 1
+            self.i = n if nl < 0 else nl + 1
+            if (body.lstrip("\t") if strip else body) == delim:
+                self.heredocs.pop(0)
+        self.heredocs.clear()
+
+    def _escape(self) -> None:
+        """A backslash: it and the next character (a newline then continues the line)."""
+        if self.text.startswith("\\\n", self.i):
+            self.line += 1
+        self.i += 2
+
+    def _single_quoted(self) -> None:
+        """Past a '...' string, whose text is literal (lines and all)."""
+        j = self.text.find("'", self.i + 1)
+        j = self.n - 1 if j < 0 else j
+        self.line += self.text.count("\n", self.i, j)
+        self.i = j + 1
+
+    def _code(self, c: str, top: str | None) -> None:
+        """One character of code: outside quotes, or inside ``$(...)`` or ``NAME=(...)``."""
+        text, i = self.text, self.i
         if c == "\\":
-            if text.startswith("\\\n", i):
-                line += 1
-            i += 2
-            continue
+            self._escape()
+            self.at_word = False
+        elif c == "#" and self.at_word:
+            nl = text.find("\n", i)
+            self.i = self.n if nl < 0 else nl
+        elif c == "'":
+            self._single_quoted()
+            self.at_word = False
+        elif text.startswith("$'", i):
+            j = i + 2
+            while j < self.n and text[j] != "'":
+                j += 2 if text[j] == "\\" else 1
+            self.line += text.count("\n", i, j)
+            self.i, self.at_word = j + 1, False
+        elif text.startswith("<<<", i):
+            self.i += 3
+            self.at_word = False
+        elif text.startswith("<<", i):
+            self._heredoc_start()
+        else:
+            self._open_or_close(c, top)
+            self.at_word = c in " \t;&|()"
+            self.i += 1
+
+    def _heredoc_start(self) -> None:
+        """``<<EOF`` or ``<<-'EOF'``: the body starts after this line, up to the delimiter."""
+        text, n = self.text, self.n
+        j = self.i + 2
+        strip = j < n and text[j] == "-"
+        j += 1 if strip else 0
+        while j < n and text[j] in " \t":
+            j += 1
+        k = j
+        while k < n and text[k] not in " \t\n;&|<>()":
+            k += 1
+        delim = re.sub(r"[\"'\\]", "", text[j:k])
+        if delim:
+            self.heredocs.append((delim, strip))
+        self.i = k
+        self.at_word = False
+
+    def _open_or_close(self, c: str, top: str | None) -> None:
+        """Quotes, ``$(``, ``${`` and ``NAME=(`` open what the lines join inside; ``)`` closes."""
+        text, i, stack = self.text, self.i, self.stack
+        if c == '"':
+            stack.append(['"', 0])
+        elif c == "`":
+            stack.append(["`", 0])
+        elif text.startswith("$(", i):
+            stack.append(["$(", 0])
+            self.i += 1
+        elif text.startswith("${", i):
+            stack.append(["${", 0])
+            self.i += 1
+        elif c == "(":
+            if top in ("$(", "=("):
+                stack[-1][1] += 1
+            else:
+                before = text[max(0, i - 200) : i]
+                if re.search(r"(?:^|[\s;&|])[A-Za-z_]\w*(?:\[[^\]]*\])?\+?=$", before):
+                    stack.append(["=(", 0])
+        elif c == ")" and top in ("$(", "=("):
+            if stack[-1][1]:
+                stack[-1][1] -= 1
+            else:
+                stack.pop()
+
+    def _quoted(self, c: str, top: str | None) -> None:
+        """One character inside "...", `...` or ``${...}``."""
+        text, i, stack = self.text, self.i, self.stack
+        if c == "\\":
+            self._escape()
+            return
         if top == '"' and c == '"' or top == "`" and c == "`" or top == "${" and c == "}":
             stack.pop()
         elif top in ('"', "${") and text.startswith("$(", i):
             stack.append(["$(", 0])
-            i += 1
+            self.i += 1
         elif top in ('"', "${") and text.startswith("${", i):
             stack.append(["${", 0])
-            i += 1
+            self.i += 1
         elif top in ('"', "${") and c == "`":
             stack.append(["`", 0])
         elif top == "${" and c == '"':
             stack.append(['"', 0])
         elif top == "${" and c == "'" and not (len(stack) > 1 and stack[-2][0] == '"'):
-            j = text.find("'", i + 1)
-            j = n - 1 if j < 0 else j
-            line += text.count("\n", i, j)
-            i = j
-        i += 1
-    close(line)
-    return start, end
+            self._single_quoted()
+            return
+        self.i += 1
 
 
 class _Trace:
@@ -1003,20 +1038,9 @@ class _Trace:
     # -- which records led to the keeper
 
     def _timeline(self) -> list[_Rec]:
-        contexts: dict[tuple[int, str], list[_Rec]] = {}
-        created: dict[str, _Rec] = {}
-        for rec in self.recs:
-            if rec.kind in ("I", "F"):
-                created[rec.inc] = rec
-                contexts.setdefault((rec.pid, rec.inc), []).append(rec)
-            elif rec.kind == "D" and rec.file == self.bashenv:
-                continue
-            elif rec.kind == "X" and (
-                rec.file == self.bashenv or rec.text.startswith("__drift_dbg ")
-            ):
-                continue
-            else:
-                contexts.setdefault((rec.pid, rec.inc), []).append(rec)
+        """The records that led to the keeper, in order, across the shells and subshells on the
+        way (each piece cut where the next one took over)."""
+        contexts, created = self._contexts()
         by_pid: dict[int, list[tuple[int, str]]] = {}
         for key in sorted(contexts, key=lambda k: contexts[k][0].index):
             by_pid.setdefault(key[0], []).append(key)
@@ -1036,34 +1060,30 @@ class _Trace:
             seen.add(current)
             recs = contexts[current]
             pieces.append([r for r in recs if cut is None or r.seq <= cut or r.kind in "IF"])
-            pid, inc = current
-            origin = created.get(inc)
-            first = recs[0].index
-            if origin is None:
-                break
-            if origin.pid != pid:  # records of a subshell before its first trap
-                current, cut = (origin.pid, inc), recs[0].seq
-            elif origin.kind == "F":
-                parent_origin = created.get(origin.parent_inc)
-                if (pid, origin.parent_inc) in contexts:  # its own records before the trap
-                    current, cut = (pid, origin.parent_inc), None
-                elif parent_origin is None:
-                    break
-                else:
-                    current, cut = (parent_origin.pid, origin.parent_inc), origin.parent_seq
-            else:  # a new bash: exec'd by a subshell of the same pid, or run by its parent
-                cut = None
-                current = None
-                for owner in (pid, origin.ppid):
-                    earlier = [k for k in by_pid.get(owner, []) if contexts[k][0].index < first]
-                    earlier = [k for k in earlier if k != (pid, inc)]
-                    if earlier:
-                        current = max(earlier, key=lambda k: contexts[k][0].index)
-                        break
+            current, cut = _earlier_context(current, recs, created, contexts, by_pid)
         timeline: list[_Rec] = []
         for piece in reversed(pieces):
             timeline.extend(piece)
         return timeline
+
+    def _contexts(self) -> tuple[dict[tuple[int, str], list[_Rec]], dict[str, _Rec]]:
+        """The records by (pid, bash instance), and the record that started each instance.
+
+        The harness's own records (its BASH_ENV file, its DEBUG function) are left out.
+        """
+        contexts: dict[tuple[int, str], list[_Rec]] = {}
+        created: dict[str, _Rec] = {}
+        for rec in self.recs:
+            if rec.kind in ("I", "F"):
+                created[rec.inc] = rec
+            elif rec.kind == "D" and rec.file == self.bashenv:
+                continue
+            elif rec.kind == "X" and (
+                rec.file == self.bashenv or rec.text.startswith("__drift_dbg ")
+            ):
+                continue
+            contexts.setdefault((rec.pid, rec.inc), []).append(rec)
+        return contexts, created
 
     # -- files and lines
 
@@ -1140,135 +1160,20 @@ class _Trace:
         """`assigned`, `launch` and the other files that ran, for the keeper's `exported`."""
         timeline = self._timeline()
         places = self._places(timeline)
-        watched = set(exported)
-        snaps: dict[int, dict[str, str | None]] = {}
-
-        def snap(i: int) -> dict[str, str | None]:
-            if i not in snaps:
-                rec = timeline[i]
-                snaps[i] = _snapshot(self.snaps / f"{rec.inc}.{rec.seq}")
-            return snaps[i]
-
-        d_index = [i for i, r in enumerate(timeline) if r.kind == "D"]
-        final = snap(d_index[-1]) if d_index else {}
-        next_d: dict[int, int] = {}
-        upcoming: int | None = None
-        for i in range(len(timeline) - 1, -1, -1):
-            if upcoming is not None:
-                next_d[i] = upcoming
-            if timeline[i].kind == "D":
-                upcoming = i
-
-        found: dict[str, tuple[int, _Place]] = {}  # name -> (timeline index, place)
-
-        def note(name: str, i: int) -> None:
-            place = places[i]
-            if place is not None and (name not in found or found[name][0] <= i):
-                found[name] = (i, place)
-
+        values = _Values(timeline, places, set(exported), self.snaps)
         launch_i = max(
             (i for i, r in enumerate(timeline) if r.kind == "X" and places[i] is not None),
             default=None,
         )
         if launch_i is None:
             raise LaunchError("the trace shows no command that started the server")
-
-        # K=V cmd traces as "K=V" then "cmd" (same shell, line and step): a prefix, which
-        # reaches only that command. (case/for/select trace before their DEBUG trap.)
         words_of = {i: xtrace_words(r.text) for i, r in enumerate(timeline) if r.kind == "X"}
-        prefix: set[int] = set()
-        for i, words in words_of.items():
-            rec = timeline[i]
-            if _assignment_names(words) is not None or words[:1] in (["case"], ["for"], ["select"]):
-                continue
-            j = i - 1
-            while j in words_of and (timeline[j].pid, timeline[j].seq, timeline[j].line) == (
-                rec.pid,
-                rec.seq,
-                rec.line,
-            ):
-                if not words_of[j] or not all(_NAME_EQ.match(w) for w in words_of[j]):
-                    break
-                prefix.add(j)
-                j -= 1
-
-        # One pass in order. A value that changed between one DEBUG trap and the next was set
-        # by the command between; an assignment xtrace shows counts too (a re-assignment of
-        # the same value), if the value it left is the one the server got. A function's
-        # locals (and K=V on the call) end with it: on return their origin is the one they
-        # had at the call. ``source`` is a frame too, but without locals of its own.
-        prev: int | None = None
-        frames: list[_Frame] = []
-        for i, rec in enumerate(timeline):
-            if rec.kind == "I":
-                prev, frames = None, []
-            elif rec.kind == "X" and i not in prefix:
-                scoped = [f for f in frames if f.name != "source"]
-                if scoped:
-                    scoped[-1].locals.update(_local_names(words_of[i]))
-                for name in _assignment_names(words_of[i]) or []:
-                    after = snap(next_d[i]) if i in next_d else final
-                    if name in watched and after.get(name) == final.get(name):
-                        note(name, i)
-            elif rec.kind == "D":
-                if prev is not None:
-                    before, after = snap(prev), snap(i)
-                    depth_before = timeline[prev].depth
-                    ended: set[str] = set()
-                    while frames and frames[-1].caller_depth >= rec.depth:
-                        frame = frames.pop()
-                        for name in frame.locals & watched:
-                            if name in frame.found_at_call:
-                                found[name] = frame.found_at_call[name]
-                            else:
-                                found.pop(name, None)
-                            ended.add(name)
-                    changed = {
-                        name
-                        for name in watched - BASH_OWN
-                        if before.get(name, "\0unset") != after.get(name, "\0unset")
-                    }
-                    if rec.depth > depth_before:
-                        name = rec.text.split(" ")[0] if rec.text else ""
-                        # what changed on the way in is K=V on the call: it ends with the frame
-                        frames.append(_Frame(depth_before, name, dict(found), set(changed)))
-                    for name in changed - ended:
-                        note(name, prev)
-                prev = i
-
-        # the launch command's own prefix (K=V cmd) and env K=V words reach only the server
-        j = launch_i - 1
-        while j in prefix:
-            for w in xtrace_words(timeline[j].text):
-                m = _NAME_EQ.match(w)
-                if m and m.group(1) in watched:
-                    note(m.group(1), launch_i)
-            j -= 1
-        words = xtrace_words(timeline[launch_i].text)
-        launcher = argv[0] if argv else ""
-        stop_at = next((k for k, w in enumerate(words) if w == launcher), len(words))
-        for k, w in enumerate(words[:stop_at]):
-            if os.path.basename(w) != "env":
-                continue
-            rest = words[k + 1 : stop_at]
-            skip = False
-            for x in rest:
-                if skip:
-                    skip = False
-                    continue
-                if x in ("-u", "--unset", "-C", "--chdir", "-S", "--split-string"):
-                    skip = True
-                    continue
-                if x.startswith("-"):
-                    continue
-                m = _NAME_EQ.match(x)
-                if not m:
-                    break
-                if m.group(1) in watched:
-                    note(m.group(1), launch_i)
+        prefix = _prefixes(timeline, words_of)
+        values.follow(words_of, prefix)
+        values.launched(launch_i, prefix, argv[0] if argv else "")
 
         assigned: dict[str, tuple[str, int]] = {}
-        for name, (_, (file, line, exact)) in found.items():
+        for name, (_, (file, line, exact)) in values.found.items():
             assigned[name] = (file, line if exact else self._source(file).word_line(line, name))
         launch_file, launch_line, exact = places[launch_i]  # type: ignore[misc]
         if not exact:
@@ -1279,3 +1184,187 @@ class _Trace:
             if place is not None and place[0] != self.script and place[0] not in sourced:
                 sourced.append(place[0])
         return assigned, launch, sourced
+
+
+def _prefixes(timeline: list[_Rec], words_of: dict[int, list[str]]) -> set[int]:
+    """The records that are ``K=V`` before a command: they reach only that command.
+
+    ``K=V cmd`` traces as "K=V" then "cmd" (same shell, line and step). (case/for/select
+    trace before their DEBUG trap.)
+    """
+    prefix: set[int] = set()
+    for i, words in words_of.items():
+        rec = timeline[i]
+        if _assignment_names(words) is not None or words[:1] in (["case"], ["for"], ["select"]):
+            continue
+        j = i - 1
+        while j in words_of and (timeline[j].pid, timeline[j].seq, timeline[j].line) == (
+            rec.pid,
+            rec.seq,
+            rec.line,
+        ):
+            if not words_of[j] or not all(_NAME_EQ.match(w) for w in words_of[j]):
+                break
+            prefix.add(j)
+            j -= 1
+    return prefix
+
+
+def _env_assignments(words: Sequence[str]) -> Iterator[str]:
+    """The names ``env K=V`` words assign, in the words that start a command."""
+    for k, w in enumerate(words):
+        if os.path.basename(w) != "env":
+            continue
+        skip = False
+        for x in words[k + 1 :]:
+            if skip:
+                skip = False
+                continue
+            if x in ("-u", "--unset", "-C", "--chdir", "-S", "--split-string"):
+                skip = True
+                continue
+            if x.startswith("-"):
+                continue
+            m = _NAME_EQ.match(x)
+            if not m:
+                break
+            yield m.group(1)
+
+
+class _Values:
+    """Where each watched variable got the value the server has: one pass over a timeline."""
+
+    def __init__(
+        self, timeline: list[_Rec], places: list[_Place | None], watched: set[str], snaps: Path
+    ) -> None:
+        self.timeline = timeline
+        self.places = places
+        self.watched = watched
+        self.folder = snaps
+        self.snaps: dict[int, dict[str, str | None]] = {}
+        self.found: dict[str, tuple[int, _Place]] = {}  # name -> (timeline index, place)
+        d_index = [i for i, r in enumerate(timeline) if r.kind == "D"]
+        self.final = self.snap(d_index[-1]) if d_index else {}
+        self.next_d: dict[int, int] = {}  # record -> the next DEBUG trap after it
+        upcoming: int | None = None
+        for i in range(len(timeline) - 1, -1, -1):
+            if upcoming is not None:
+                self.next_d[i] = upcoming
+            if timeline[i].kind == "D":
+                upcoming = i
+
+    def snap(self, i: int) -> dict[str, str | None]:
+        """The variables at DEBUG trap record `i`."""
+        if i not in self.snaps:
+            rec = self.timeline[i]
+            self.snaps[i] = _snapshot(self.folder / f"{rec.inc}.{rec.seq}")
+        return self.snaps[i]
+
+    def note(self, name: str, i: int) -> None:
+        """`name` got its value at record `i` (a later record overrides an earlier one)."""
+        place = self.places[i]
+        if place is not None and (name not in self.found or self.found[name][0] <= i):
+            self.found[name] = (i, place)
+
+    def follow(self, words_of: dict[int, list[str]], prefix: set[int]) -> None:
+        """One pass in order. A value that changed between one DEBUG trap and the next was set
+        by the command between; an assignment xtrace shows counts too (a re-assignment of the
+        same value), if the value it left is the one the server got. A function's locals (and
+        K=V on the call) end with it: on return their origin is the one they had at the call.
+        ``source`` is a frame too, but without locals of its own."""
+        prev: int | None = None
+        frames: list[_Frame] = []
+        for i, rec in enumerate(self.timeline):
+            if rec.kind == "I":
+                prev, frames = None, []
+            elif rec.kind == "X" and i not in prefix:
+                self._assignment(i, words_of[i], frames)
+            elif rec.kind == "D":
+                if prev is not None:
+                    self._step(prev, i, frames)
+                prev = i
+
+    def _assignment(self, i: int, words: list[str], frames: list[_Frame]) -> None:
+        """A traced command: the locals it makes, and the values it assigns that lasted."""
+        scoped = [f for f in frames if f.name != "source"]
+        if scoped:
+            scoped[-1].locals.update(_local_names(words))
+        for name in _assignment_names(words) or []:
+            after = self.snap(self.next_d[i]) if i in self.next_d else self.final
+            if name in self.watched and after.get(name) == self.final.get(name):
+                self.note(name, i)
+
+    def _step(self, prev: int, i: int, frames: list[_Frame]) -> None:
+        """From DEBUG trap `prev` to trap `i`: frames that ended, values that changed."""
+        rec = self.timeline[i]
+        before, after = self.snap(prev), self.snap(i)
+        depth_before = self.timeline[prev].depth
+        ended: set[str] = set()
+        while frames and frames[-1].caller_depth >= rec.depth:
+            frame = frames.pop()
+            for name in frame.locals & self.watched:
+                if name in frame.found_at_call:
+                    self.found[name] = frame.found_at_call[name]
+                else:
+                    self.found.pop(name, None)
+                ended.add(name)
+        changed = {
+            name
+            for name in self.watched - BASH_OWN
+            if before.get(name, "\0unset") != after.get(name, "\0unset")
+        }
+        if rec.depth > depth_before:
+            name = rec.text.split(" ")[0] if rec.text else ""
+            # what changed on the way in is K=V on the call: it ends with the frame
+            frames.append(_Frame(depth_before, name, dict(self.found), set(changed)))
+        for name in changed - ended:
+            self.note(name, prev)
+
+    def launched(self, launch_i: int, prefix: set[int], launcher: str) -> None:
+        """The launch command's own prefix (K=V cmd) and env K=V words reach only the server."""
+        j = launch_i - 1
+        while j in prefix:
+            for w in xtrace_words(self.timeline[j].text):
+                m = _NAME_EQ.match(w)
+                if m and m.group(1) in self.watched:
+                    self.note(m.group(1), launch_i)
+            j -= 1
+        words = xtrace_words(self.timeline[launch_i].text)
+        stop_at = next((k for k, w in enumerate(words) if w == launcher), len(words))
+        for name in _env_assignments(words[:stop_at]):
+            if name in self.watched:
+                self.note(name, launch_i)
+
+
+def _earlier_context(
+    current: tuple[int, str],
+    recs: list[_Rec],
+    created: dict[str, _Rec],
+    contexts: dict[tuple[int, str], list[_Rec]],
+    by_pid: dict[int, list[tuple[int, str]]],
+) -> tuple[tuple[int, str] | None, int | None]:
+    """The context that ran before `current` on the way to the keeper, and where to cut it.
+
+    None when `current` is where the run began.
+    """
+    pid, inc = current
+    origin = created.get(inc)
+    if origin is None:
+        return None, None
+    if origin.pid != pid:  # records of a subshell before its first trap
+        return (origin.pid, inc), recs[0].seq
+    if origin.kind == "F":
+        parent_origin = created.get(origin.parent_inc)
+        if (pid, origin.parent_inc) in contexts:  # its own records before the trap
+            return (pid, origin.parent_inc), None
+        if parent_origin is None:
+            return None, None
+        return (parent_origin.pid, origin.parent_inc), origin.parent_seq
+    # a new bash: exec'd by a subshell of the same pid, or run by its parent
+    first = recs[0].index
+    for owner in (pid, origin.ppid):
+        earlier = [k for k in by_pid.get(owner, []) if contexts[k][0].index < first]
+        earlier = [k for k in earlier if k != (pid, inc)]
+        if earlier:
+            return max(earlier, key=lambda k: contexts[k][0].index), None
+    return None, None

@@ -15,7 +15,7 @@ from conftest import run_drift
 
 from drift.errors import ConfigError
 from drift.keyfile import KEY_BYTES, SecretKey, load_key
-from drift.redact import load_or_create_key
+from drift.secrets.redactor import load_or_create_key
 
 
 def load_within(path: Path, seconds: float = 5.0) -> SecretKey | BaseException:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -15,7 +17,9 @@ from hypothesis import strategies as st
 from drift.config import SecretsSpec
 from drift.errors import ConfigError
 from drift.facts import Fact
-from drift.redact import Redactor, load_or_create_key
+from drift.secrets.markers import ALREADY_REDACTED, shown_secret
+from drift.secrets.redactor import Redactor, load_or_create_key
+from drift.secrets.shapes import context_spans, looks_like_token, scan_shapes, tool_passwords
 
 KEY = b"k" * 32
 HF = "hf_" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb"
@@ -648,3 +652,40 @@ def test_a_value_equal_to_a_secret_found_elsewhere_is_a_secret(redactor: Redacto
     assert out[0].secret and out[0].value == redactor.digest(secret)
     assert out[1].value == f"api_key: {redactor.marker(secret)}\n"
     assert out[2] == facts[2]
+
+
+def test_a_secret_fact_is_shown_with_the_marker_a_text_gets(redactor: Redactor) -> None:
+    """The report shows a stored digest with the marker the same secret has inside a text."""
+    secret = "hf_" + "a" * 34
+    (out,) = redactor.redact_facts([Fact("service:s", "env:HF_TOKEN", secret)])
+    assert shown_secret(out.value) == redactor.marker(secret)
+    assert redactor.mask_text(f"HF_TOKEN={secret}") == f"HF_TOKEN={shown_secret(out.value)}"
+    assert ALREADY_REDACTED.fullmatch(out.value) and ALREADY_REDACTED.fullmatch(
+        shown_secret(out.value)
+    )
+    assert shown_secret(None) == "[redacted]"
+
+
+def test_showing_a_secret_needs_neither_the_redactor_nor_the_facts() -> None:
+    """The report and the analysis import the markers alone: no key, no collectors' types."""
+    code = (
+        "import sys, drift.secrets.markers; print(sorted(m for m in sys.modules if 'drift' in m))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert loaded.strip() == "['drift', 'drift.secrets', 'drift.secrets.markers']"
+
+
+def test_the_catalogue_scans_without_a_redactor() -> None:
+    text = (
+        'API_KEY=abc123 PORT=8000 --db-pass "p4ss w0rd" mysql -pTOPSECRET app; redis-cli -a r3d1s'
+    )
+    found = context_spans(text, lambda name: name in ("API_KEY", "--db-pass"))
+    assert [value for _, _, value in found] == ["abc123", "p4ss w0rd"]
+    assert all(text[start:end] == value for start, end, value in found)
+    passwords = [(p.flag, p.value, p.attached) for p in tool_passwords(text)]
+    assert passwords == [("-p", "TOPSECRET", True), ("-a", "r3d1s", False)]
+    url = "postgres://app:pw-1234@db/app"
+    assert [value for _, _, value in scan_shapes(url)] == ["pw-1234"]
+    assert looks_like_token("Bearer " + "Ab1" * 6) and not looks_like_token("Basic configuration")

@@ -47,7 +47,7 @@ from conftest import run_drift
 from postgres_server import postgres_server
 
 from drift.demo import IncidentSandbox
-from drift.redact import Redactor
+from drift.secrets.redactor import Redactor
 
 SLEEPER = "import time\nwhile True: time.sleep(3600)"
 ALNUM = string.ascii_letters + string.digits

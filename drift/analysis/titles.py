@@ -16,7 +16,7 @@ from drift.analysis.origins import Spot, possibilities
 from drift.analysis.restarts import PER_START_ENV
 from drift.analysis.timing import Span
 from drift.display import truncated
-from drift.redact import shown_secret
+from drift.secrets.markers import shown_secret
 from drift.store.query import StoredVersion
 from drift.timespec import clock
 

@@ -99,7 +99,8 @@ def collect_script(
 
 def script_model(path: str, data: bytes, exclude: Iterable[str] = ()) -> Any:
     """The evaluated script, from a cache while neither it nor a file it sources changed."""
-    from drift.shell.evaluate import bash_refuses, evaluate, read_regular
+    from drift.shell.evaluate import evaluate, read_regular
+    from drift.shell.syntax import bash_refuses
 
     key = (path, hashlib.blake2b(data, digest_size=16).digest())
     cached = _CACHE.get(key)
@@ -319,7 +320,7 @@ def _exec_fact(subject: str, model: Any, where: dict[str, Any]) -> Fact:
 def _flags(model: Any) -> dict[str, list[Possibility]]:
     """flag name -> its possibilities, over every launch and command line the script may run."""
     from drift.shell.patterns import Hole, feasible, pattern
-    from drift.shell.words import Field
+    from drift.shell.values import Field
 
     def text(f: Field) -> str | None:
         if f.spread or not all(isinstance(p, str) for p in f.pattern):

@@ -1,0 +1,10 @@
+"""Secrets: finding them, and keeping them out of drift's database, terminal and reports.
+
+- `shapes`: the catalogue: which names hold a secret, which values look
+  like one (token formats, private keys, URL passwords), where one hides in
+  a text (after ``--password``, ``API_KEY=``, ``mysql -p``);
+- `redactor`: the `Redactor`, which replaces what the catalogue finds by
+  keyed digests in every item a record stores;
+- `markers`: how a redacted value reads (``hmac-sha256:<32 hex>`` stored,
+  ``[redacted:<8 hex>]`` shown), all the analysis and reports need.
+"""

@@ -1,0 +1,233 @@
+"""Assignments: ``X=v``, ``X+=v``, ``A=(...)``, ``A[i]=v``, and lines that may assign anything.
+
+Each assignment gives the variable new bindings stamped with its line and
+the path's conditions, keeping (or, under ``set -a``, setting) its export
+attribute. A line drift cannot follow (an unreadable sourced file,
+``eval $x``) may have set any variable: `_unknown_assignments`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from drift.shell.fields import field_alt
+from drift.shell.patterns import Hole
+from drift.shell.state import State
+from drift.shell.syntax import Node, node_text
+from drift.shell.values import MAX_ALTERNATIVES, Alt, Binding, Origin, Seg, dedupe
+from drift.shell.walk import Walker
+from drift.shell.words import written_value
+
+_INHERITED_ENV = frozenset(
+    "PATH HOME USER LOGNAME SHELL LANG LANGUAGE LC_ALL TERM TMPDIR TZ".split()
+)
+"""Variables every service inherits: a plain assignment to one still reaches the command."""
+
+
+class Assignments(Walker):
+    """Assignments, mixed into the evaluator (see the module docstring)."""
+
+    def s_assignment(self, node: Node, st: State, how: str) -> None:
+        """``X=v`` alone on its line."""
+        for name, append, value_node, origin, index in self._assignments([node]):
+            self._assign_node(st, name, append, value_node, origin, index)
+
+    def s_assignments(self, node: Node, st: State, how: str) -> None:
+        """``X=1 Y=2`` with no command after them."""
+        for name, append, value_node, origin, index in self._assignments(node.named_children):
+            self._assign_node(st, name, append, value_node, origin, index)
+
+    def _assignments(
+        self, nodes: Iterable[Node]
+    ) -> Iterator[tuple[str, bool, Node | None, Origin, Node | None]]:
+        """(name, +=, value node, line, index node) of each assignment among `nodes`."""
+        for node in nodes:
+            if node.type != "variable_assignment":
+                continue
+            name_node = node.child_by_field_name("name")
+            if name_node is None:
+                continue
+            index = None
+            if name_node.type == "subscript":
+                index = name_node.child_by_field_name("index")
+                name_node = name_node.child_by_field_name("name")
+                if name_node is None:
+                    continue
+            append = any(c.type == "+=" for c in node.children)
+            yield (
+                node_text(name_node),
+                append,
+                node.child_by_field_name("value"),
+                self.origin(node),
+                index,
+            )
+
+    def _assign_node(
+        self,
+        st: State,
+        name: str,
+        append: bool,
+        value: Node | None,
+        origin: Origin,
+        index: Node | None = None,
+        exported: bool | None = None,
+    ) -> None:
+        """Assign the value node `value` (None: empty) to `name`, or to one element of it."""
+        if value is not None and value.type == "array":
+            self._assign_array(st, name, append, value, origin, exported)
+            return
+        alts = self._value_alts(value, st, origin)
+        if index is not None:
+            # A[i]=v: the array changes in a way drift does not track element by element.
+            alts = (Alt((Seg(Hole(f"${{{name}[@]}}"), origin, split=True),)),)
+            self._set(
+                st, name, (Binding(None, origin, False, st.conds, elems=(alts,)),), origin, exported
+            )
+            return
+        if append:
+            old = self._lookup(st, name)
+            joined: list[Alt] = []
+            for b in old:
+                for a in b.alts or (Alt(()),):
+                    for v in alts:
+                        joined.append(Alt(a.segs + v.segs, a.conds + v.conds))
+            alts = dedupe(joined)[:MAX_ALTERNATIVES]
+            self._assign(st, name, alts, origin, exported)
+            return
+        self._assign(st, name, alts, origin, exported, written_value(value))
+
+    def _assign_array(
+        self,
+        st: State,
+        name: str,
+        append: bool,
+        value: Node,
+        origin: Origin,
+        exported: bool | None,
+    ) -> None:
+        """``A=(...)``, ``A+=(...)``: the elements, after the old ones when appending."""
+        elems = [e for c in value.named_children if c.type != "comment" for e in self._elem(c, st)]
+        if not append:
+            binding = Binding(None, origin, False, st.conds, elems=tuple(elems))
+            self._set(st, name, (binding,), origin, exported)
+            return
+        new: list[Binding] = []
+        for b in self._lookup(st, name):
+            base: tuple[tuple[Alt, ...], ...] = ()
+            if b.elems is not None:
+                base = b.elems
+            elif b.alts and b.kind == "set":
+                base = (b.alts,)  # X=a; X+=(b) makes X the array (a b)
+            new.append(
+                Binding(
+                    None, origin, b.exported, dedupe(b.conds + st.conds), elems=base + tuple(elems)
+                )
+            )
+        self._set(st, name, tuple(new), origin, exported)
+
+    def _elem(self, node: Node, st: State) -> list[tuple[Alt, ...]]:
+        """Array elements from one word of ``(...)``: unquoted expansions split into several.
+
+        Where the word's values split into the same number of words, element i
+        has each value's i-th word as an alternative; otherwise it is one
+        element of unknown text.
+        """
+        variants = self.fields([node], st)
+        sizes = {len(v) for v in variants}
+        if len(sizes) != 1:
+            if len(variants) == 1:
+                return [(field_alt(f),) for f in variants[0]]
+            return [(Alt((Seg(Hole(node_text(node)), self.origin(node), split=True),)),)]
+        size = sizes.pop()
+        return [dedupe(field_alt(v[i]) for v in variants) for i in range(size)]
+
+    def _value_alts(self, value: Node | None, st: State, origin: Origin) -> tuple[Alt, ...]:
+        """The values an assignment's value node gives, each piece stamped with its line."""
+        if value is None:
+            return (Alt((Seg("", origin),)),)
+        alts = self.alts(value, st)
+        if self._before_cr(value):
+            # CRLF line ends: bash keeps the carriage return in the value.
+            alts = [Alt(a.segs + (Seg("\r", origin),), a.conds) for a in alts]
+        # Each piece keeps the line that wrote its text (CMD="$CMD --x" keeps the
+        # earlier words' lines); what no line wrote (the caller's value) is this one's.
+        return dedupe(
+            Alt(
+                tuple(Seg(s.part, s.origin or origin) for s in a.segs if not s.brk)
+                or (Seg("", origin),),
+                a.conds,
+            )
+            for a in alts
+        )
+
+    def _before_cr(self, node: Node) -> bool:
+        """True if `node` ends right before the carriage return of a CRLF line."""
+        row, column = node.end_point
+        lines = self.lines.get(self.file) or []
+        index = row + self.offset
+        if not 0 <= index < len(lines):
+            return False
+        line = lines[index].encode("utf-8", "surrogateescape")
+        return bool(line.endswith(b"\r") and column == len(line) - 1)
+
+    def _assign(
+        self,
+        st: State,
+        name: str,
+        alts: tuple[Alt, ...],
+        origin: Origin,
+        exported: bool | None = None,
+        written: str | None = None,
+    ) -> None:
+        """Give `name` the values `alts`, assigned at `origin` (`written` as the line has it)."""
+        binding = Binding(alts, origin, False, st.conds, written=written)
+        self._set(st, name, (binding,), origin, exported)
+
+    def _set(
+        self,
+        st: State,
+        name: str,
+        bindings: tuple[Binding, ...],
+        origin: Origin,
+        exported: bool | None,
+    ) -> None:
+        """Give `name` new values, keeping (or setting) its export attribute."""
+        self.touched.add(name)
+        old = st.vars.get(name)
+        if exported is None:
+            if st.allexport:
+                exported = True
+            elif old is None:
+                exported = name in _INHERITED_ENV
+            else:
+                exported = any(b.exported for b in old)
+        export_origin = None
+        if old is not None and exported:
+            export_origin = next((b.export_origin for b in old if b.export_origin), None)
+        if st.allexport or (old is None and exported):
+            export_origin = export_origin or origin
+        if not exported:
+            export_origin = None
+        st.vars[name] = tuple(
+            b
+            if b.exported == exported and b.export_origin == export_origin
+            else Binding(
+                b.alts, b.origin, exported, b.conds, b.kind, b.elems, export_origin, b.written
+            )
+            for b in bindings
+        )
+
+    def _unknown_assignments(self, st: State, origin: Origin, why: str) -> None:
+        """A line that may set any variable: every value known so far may have been replaced."""
+        self.gaps.append(f"{origin.file}:{origin.line}: {why}")
+        unknown = Binding(
+            (Alt((Seg(Hole(origin.text or "?"), origin, split=True),)),),
+            origin,
+            True,
+            st.conds,
+            kind="unknown",
+        )
+        for name in list(st.vars):
+            st.vars[name] = dedupe((*st.vars[name], unknown))[-MAX_ALTERNATIVES:]
+        st.vars["\0unknown"] = (unknown,)
+        self.opaque = True  # any variable may have changed: no test can be read off the process

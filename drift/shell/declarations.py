@@ -1,0 +1,201 @@
+"""Declaration commands: ``export``, ``declare``/``typeset``, ``local``, ``readonly``, ``unset``.
+
+Their options say what the names become (``-x`` exported, ``+x`` or
+``export -n`` not, ``-g`` global; ``-f``/``-p`` touch no variable); a
+name without a value keeps its value and changes attributes only.
+``export $(grep -v '^#' .env | xargs)`` reads the KEY=VALUE lines of the
+file it names.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+
+from drift.shell.assignments import Assignments
+from drift.shell.state import State
+from drift.shell.syntax import WORD_NODES, Node, is_name, node_text, short_text, walk_nodes
+from drift.shell.values import Alt, Binding, Origin, Seg
+from drift.shell.walk import unreadable
+
+
+@dataclass(frozen=True)
+class _Attributes:
+    """What a declaration's keyword and options make of the names it lists."""
+
+    export: bool  # export, declare -x
+    unexport: bool  # export -n, declare +x
+    local: bool  # local, or declare without -g inside a function
+
+    @property
+    def exported(self) -> bool | None:
+        """The export attribute an assignment here gets: set, removed, or kept (None)."""
+        return True if self.export else (False if self.unexport else None)
+
+
+def _attributes(keyword: str, options: list[str], in_function: bool) -> _Attributes | None:
+    """The attributes ``export -n``, ``declare -gx``, ``local`` ... give; None for -f, -F, -p.
+
+    Those name functions or print declarations: no variable changes.
+    """
+    export, unexport, is_global = keyword == "export", False, False
+    touches_no_variable = False
+    for option in options:
+        letters = option[1:]
+        if any(c in letters for c in "fFp"):
+            touches_no_variable = True
+        if keyword == "export" and "n" in letters:
+            export, unexport = False, True
+        if keyword != "export" and "x" in letters:
+            export, unexport = option[0] == "-", option[0] == "+"
+        if "g" in letters:
+            is_global = True
+    if touches_no_variable:
+        return None
+    local = keyword == "local" or (
+        keyword in ("declare", "typeset") and in_function and not is_global
+    )
+    return _Attributes(export, unexport, local)
+
+
+# words whose value names the variables (export $(cat .env | xargs), export "$KV")
+_COMPUTED = frozenset(
+    {"command_substitution", "simple_expansion", "expansion", "string", "concatenation"}
+)
+
+
+class Declarations(Assignments):
+    """Declaration commands, mixed into the evaluator (see the module docstring)."""
+
+    def s_declaration(self, node: Node, st: State, how: str) -> None:
+        """``export``, ``declare``, ``typeset``, ``local``, ``readonly`` and their names."""
+        keyword = node_text(node.children[0]) if node.children else ""
+        options = [
+            node_text(c)
+            for c in node.children[1:]
+            if c.type == "word" and node_text(c).startswith(("-", "+"))
+        ]
+        attributes = _attributes(keyword, options, in_function=bool(st.frames))
+        if attributes is None:
+            return
+        origin = self.origin(node)
+        for child in node.children[1:]:
+            if child.type == "variable_assignment":
+                self._declare_assignment(st, child, attributes)
+            elif child.type in ("variable_name", "word") and not node_text(child).startswith(
+                ("-", "+")
+            ):
+                self._declare_name(st, child, attributes, origin)
+            elif child.type in _COMPUTED:
+                self._export_dynamic(child, st, attributes.export)
+
+    def _declare_assignment(self, st: State, node: Node, attributes: _Attributes) -> None:
+        """``export X=v``, ``local X=v``: the assignment, with the declaration's attributes."""
+        for name, append, value, where, index in list(self._assignments([node])):
+            if attributes.local:
+                self._make_local(st, name)
+            self._assign_node(st, name, append, value, where, index, exported=attributes.exported)
+            if attributes.export:
+                self._mark_export(st, name, where)
+
+    def _declare_name(self, st: State, node: Node, attributes: _Attributes, origin: Origin) -> None:
+        """``export X``, ``local X``, ``export -n X``: X keeps its value, its attributes change."""
+        name = node_text(node)
+        if not is_name(name):
+            return
+        if attributes.local:
+            self._make_local(st, name)
+            if name not in st.vars or st.vars[name] is None:
+                self.touched.add(name)
+                st.vars[name] = (Binding(None, origin, False, st.conds),)
+        if attributes.export:
+            self._mark_export(st, name, self.origin(node))
+        elif attributes.unexport:
+            st.vars[name] = tuple(
+                replace(b, exported=False, export_origin=None) for b in self._lookup(st, name)
+            )
+
+    def _mark_export(self, st: State, name: str, origin: Origin) -> None:
+        """Export `name` from `origin` on (the line that exported it first is kept)."""
+        st.vars[name] = tuple(
+            replace(b, exported=True, export_origin=b.export_origin or origin)
+            for b in self._lookup(st, name)
+        )
+
+    def _make_local(self, st: State, name: str) -> None:
+        """Inside a function, save `name`'s value to restore when the function returns."""
+        if not st.frames:
+            return
+        frame = st.frames[-1]
+        if name not in frame.saved:
+            frame.saved[name] = st.vars.get(name)
+
+    def _export_dynamic(self, node: Node, st: State, export: bool) -> None:
+        """``export $(grep -v '^#' .env | xargs)``: KEY=VALUE lines of a file, each exported."""
+        origin = self.origin(node)
+        path = None
+        if node.type == "command_substitution":
+            path = self._file_in_command(node, st)
+        if path is None:
+            self._unknown_assignments(
+                st, origin, f"{short_text(node_text(node))} sets variables drift cannot read"
+            )
+            return
+        data = self._read_source(path, origin)
+        if data is None:
+            self._unknown_assignments(st, origin, f"reads {path}, {unreadable(path)}")
+            return
+        self.lines.setdefault(path, data.decode("utf-8", "surrogateescape").split("\n"))
+        for number, raw in enumerate(data.decode("utf-8", "surrogateescape").split("\n"), 1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            line = line.removeprefix("export ").strip()
+            name, eq, value = line.partition("=")
+            if not eq or not is_name(name):
+                continue
+            value = value.strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+                value = value[1:-1]
+            where = Origin(path, number, line)
+            self._assign(
+                st, name, (Alt((Seg(value, where),)),), where, exported=True if export else None
+            )
+            if export:
+                self._mark_export(st, name, where)
+
+    def _file_in_command(self, node: Node, st: State) -> str | None:
+        """The file a ``$(grep ... FILE | xargs)``-style command reads KEY=VALUE lines from."""
+        candidates: list[str] = []
+        for sub in walk_nodes(node):
+            parent = sub.parent
+            if (
+                sub.type in WORD_NODES
+                and parent is not None
+                and parent.type in ("command", "file_redirect")
+            ):
+                if sub.parent.type == "command" and sub.parent.child_by_field_name("name") is sub:
+                    continue
+                text = self._literal_word(sub, st)
+                if text and not text.startswith("-"):
+                    candidates.append(text)
+        for text in candidates:
+            path = self._resolve(text, st)
+            if path is not None and os.path.isfile(path):
+                return path
+        return None
+
+    def s_unset(self, node: Node, st: State, how: str) -> None:
+        """``unset X`` leaves X without a value; ``unset -f f`` forgets a function."""
+        functions = False
+        for child in node.children[1:]:
+            text = node_text(child)
+            if text.startswith("-"):
+                functions = functions or "f" in text
+                continue
+            if functions:
+                self.functions.pop(text, None)
+                continue
+            if is_name(text):
+                self.touched.add(text)
+                st.vars[text] = (Binding(None, self.origin(child), False, st.conds),)

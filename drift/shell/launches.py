@@ -1,0 +1,411 @@
+"""Simple commands, and which of them may be the service.
+
+A builtin with a meaning goes to its room; any other command is a launch
+candidate: its wrappers removed (`drift.shell.wrappers`), it is kept as the
+launch if it is an ``exec`` or the best server-looking command of its path,
+with the environment it receives there. A shell it starts (``bash -c
+"..."``, ``bash FILE``, ``bash <<EOF``) or a shell script it runs is
+followed instead, and what that child launches counts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from drift.shell.builtins import Builtins
+from drift.shell.commands import (
+    HOUSEKEEPING,
+    MEANINGFUL,
+    SHELLS,
+    is_shell_script,
+    program_name,
+    server_score,
+)
+from drift.shell.fields import split_fields
+from drift.shell.model import Launch
+from drift.shell.patterns import shown
+from drift.shell.state import State, better_launches, environment
+from drift.shell.syntax import Node, command_text, node_text
+from drift.shell.values import Alt, Binding, Field, Origin, Prefix, Seg, field_literal
+from drift.shell.walk import MAX_DEPTH
+from drift.shell.words import written_value
+from drift.shell.wrappers import EnvChanges, after_exec_options, strip_wrappers
+
+
+class Launches(Builtins):
+    """Simple commands and launches, mixed into the evaluator (see the module docstring)."""
+
+    def s_command(self, node: Node, st: State, how: str) -> None:
+        """A simple command: ``X=v`` prefixes, words, then what the command means."""
+        prefix: list[Prefix] = []
+        words: list[Node] = []
+        for i, child in enumerate(node.children):
+            if child.type == "variable_assignment" and not words:
+                for name, _append, value, origin, _subscript in self._assignments([child]):
+                    alts = self._value_alts(value, st, origin)
+                    prefix.append((name, alts, origin, written_value(value)))
+            elif child.type == "command_name":
+                words.extend(child.named_children or [child])
+            elif child.is_named and child.type not in (
+                "file_redirect",
+                "heredoc_redirect",
+                "herestring_redirect",
+                "comment",
+            ):
+                if node.field_name_for_child(i) in ("argument", "name") or words:
+                    words.append(child)
+        if not words:
+            for name, alts, origin, written in prefix:
+                self._assign(st, name, alts, origin, written=written)
+            return
+        if not prefix and _inert(words, self.functions):
+            return  # echo, mkdir, sleep ...: nothing they do reaches the service
+        variants = self.fields(words, st)
+        self.c_string = next(
+            (words[i + 1] for i in range(len(words) - 1) if node_text(words[i]) == "-c"), None
+        )
+        self.run_command(variants, prefix, node, st, how)
+
+    def run_command(
+        self,
+        variants: list[tuple[Field, ...]],
+        prefix: list[Prefix],
+        node: Node,
+        st: State,
+        how: str,
+    ) -> None:
+        """A command by its name: a builtin with a meaning, a function, or a launch candidate."""
+        first = variants[0]
+        name = field_literal(first[0]) if first else None
+        args = first[1:]
+        origin = self.origin(node)
+        if name in ("exec",):
+            self._exec(variants, prefix, node, st)
+            return
+        if name in ("source", "."):
+            if args:
+                self._source(args[0], st, origin, args[1:])
+            return
+        if name == "set":
+            self._set_builtin(args, st)
+            return
+        if name == "eval":
+            self._eval(node, variants, st, how)
+            return
+        if name in ("cd", "pushd"):
+            target = field_literal(args[0]) if args else None
+            st.cwd = self._resolve(target, st) if target and target != "-" else None
+            return
+        if name in ("exit",):
+            st.stop = "exit"
+            return
+        if name == "return":
+            st.stop = "return" if st.frames else "exit"
+            return
+        if name in ("read", "mapfile", "readarray", "getopts", "printf"):
+            self._read_builtin(name, args, st, origin)
+            return
+        if name == "shift":
+            st.args = st.args[1:] if st.args else st.args
+            return
+        if name in self.functions and self.depth < MAX_DEPTH:
+            self._call(name, args, st, how)
+            return
+        self._candidate(variants, prefix, origin, st, how, source=command_text(node))
+
+    def _candidate(
+        self,
+        variants: list[tuple[Field, ...]],
+        prefix: list[Prefix],
+        origin: Origin,
+        st: State,
+        how: str,
+        via_exec: bool = False,
+        cleared: bool = False,
+        source: str = "",
+    ) -> None:
+        """A command that may be the service: shells and scripts are followed, else a launch."""
+        stripped: list[tuple[Field, ...]] = []
+        changes: list[EnvChanges] = []
+        for v in variants:
+            program, change = strip_wrappers(v)
+            stripped.append(program)
+            changes.append(change)
+        program = stripped[0]
+        head = field_literal(program[0]) if program else None
+        score = server_score([field_literal(f) if not f.spread else None for f in program])
+        best = max((found for found, _launch in st.last), default=0)
+        nested = (
+            head is not None
+            and self.depth < MAX_DEPTH
+            and (program_name(head) in SHELLS or head.startswith(("/", "./", "../")))
+        )
+        if not via_exec and not nested and (score == 0 or score < best):
+            return  # not the service on this path: skip building its environment
+        env, cleared = _with_changes(
+            {} if cleared else environment(st, prefix), changes, cleared, origin
+        )
+        if head is not None and program_name(head) in SHELLS and self.depth < MAX_DEPTH:
+            if self._shell_program(program, env, st, how, via_exec, origin):
+                return
+        if head is not None and head.startswith(("/", "./", "../")) and self.depth < MAX_DEPTH:
+            path = self._resolve(head, st)
+            if path is not None and is_shell_script(path):
+                if self._child_script(path, program[1:], env, st, how, via_exec, origin):
+                    return
+        if via_exec:
+            launch = Launch(
+                tuple(stripped), env, origin, st.conds, "exec", cleared, tuple(variants), source
+            )
+            self.launches.append(launch)
+            st.stop = "exec"
+            return
+        if score == 0:
+            return
+        launch = Launch(
+            tuple(stripped),
+            env,
+            origin,
+            st.conds,
+            "background" if how == "background" else "foreground",
+            cleared,
+            tuple(variants),
+            source,
+        )
+        st.last = better_launches(st.last, (score, launch))
+
+    def _exec(
+        self,
+        variants: list[tuple[Field, ...]],
+        prefix: list[Prefix],
+        node: Node,
+        st: State,
+    ) -> None:
+        """``exec PROGRAM``: the launch, and the end of this path; ``exec >log`` redirects only."""
+        rest: list[tuple[Field, ...]] = []
+        cleared = False
+        for v in variants:
+            program, clears = after_exec_options(v)
+            rest.append(program)
+            cleared = cleared or clears
+        if not any(rest):
+            # `exec >log 2>&1` only redirects; prefix assignments then stay in the shell.
+            for name, alts, origin, written in prefix:
+                self._assign(st, name, alts, origin, written=written)
+            return
+        self._candidate(
+            rest,
+            prefix,
+            self.origin(node),
+            st,
+            "foreground",
+            via_exec=True,
+            cleared=cleared,
+            source=command_text(node),
+        )
+
+    def _shell_program(
+        self,
+        program: tuple[Field, ...],
+        env: dict[str, tuple[Binding, ...]],
+        st: State,
+        how: str,
+        via_exec: bool,
+        origin: Origin,
+    ) -> bool:
+        """``bash -c "..."`` (parsed again) or ``bash FILE`` (followed): True if handled."""
+        k = 1
+        while k < len(program):
+            word = field_literal(program[k])
+            if word is None:
+                return False
+            if word == "-c" or (word.startswith("-") and not word.startswith("--") and "c" in word):
+                if k + 1 >= len(program):
+                    return False
+                scripts = self._inline_scripts(program[k + 1], st)
+                if not scripts:
+                    return self._simple_command_string(env, st, how, via_exec, origin)
+                children: list[State] = []
+                for script in scripts:
+                    child = self._child_state(st, env)
+                    self._walk_string(script, origin, child, how)
+                    children.append(child)
+                for child in children:
+                    self._after_child(child, st, via_exec)
+                return True
+            if word.startswith("-"):
+                k += 1
+                continue
+            path = self._resolve(word, st)
+            if path is None:
+                return False
+            return self._child_script(path, program[k + 1 :], env, st, how, via_exec, origin)
+        return False
+
+    def _inline_scripts(self, field: Field, st: State) -> list[str]:
+        """The code of ``bash -c STRING``: its texts if STRING is written here, else none.
+
+        A string written inline keeps its lines: line N of the code is line N
+        of the file, counting from ``bash -c``. Values the outer shell puts in
+        (``'${MODEL}'``) give one text per value drift knows; a part it does
+        not know stays as written. A string from a variable (``"$CMD"``) has
+        no such lines, so drift does not read it as code.
+        """
+        node = self.c_string
+        if node is None or not (
+            node.type == "raw_string"
+            or (node.type == "string" and any(c.type == "string_content" for c in node.children))
+        ):
+            return []
+        del field  # its value joined continued lines; read the string again keeping them
+        self.keep_lines = True
+        try:
+            options = [a.pattern for a in self.alts(node, st)]
+        finally:
+            self.keep_lines = False
+        return list(dict.fromkeys(shown(o) for o in options))[:8]
+
+    def _simple_command_string(
+        self,
+        env: dict[str, tuple[Binding, ...]],
+        st: State,
+        how: str,
+        via_exec: bool,
+        origin: Origin,
+    ) -> bool:
+        """``bash -c "$CMD"`` where every value of CMD is one plain command line.
+
+        Such a string runs as its words, so it is split like an unquoted
+        ``$CMD``: each word keeps the line that put it into CMD (a value drift
+        does not know stays one unknown word). A value with quotes, operators
+        or expansions of its own is code drift does not read (False).
+        """
+        node = self.c_string
+        if node is None:
+            return False
+        alts = self.alts(node, st)
+        plain = re.compile(r"[^;&|<>()$`'\"\\\n#*?\[]*")
+        for alt in alts:
+            for seg in alt.segs:
+                if isinstance(seg.part, str) and not plain.fullmatch(seg.part):
+                    return False
+        word_origin = self.origin(node)
+        variants = [
+            split_fields(
+                Alt(tuple(replace(seg, split=True) for seg in a.segs), a.conds), word_origin
+            )
+            for a in alts
+        ]
+        variants = [v for v in dict.fromkeys(variants) if v]
+        if not variants:
+            return False
+        child = self._child_state(st, env)
+        self._candidate(variants, [], origin, child, how, via_exec=via_exec)
+        self._after_child(child, st, via_exec)
+        return True
+
+    def _child_state(self, st: State, env: dict[str, tuple[Binding, ...]]) -> State:
+        """The first state of a child shell: `env` as its variables, no arguments yet."""
+        child = State({k: v for k, v in env.items()}, st.conds, False, st.cwd, None, (), None, ())
+        return child
+
+    def _after_child(self, child: State, st: State, via_exec: bool) -> None:
+        """What a child shell launched counts for the parent (as launches, if it was exec'd)."""
+        if child.stop is None:
+            for scored in child.last:
+                if via_exec:
+                    self.launches.append(scored[1])
+                else:
+                    st.last = better_launches(st.last, scored)
+        if via_exec:
+            st.stop = "exec"
+
+    def _child_script(
+        self,
+        path: str,
+        args: Sequence[Field],
+        env: dict[str, tuple[Binding, ...]],
+        st: State,
+        how: str,
+        via_exec: bool,
+        origin: Origin,
+    ) -> bool:
+        """A shell script the command runs, followed as a child shell: True if it was read."""
+        data = self._read_source(path, origin)
+        if data is None:
+            return False
+        child = self._child_state(st, env)
+        child.args = tuple(args)
+        self.depth += 1
+        try:
+            self._walk_source(path, data, 0, child)
+        finally:
+            self.depth -= 1
+        self._after_child(child, st, via_exec)
+        return True
+
+    def _nested(self, content: Node, st: State, how: str, child: bool) -> None:
+        """A heredoc fed to a shell: its lines are code at their own place in this file."""
+        text = node_text(content)
+        origin = self.origin(content)
+        env = environment(st, [])
+        inner = self._child_state(st, env) if child else st
+        self._walk_string(text, replace(origin, line=origin.line), inner, how)
+        self._after_child(inner, st, via_exec=False)
+
+    def s_redirected(self, node: Node, st: State, how: str) -> None:
+        """A statement with redirections; ``bash <<EOF`` runs the heredoc as a script."""
+        body = node.child_by_field_name("body")
+        heredoc = next((c for c in node.children if c.type == "heredoc_redirect"), None)
+        if body is not None and heredoc is not None and body.type == "command":
+            words = [c for c in body.children if c.type == "command_name"]
+            name = node_text(words[0]).strip() if words else ""
+            argc = sum(1 for c in body.children if c.is_named) - 1
+            if program_name(name) in SHELLS and argc == 0:
+                # `bash <<EOF ... EOF`: the heredoc is the script.
+                content = next((c for c in heredoc.children if c.type == "heredoc_body"), None)
+                if content is not None:
+                    self._nested(content, st, how, child=True)
+                    return
+        if body is not None:
+            self.statement(body, st, how)
+
+
+def _with_changes(
+    env: dict[str, tuple[Binding, ...]],
+    changes: Sequence[EnvChanges],
+    cleared: bool,
+    origin: Origin,
+) -> tuple[dict[str, tuple[Binding, ...]], bool]:
+    """The environment after ``env``'s changes in each command line; True if one emptied it."""
+    for change in changes:
+        if change.cleared and not cleared:
+            cleared = True
+            env = {}
+        for key, f in change.added:
+            env[key] = (
+                Binding(
+                    (Alt(tuple(Seg(p, f.origin) for p in f.pattern)),),
+                    f.origin,
+                    True,
+                    f.conds,
+                    export_origin=f.origin,
+                ),
+            )
+        for key in change.removed:
+            env[key] = (Binding(None, origin, False),)
+    return env, cleared
+
+
+def _inert(words: Sequence[Node], functions: Mapping[str, Any]) -> bool:
+    """True for a housekeeping command whose words cannot change anything (no ``${X:=d}``)."""
+    head = words[0]
+    if head.type != "word":
+        return False
+    name = node_text(head)
+    if name not in HOUSEKEEPING or name in MEANINGFUL or name in functions:
+        return False
+    return not any("=" in node_text(w) and "${" in node_text(w) for w in words[1:])

@@ -1,0 +1,151 @@
+"""One path through a script: its variables, working folder, arguments and launch candidates.
+
+A branch forks the `State` and `merge_paths` joins the paths again, each
+variable then holding every value any path left in it. `environment` is
+what a command started on a path receives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from drift.shell.model import Launch
+from drift.shell.patterns import Hole
+from drift.shell.values import MAX_ALTERNATIVES, Alt, Binding, Field, Prefix, Seg, dedupe
+
+
+@dataclass
+class Frame:
+    """A function call: its arguments and the variables it made local (with their saved values)."""
+
+    args: tuple[Field, ...] | None
+    saved: dict[str, tuple[Binding, ...] | None] = field(default_factory=dict)
+
+
+@dataclass
+class State:
+    """One path through the script (after merges: several paths that agree)."""
+
+    vars: dict[str, tuple[Binding, ...]]
+    conds: tuple[str, ...] = ()
+    allexport: bool = False
+    cwd: str | None = None
+    args: tuple[Field, ...] | None = None  # the positional parameters; None: unknown
+    frames: tuple[Frame, ...] = ()
+    stop: Literal["exit", "exec", "return"] | None = None
+    last: tuple[tuple[int, Launch], ...] = ()  # best server-looking commands on this path
+
+    def fork(self, cond: str | None = None) -> State:
+        """A copy of this path to walk a branch on, under `cond` if given."""
+        return State(
+            dict(self.vars),
+            self.conds + ((cond,) if cond else ()),
+            self.allexport,
+            self.cwd,
+            self.args,
+            self.frames,
+            self.stop,
+            self.last,
+        )
+
+
+def caller_bindings(name: str) -> tuple[Binding, ...]:
+    """A variable the script never set: whatever its caller gave it, if anything."""
+    hole = Seg(Hole("$" + name, "caller"), None, split=True)
+    return (Binding((Alt((hole,)),), None, exported=True, kind="caller"),)
+
+
+def _same_launches(
+    items: Iterable[tuple[int, Launch]],
+) -> tuple[tuple[int, Launch], ...]:
+    """Launch candidates without repeats (the same object reached by two paths)."""
+    return tuple({id(launch): (score, launch) for score, launch in items}.values())
+
+
+def merge_paths(states: Sequence[State], base: State) -> State:
+    """Join paths after a branch: every value any live path may hold."""
+    live = [s for s in states if s.stop is None]
+    out = base.fork()
+    if not live:
+        out.stop = "exit"
+        out.last = _same_launches(x for s in states for x in s.last)
+        return out
+    if len(live) == 1:
+        only = live[0]
+        out.vars, out.allexport, out.cwd, out.args = only.vars, only.allexport, only.cwd, only.args
+        out.last = only.last
+        out.frames = only.frames
+        return out
+    # Only names some branch changed need joining; the rest are shared as they are.
+    first_vars = live[0].vars
+    changed: set[str] = set()
+    for s in live[1:]:
+        for name, value in s.vars.items():
+            if first_vars.get(name) is not value:
+                changed.add(name)
+        changed.update(name for name in first_vars if name not in s.vars)
+    merged = dict(first_vars)
+    for name in changed:
+        bindings: list[Binding] = []
+        before = base.vars.get(name)
+        for s in live:
+            values = s.vars.get(name)
+            if values is None or values is before:
+                # Kept through this branch: the value now also says the branch was taken.
+                extra = tuple(c for c in s.conds if c not in base.conds)
+                values = tuple(
+                    replace(b, conds=dedupe(b.conds + extra)) if extra else b
+                    for b in values or caller_bindings(name)
+                )
+            bindings.extend(values)
+        merged[name] = dedupe(bindings)[-MAX_ALTERNATIVES:]
+    out.vars = merged
+    out.allexport = any(s.allexport for s in live)
+    cwds = {s.cwd for s in live}
+    out.cwd = cwds.pop() if len(cwds) == 1 else None
+    argses = {s.args for s in live}
+    out.args = argses.pop() if len(argses) == 1 else None
+    out.last = _same_launches(x for s in live for x in s.last)
+    out.frames = live[0].frames
+    return out
+
+
+def assign_state(target: State, source: State) -> None:
+    """Make `target` the path `source` is (after a merge), in place: callers hold `target`."""
+    target.vars = source.vars
+    target.allexport = source.allexport
+    target.cwd = source.cwd
+    target.args = source.args
+    target.stop = source.stop
+    target.last = source.last
+    target.frames = source.frames
+
+
+def better_launches(
+    current: tuple[tuple[int, Launch], ...], new: tuple[int, Launch]
+) -> tuple[tuple[int, Launch], ...]:
+    """The server-looking commands of a path after `new` runs: the latest of the best kind."""
+    best = max((score for score, _ in current), default=0)
+    if new[0] >= best:
+        return (new,)
+    return current
+
+
+def environment(st: State, prefix: Sequence[Prefix]) -> dict[str, tuple[Binding, ...]]:
+    """What a command started on this path receives: the exported variables, then `prefix`.
+
+    ``"\0unknown"`` stands for whatever a line drift could not follow may have exported.
+    """
+    env = {
+        name: tuple(b for b in bs if b.exported)
+        for name, bs in st.vars.items()
+        if not name.startswith("\0") and any(b.exported for b in bs)
+    }
+    unknown = st.vars.get("\0unknown")
+    if unknown:
+        env["\0unknown"] = unknown
+    for name, alts, where, written in prefix:
+        env[name] = (Binding(alts, where, True, st.conds, export_origin=where, written=written),)
+    return env

@@ -1,0 +1,110 @@
+"""The values the shell reader works with: what a word, a variable and a command line may hold.
+
+A value is every text it may have (`Alt`, made of `Seg` pieces that keep
+the line that wrote them), a variable every value it may hold (`Binding`),
+a command line its possible words (`Field`). Everything here is immutable
+and knows nothing of the syntax tree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from drift.shell.patterns import Part, Pattern, pattern
+
+MAX_ALTERNATIVES = 24
+"""Values one word may have before drift stops telling them apart (then: one hole)."""
+
+
+MAX_VARIANTS = 48
+"""Command lines one launch may have (the product of its words' values)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a value was written: file, physical line (from 1) and that line's text."""
+
+    file: str
+    line: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Seg:
+    """A piece of a word: its text (or hole), where it was written, and whether IFS splits it."""
+
+    part: Part
+    origin: Origin | None
+    split: bool = False
+    brk: bool = False  # a field boundary ("${ARR[@]}", "$@")
+
+
+BREAK = Seg("", None, brk=True)
+"""Where one field ends and the next begins inside a value ("${ARR[@]}" quoted)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Alt:
+    """One value a word or variable may have, and the conditions under which it has it."""
+
+    segs: tuple[Seg, ...]
+    conds: tuple[str, ...] = ()
+
+    @property
+    def pattern(self) -> Pattern:
+        """The value as text with holes (field boundaries dropped)."""
+        return pattern(*(s.part for s in self.segs if not s.brk))
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """One value a variable may hold: set at `origin`, inherited from the caller, or unset.
+
+    `alts` is None for an unset variable; `elems` holds an indexed array's
+    elements (each with its own alternatives and origins). `kind` is
+    "caller" for a value the script was given and "unknown" for one a line
+    drift could not follow (an unreadable sourced file, ``eval $x``) may
+    have set. `exported` is the variable's export attribute.
+    """
+
+    alts: tuple[Alt, ...] | None
+    origin: Origin | None
+    exported: bool
+    conds: tuple[str, ...] = ()
+    kind: Literal["set", "caller", "unknown"] = "set"
+    elems: tuple[tuple[Alt, ...], ...] | None = None
+    export_origin: Origin | None = None
+    written: str | None = None  # the value as the line writes it (``${TP:-8}``)
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """One word of a command line: its value, the line that produced it, its conditions."""
+
+    pattern: Pattern
+    origin: Origin | None
+    conds: tuple[str, ...] = ()
+    spread: bool = False  # an unknown number of words ("$@", an unquoted unknown value)
+
+
+Prefix = tuple[str, tuple[Alt, ...], Origin, str | None]
+"""A ``NAME=value`` before a command: name, values, line, the value as written."""
+
+
+def dedupe(items: Iterable[Any]) -> tuple[Any, ...]:
+    """`items` without repeats, in their first order."""
+    listed = items if isinstance(items, tuple) else tuple(items)
+    if len(listed) < 2:
+        return listed
+    return tuple(dict.fromkeys(listed))
+
+
+def field_literal(f: Field) -> str | None:
+    """The one text of a field, if it has no hole and stands for one word; else None."""
+    if f.spread:
+        return None
+    if all(isinstance(p, str) for p in f.pattern):
+        return "".join(f.pattern)  # type: ignore[arg-type]
+    return None
