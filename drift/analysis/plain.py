@@ -13,6 +13,8 @@ from dataclasses import fields, is_dataclass
 from typing import Any
 
 _KEYS: dict[type, tuple[tuple[str, str], ...]] = {}
+# Values kept as they are, without a call each: most of a context is strings and numbers.
+_ATOMS = frozenset({str, int, float, bool, type(None)})
 
 
 def field_key(name: str) -> str:
@@ -23,13 +25,19 @@ def field_key(name: str) -> str:
 def plain(value: Any) -> Any:
     """`value` with every dataclass as a dict of its fields (in order), lists and dicts copied."""
     cls = type(value)
+    if cls in _ATOMS:
+        return value
     keys = _KEYS.get(cls)
     if keys is None and is_dataclass(cls):
         keys = _KEYS[cls] = tuple((f.name, field_key(f.name)) for f in fields(cls))
     if keys is not None:
-        return {key: plain(getattr(value, name)) for name, key in keys}
+        out = {}
+        for name, key in keys:
+            item = getattr(value, name)
+            out[key] = item if type(item) in _ATOMS else plain(item)
+        return out
     if cls is list or cls is tuple:
-        return [plain(item) for item in value]
+        return [item if type(item) in _ATOMS else plain(item) for item in value]
     if cls is dict:
-        return {key: plain(item) for key, item in value.items()}
+        return {k: item if type(item) in _ATOMS else plain(item) for k, item in value.items()}
     return value
