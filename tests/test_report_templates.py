@@ -192,18 +192,11 @@ def report_investigation() -> Investigation:
         ),
         total_suspects=3,
         timeline=[
-            TimelineEntry(
-                at="2026-12-02T12:55:31.370000+00:00",
-                local=LOCAL,
-                kind="restart",
-                text="co-restart of prefill, decode (pids 11134 -> 11196)",
-            ),
-            TimelineEntry(
-                at="2026-12-02T12:55:31.661557+00:00",
-                local=LOCAL,
-                kind="change",
-                text=f"#1 export EVIL={SCRIPT} | {LINK} {ANSI}",
-            ),
+            TimelineEntry(at=f"2026-12-02T12:55:31.{us}+00:00", local=LOCAL, kind=kind, text=text)
+            for us, kind, text in (
+                ("370000", "restart", "co-restart of prefill, decode (pids 11134 -> 11196)"),
+                ("661557", "change", f"#1 export EVIL={SCRIPT} | {LINK} {ANSI}"),
+            )
         ],
         unchanged=Unchanged(
             count=3,
@@ -211,21 +204,12 @@ def report_investigation() -> Investigation:
             subjects=["file:/srv/model.py", "service:prefill"],
             whole_subjects=["file:/srv/model.py"],
             facts=[
-                UnchangedFact(
-                    subject="file:/srv/model.py",
-                    key="sha256",
-                    value="sha256:4941b0cadba5 (1 line, 10 chars)",
-                    since=since,
-                ),
-                UnchangedFact(
-                    subject="service:prefill",
-                    key="env:PS1",
-                    value=f"{FENCE}{BREAKOUT}|{LINK}",
-                    since=since,
-                ),
-                UnchangedFact(
-                    subject="service:prefill", key="env:HF_TOKEN", value=SECRET, since=since
-                ),
+                UnchangedFact(subject=subject, key=key, value=value, since=since)
+                for subject, key, value in (
+                    ("file:/srv/model.py", "sha256", "sha256:4941b0cadba5 (1 line, 10 chars)"),
+                    ("service:prefill", "env:PS1", f"{FENCE}{BREAKOUT}|{LINK}"),
+                    ("service:prefill", "env:HF_TOKEN", SECRET),
+                )
             ],
         ),
         blind_spots=[
