@@ -20,6 +20,7 @@ from drift import __version__
 from drift.errors import DriftError
 
 if TYPE_CHECKING:
+    from drift.analysis.investigation import Investigation
     from drift.config import Config
     from drift.facts import CollectionError
     from drift.store.db import DbUrl
@@ -497,7 +498,7 @@ def _report_extras(context: dict[str, Any], regenerate: str) -> dict[str, Any]:
 
 def regenerate_command(
     command: str,
-    context: dict[str, Any],
+    investigation: Investigation,
     options: dict[str, Any],
     *,
     config_path: Any = None,
@@ -513,15 +514,15 @@ def regenerate_command(
     """
     import shlex
 
-    baseline = f"#{context['baseline']['snapshot']}"
-    current = f"#{context['current']['snapshot']}"
+    baseline = f"#{investigation.baseline.snapshot}"
+    current = f"#{investigation.current.snapshot}"
     args = ["drift", command]
     if output is not None:
         args += ["-o", output]
     args += [baseline, current] if command == "diff" else ["--stable", baseline, "--until", current]
     if fmt is not None:
         args += ["--format", fmt]
-    args += ["--host", context["host"]]
+    args += ["--host", investigation.host]
     if config_path is not None:
         args += ["--config", str(config_path)]
     if db is not None:
@@ -539,7 +540,7 @@ def regenerate_command(
 def _regenerate(
     obj: DriftContext,
     command: str,
-    context: dict[str, Any],
+    investigation: Investigation,
     options: dict[str, Any],
     *,
     output: str | None = None,
@@ -551,7 +552,7 @@ def _regenerate(
     from_config = config.db is not None and origin == f"db in {config.path}"
     return regenerate_command(
         command,
-        context,
+        investigation,
         options,
         config_path=config.path.resolve() if config.path is not None else None,
         db=None if from_config else obj.db_url().public(),
@@ -567,21 +568,18 @@ def _report_context(
     until: When | None,
     options: dict[str, Any],
     default_top: int | None,
-) -> dict[str, Any]:
-    from drift.report import since_context
+) -> Investigation:
+    from drift.analysis.investigate import InvestigateOptions, investigate
 
     top = None if options["show_all"] else (options["top"] or default_top)
     labels = ("the first WHEN", "the second WHEN") if command == "diff" else ("--stable", "--until")
     history = obj.history()
     try:
-        return since_context(
+        return investigate(
             history,
             stable,
             until,
-            command=command,
-            top=top,
-            service=options["service"],
-            labels=labels,
+            InvestigateOptions(command=command, top=top, service=options["service"], labels=labels),
         )
     finally:
         history.close()
@@ -590,18 +588,20 @@ def _report_context(
 def _render(
     obj: DriftContext,
     command: str,
-    context: dict[str, Any],
+    investigation: Investigation,
     fmt: str,
     options: dict[str, Any],
     regenerate: str | None = None,
 ) -> str:
+    from drift.analysis.plain import plain
     from drift.report import render_json, render_report, render_template
 
+    context = plain(investigation)  # what JSON and every template read
     if fmt == "json":
         return render_json(command, context)
     if fmt in ("md", "html"):
         extras = _report_extras(
-            context, regenerate or _regenerate(obj, command, context, options, fmt=fmt)
+            context, regenerate or _regenerate(obj, command, investigation, options, fmt=fmt)
         )
         extras["explain"] = True if fmt == "html" else options["explain"]
         extras["digests"] = options["digests"]
@@ -624,7 +624,7 @@ def _show_report(
     fmt: str,
     options: dict[str, Any],
 ) -> None:
-    from drift.report import DEFAULT_TOP
+    from drift.analysis.investigate import DEFAULT_TOP
 
     context = _report_context(obj, command, stable, until, options, DEFAULT_TOP)
     emit(_render(obj, command, context, fmt, options))
@@ -770,7 +770,7 @@ def report(
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise DriftError(f"{output}: cannot write: {exc.strerror}") from None
-    shown = len(context["suspects"])
+    shown = len(context.suspects)
     click.echo(f"wrote {printable(target)} ({fmt}, {shown:,} suspect{'' if shown == 1 else 's'})")
 
 
@@ -788,10 +788,11 @@ def show(obj: DriftContext, at: str | None, pattern: str | None, fmt: str) -> No
     PATTERN is a glob on subject, key or "subject key" (a plain word matches
     as a substring), e.g.  drift show 'env:SGLANG_*'
     """
-    from drift.report import show_context
+    from drift.analysis.plain import plain
+    from drift.analysis.views import state_view
 
     when = parse_when_arg(at) if at else None
-    _view(obj, "show", lambda history: show_context(history, when, pattern), fmt)
+    _view(obj, "show", lambda history: plain(state_view(history, when, pattern)), fmt)
 
 
 @cli.command(short_help="Every value a fact has had, when and from where.")
@@ -806,9 +807,10 @@ def history(obj: DriftContext, pattern: str, fmt: str) -> None:
     as a substring), e.g.  drift history SGLANG_SM120_MMA_TARGET_CTAS
     Exit 1 when no recorded fact matches (as grep does).
     """
-    from drift.report import history_context
+    from drift.analysis.plain import plain
+    from drift.analysis.views import fact_history
 
-    context = _view(obj, "history", lambda history: history_context(history, pattern), fmt)
+    context = _view(obj, "history", lambda history: plain(fact_history(history, pattern)), fmt)
     if not context["facts"]:
         sys.exit(EXIT_NO_MATCH)
 
@@ -881,6 +883,7 @@ def demo(keep: bool, output: str | None) -> None:
     import tempfile
     from pathlib import Path
 
+    from drift.analysis.plain import plain
     from drift.demo import SERVICES, IncidentSandbox, run_demo
     from drift.report import render_report, render_template, wrap_lines
 
@@ -888,10 +891,11 @@ def demo(keep: bool, output: str | None) -> None:
     root = Path(tempfile.mkdtemp(prefix="drift-demo-"))
     box = IncidentSandbox(root)
     try:
-        context = run_demo(root, lambda text: click.echo(wrap_lines(text, width)), keep=keep)
+        investigation = run_demo(root, lambda text: click.echo(wrap_lines(text, width)), keep=keep)
     finally:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
+    context = plain(investigation)
     shown = {**context, "explain": False, "digests": False}
     emit(render_template("since.txt.j2", shown, width=width))
     # One fixed name where the user is, replaced each time: seen, and never piling up in /tmp.
@@ -900,7 +904,7 @@ def demo(keep: bool, output: str | None) -> None:
     regenerate = (
         regenerate_command(
             "report",
-            context,
+            investigation,
             {},
             config_path=box.config_path,
             db=str(box.db_path),

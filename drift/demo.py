@@ -17,7 +17,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from drift.analysis.investigation import Investigation
 
 SERVICES = ("prefill", "decode", "router")
 CULPRIT = "export SGLANG_SM120_MMA_TARGET_CTAS=512"
@@ -216,8 +219,8 @@ def _cmdline_has(pid: int, word: str) -> bool:
         return False
 
 
-def run_demo(root: Path, say: Callable[[str], None], *, keep: bool = False) -> dict[str, Any]:
-    """Replay the incident in `root`; return the `drift since` report context.
+def run_demo(root: Path, say: Callable[[str], None], *, keep: bool = False) -> Investigation:
+    """Replay the incident in `root`; return what `drift since` finds in it.
 
     The morning is three records and a `drift mark stable`; then the culprit
     line lands in decode.sh, a kernel file is touched without a byte
@@ -225,9 +228,9 @@ def run_demo(root: Path, say: Callable[[str], None], *, keep: bool = False) -> d
     taken. `drift since` with no --stable then starts from the stable mark.
     Processes are stopped on the way out (Ctrl-C included) unless `keep`.
     """
+    from drift.analysis.investigate import InvestigateOptions, investigate
     from drift.config import load_config
     from drift.record import record
-    from drift.report import since_context
     from drift.store.db import resolve_db_url
     from drift.store.query import History
     from drift.store.writer import add_mark
@@ -254,7 +257,7 @@ def run_demo(root: Path, say: Callable[[str], None], *, keep: bool = False) -> d
         say("\n$ drift since\n")
         history = History.open(db, config.host)
         try:
-            return since_context(history, None, None)
+            return investigate(history, None, None, InvestigateOptions())
         finally:
             history.close()
     finally:

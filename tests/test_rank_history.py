@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from drift.analysis.investigate import InvestigateOptions, investigate
+from drift.analysis.plain import plain
 from drift.facts import Fact
-from drift.report import since_context
 from drift.store.db import resolve_db_url
 from drift.store.query import History
 from drift.store.writer import HistoryWriter
@@ -40,7 +41,11 @@ def test_a_day_of_churn_does_not_hide_the_one_env_change(tmp_path: Path) -> None
 
     history = History.open(db, "gpu-node-7")
     try:
-        context = since_context(history, When(snapshot=ids[1200], text="#1200"), None, top=None)
+        context = plain(
+            investigate(
+                history, When(snapshot=ids[1200], text="#1200"), None, InvestigateOptions(top=None)
+            )
+        )
     finally:
         history.close()
     suspects = context["suspects"]
@@ -94,7 +99,11 @@ def _restart_during_the_failing_record(tmp_path: Path, restarted_after_us: int) 
 
     history = History.open(db, "gpu-node-7")
     try:
-        context = since_context(history, When(snapshot=ids[1], text="#2"), None, top=None)
+        context = plain(
+            investigate(
+                history, When(snapshot=ids[1], text="#2"), None, InvestigateOptions(top=None)
+            )
+        )
     finally:
         history.close()
     (suspect,) = context["suspects"]

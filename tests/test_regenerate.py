@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 from conftest import DRIFT, drift_env, run_drift
+from investigations import baseline, investigation, snapshot
 
 from drift.cli import regenerate_command
 from drift.store.db import resolve_db_url
@@ -109,9 +110,9 @@ def test_the_regenerate_command_gives_the_same_suspects_later(tmp_path: Path) ->
 
 
 def test_a_given_database_is_named_and_its_password_dropped() -> None:
-    context = {"baseline": {"snapshot": 5}, "current": {"snapshot": 6}, "host": "gpu-node-7"}
+    found = investigation([], baseline=baseline(5), current=snapshot(6), host="gpu-node-7")
     db = resolve_db_url("postgresql://drift:s3cret@db-host:5432/drift?sslmode=require")
-    line = regenerate_command("diff", context, {"service": "decode"}, db=db.public())
+    line = regenerate_command("diff", found, {"service": "decode"}, db=db.public())
     assert line == (
         "drift diff '#5' '#6' --host gpu-node-7 "
         "--db 'postgresql://drift@db-host:5432/drift?sslmode=require' --service decode"

@@ -5,47 +5,22 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
+from investigations import LOCAL, TIME, change, investigation, snapshot, suspect
+
+from drift.analysis.investigation import SuspectChange
+from drift.analysis.plain import plain
+from drift.analysis.views import StateFact, StateView, SubjectState
 from drift.report import render_template
 
 EVIL = "\x1b[2J\x1b[31mHACKED\x07"
 
 
-def context(title: str) -> dict:
-    snapshot = {"snapshot": 1, "local": "2026-12-02 12:00:00 UTC", "why": "given", "facts": 1}
-    return {
-        "command": "since",
-        "host": "gpu-node-7",
-        "baseline": {**snapshot, "source": "given", "unhealthy_at": None},
-        "current": {**snapshot, "snapshot": 2, "why": "latest record"},
-        "trust": {"summary": "1 after the baseline; no gaps; no collection errors", "warnings": []},
-        "scope": {
-            "changes": [],
-            "untracked_facts": 0,
-            "tracked_facts": 0,
-            "untracked": [],
-            "tracked": [],
-        },
-        "total_suspects": 1,
-        "suspects": [
-            {
-                "rank": 1,
-                "score": 0.9,
-                "title": title,
-                "status": "live",
-                "label": "live in decode (pid 7)",
-                "reasons": ["in a running process"],
-                "signals": [],
-                "changes": [],
-                "restarts": [],
-            }
-        ],
-        "timeline": [],
-        "unchanged": {"count": 0, "by_kind": {}, "whole_subjects": [], "facts": []},
-        "blind_spots": [],
-        "explain": False,
-        "digests": False,
-    }
+def context(title: str, changes: list[SuspectChange] | None = None) -> dict[str, Any]:
+    """since.txt.j2's context for one live suspect with `title` (and `changes`)."""
+    found = investigation([suspect(1, title, changes=changes or [])])
+    return {**plain(found), "explain": False, "digests": False}
 
 
 def test_plain_output_has_no_escape_sequences_even_from_values() -> None:
@@ -62,8 +37,9 @@ def test_colour_styles_drift_s_own_text_but_not_values() -> None:
 
 
 def test_counts_read_with_thousands_separators_in_every_human_format(tmp_path: Path) -> None:
+    from drift.analysis.investigate import InvestigateOptions, investigate
     from drift.facts import Fact
-    from drift.report import render_json, render_report, since_context
+    from drift.report import render_json, render_report
     from drift.store.db import resolve_db_url
     from drift.store.query import History
     from drift.store.writer import HistoryWriter
@@ -82,10 +58,13 @@ def test_counts_read_with_thousands_separators_in_every_human_format(tmp_path: P
         writer.close()
     history = History.open(db, "h")
     try:
-        context = since_context(history, When(snapshot=ids[0].snapshot_id, text="#1"), None)
+        found = investigate(
+            history, When(snapshot=ids[0].snapshot_id, text="#1"), None, InvestigateOptions()
+        )
     finally:
         history.close()
 
+    context = plain(found)
     extras = {"regenerate": "drift report", "generated_at": "2026-12-02T12:00:00+00:00"}
     text = render_template("since.txt.j2", {**context, "explain": False, "digests": False})
     md = render_report({**context, **extras, "explain": False, "digests": False}, "md")
@@ -114,18 +93,24 @@ def test_a_wrapped_coloured_title_closes_its_colour_before_the_indent() -> None:
 
 
 def test_a_value_with_a_newline_stays_on_one_line() -> None:
-    snapshot = {"snapshot": 3, "local": "2026-12-02 12:00:00 UTC", "why": "latest record"}
-    fact = {"key": "exec", "value": "python -c 'import time\nwhile True: pass'", "where": ""}
-    out = render_template(
-        "show.txt.j2",
-        {
-            "host": "h",
-            "snapshot": snapshot,
-            "pattern": None,
-            "subjects": [{"subject": "script:/opt/serve/decode.sh", "facts": [fact]}],
-            "errors": [],
-        },
+    value = "python -c 'import time\nwhile True: pass'"
+    fact = StateFact(
+        key="exec",
+        value=value,
+        secret=False,
+        since=TIME,
+        since_local=LOCAL,
+        where="",
+        provenance={},
     )
+    state = StateView(
+        host="h",
+        snapshot=snapshot(3),
+        pattern=None,
+        subjects=[SubjectState(subject="script:/opt/serve/decode.sh", facts=[fact])],
+        errors=[],
+    )
+    out = render_template("show.txt.j2", plain(state))
     assert "  exec = python -c 'import time\\nwhile True: pass'\n" in out
     assert "\nwhile" not in out
 
@@ -133,19 +118,9 @@ def test_a_value_with_a_newline_stays_on_one_line() -> None:
 def test_long_values_that_differ_late_are_shortened_where_they_differ() -> None:
     """Two long paths cut at the same place would read as one value on both sides of the arrow."""
     root = "/home/alice/work/checkouts/inference-serving/deployments/decode-node-7"
-    change = {
-        "role": "evidence",
-        "subject": "service:decode",
-        "key": "env:HOME",
-        "kind": "modified",
-        "before": f"{root}/old-home",
-        "after": f"{root}/new-home",
-        "where": "",
-        "diff": None,
-    }
-    ctx = context("the environment decode was started from changed: HOME, PATH, +4")
-    ctx["suspects"][0]["changes"] = [change]
-    out = render_template("since.txt.j2", ctx)
+    home = change("service:decode", "env:HOME", "modified", f"{root}/old-home", f"{root}/new-home")
+    title = "the environment decode was started from changed: HOME, PATH, +4"
+    out = render_template("since.txt.j2", context(title, [home]))
     line = next(line for line in out.splitlines() if "env:HOME" in line)
     assert line.endswith(": …/decode-node-7/old-home -> …/decode-node-7/new-home")
 
@@ -153,19 +128,15 @@ def test_long_values_that_differ_late_are_shortened_where_they_differ() -> None:
 def test_colour_never_changes_where_a_line_wraps() -> None:
     """A coloured line wraps as the plain one: a tab counts its visible columns, and a colour
     code after a value's last space does not start a line of its own."""
-    change = {
-        "role": "evidence",
-        "subject": "script:/opt/serve/decode.sh",
-        "key": "export:K",
-        "kind": "added",
-        "before": None,
-        "after": "a\tb",
-        "where": "/opt/serve/decode.sh:8 or /opt/serve/decode.sh:12 ",  # ends with a space
-        "changed_local": "2026-12-02 12:00:00 UTC",
-        "diff": None,
-    }
-    ctx = context("export K='a\tb' added to /opt/serve/decode.sh:8")
-    ctx["suspects"][0]["changes"] = [change]
+    export = change(
+        "script:/opt/serve/decode.sh",
+        "export:K",
+        "added",
+        None,
+        "a\tb",
+        where="/opt/serve/decode.sh:8 or /opt/serve/decode.sh:12 ",  # ends with a space
+    )
+    ctx = context("export K='a\tb' added to /opt/serve/decode.sh:8", [export])
     for width in range(40, 90, 2):
         plain = render_template("since.txt.j2", ctx, width=width)
         coloured = render_template("since.txt.j2", ctx, color=True, width=width)

@@ -4,13 +4,30 @@ from __future__ import annotations
 
 import copy
 import re
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import jinja2
 import pytest
+from investigations import LOCAL, TIME, baseline, change, investigation, snapshot, suspect
 
+from drift.analysis.investigation import (
+    BlindSpotEntry,
+    Investigation,
+    Scope,
+    ScopeSubject,
+    ScopeSwitch,
+    ServiceRestart,
+    TimelineEntry,
+    Unchanged,
+    UnchangedFact,
+)
+from drift.analysis.plain import plain
+from drift.analysis.rank import Signal
+from drift.analysis.structured import KeyChange
+from drift.analysis.values import ValueDiff
 from drift.report import render_report
 
 SCRIPT = "<script>alert(1)</script>"
@@ -22,41 +39,24 @@ SECRET = "[redacted:1a2b3c4d]"
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
 
-def _change(
-    subject: str, key: str, kind: str, before: str | None, after: str | None, **extra: Any
-) -> dict[str, Any]:
-    return {
-        "subject": subject,
-        "key": key,
-        "kind": kind,
-        "category": "script export",
-        "before": before,
-        "after": after,
-        "secret": False,
-        "changed_at": "2026-12-02T12:55:31.661557+00:00",
-        "changed_local": "2026-12-02 12:55:31 UTC",
-        "where": "",
-        "provenance": {},
-        "diff": None,
-        "role": "evidence",
-        **extra,
-    }
-
-
-def _signals(score: float) -> list[dict[str, Any]]:
+def _signals(score: float) -> list[Signal]:
     return [
-        {"name": "liveness", "value": 1.0, "weight": 0.5, "contribution": 0.5, "reason": "live"},
-        {"name": "kind", "value": 1.0, "weight": 0.5, "contribution": score - 0.5, "reason": LINK},
+        Signal(name="liveness", value=1.0, weight=0.5, contribution=0.5, reason="live"),
+        Signal(name="kind", value=1.0, weight=0.5, contribution=score - 0.5, reason=LINK),
     ]
 
 
-def report_context() -> dict[str, Any]:
-    """A reduced copy of since_context's output for the incident demo, with hostile values."""
+def _text_diff(lines: list[str]) -> ValueDiff:
+    return ValueDiff(format="text", keys=[], parse_error=None, lines=lines)
+
+
+def report_investigation() -> Investigation:
+    """The incident demo's investigation, reduced, with hostile values."""
     script = "script:/srv/serve/decode.sh"
     long_diff = ["--- baseline", "+++ current", "@@ -1,30 +1,30 @@"] + [
         f"-old line {i}" if i % 2 else f"+new line {i}" for i in range(30)
     ]
-    root = _change(
+    root = change(
         script,
         "export:EVIL",
         "added",
@@ -66,7 +66,7 @@ def report_context() -> dict[str, Any]:
         where="/srv/serve/decode.sh:8",
         provenance={"file": "/srv/serve/decode.sh", "line": 8, "service": "decode"},
     )
-    content = _change(
+    content = change(
         script,
         "content",
         "modified",
@@ -74,11 +74,8 @@ def report_context() -> dict[str, Any]:
         "sha256:712dfba0555f (11 lines, 496 chars)",
         where="/srv/serve/decode.sh",
         provenance={"file": "/srv/serve/decode.sh", "service": "decode"},
-        diff={
-            "format": "text",
-            "keys": [],
-            "parse_error": None,
-            "lines": [
+        diff=_text_diff(
+            [
                 "--- baseline",
                 "+++ current",
                 "@@ -7,3 +7,5 @@",
@@ -87,10 +84,10 @@ def report_context() -> dict[str, Any]:
                 f"+# {FENCE}` </pre>{BREAKOUT} {ANSI}red\x1b[0m {LINK}",
                 f" {FENCE}",  # a context line that would close a three-backtick fence
                 " echo $$ > /srv/run/decode.pid",
-            ],
-        },
+            ]
+        ),
     )
-    live = _change(
+    live = change(
         "service:decode",
         "env:EVIL",
         "added",
@@ -99,7 +96,7 @@ def report_context() -> dict[str, Any]:
         where="pid 11199 (/proc/11199/environ)",
         provenance={"pid": 11199, "source": "/proc/11199/environ"},
     )
-    config = _change(
+    config = change(
         "file:/etc/serve/config.json",
         "content",
         "modified",
@@ -107,27 +104,28 @@ def report_context() -> dict[str, Any]:
         "sha256:bbbb (40 lines)",
         where="/etc/serve/config.json",
         provenance={"file": "/etc/serve/config.json", "format": "json"},
-        diff={
-            "format": "json",
-            "keys": [
-                {"path": "a|b", "kind": "changed", "before": "1", "after": f"2 | {LINK}"},
-                {"path": "`tick`", "kind": "added", "before": None, "after": '"x"'},
+        diff=ValueDiff(
+            format="json",
+            keys=[
+                KeyChange(path="a|b", kind="changed", before="1", after=f"2 | {LINK}"),
+                KeyChange(path="`tick`", kind="added", before=None, after='"x"'),
             ],
-            "parse_error": None,
-            "lines": long_diff,
-        },
+            parse_error=None,
+            lines=long_diff,
+        ),
     )
-    output = _change(
+    output = change(
         "command:gpu",
         "stdout",
         "modified",
         "sha256:1111 (31 lines)",
         "sha256:2222 (31 lines)",
+        role="root",
         where="$ nvidia-smi -q",
         provenance={"run": "nvidia-smi -q"},
-        diff={"format": "text", "keys": [], "parse_error": None, "lines": long_diff},
+        diff=_text_diff(long_diff),
     )
-    token = _change(
+    token = change(
         "service:decode",
         "env:HF_TOKEN",
         "modified",
@@ -137,153 +135,111 @@ def report_context() -> dict[str, Any]:
         where="pid 11199 (/proc/11199/environ)",
         provenance={"pid": 11199},
     )
+    restart = ServiceRestart(
+        service="decode",
+        before_pid="11135",
+        after_pid="11199",
+        at="2026-12-02T12:55:31.380000+00:00",
+        at_local=LOCAL,
+    )
     suspects = [
-        {
-            "rank": 1,
-            "score": 1.0,
-            "title": f"export EVIL={SCRIPT} added to /srv/serve/decode.sh:8 {ANSI}",
-            "status": "live",
-            "label": f"live in decode (pid 11199) since restart 12:55:31 {BREAKOUT}",
-            "category": "script export",
-            "services": ["decode"],
-            "reasons": [f"in a running process | {LINK}", f"new {FENCE}"],
-            "signals": _signals(1.0),
-            "changes": [root, live, content, config, token],
-            "restarts": [
-                {
-                    "service": "decode",
-                    "before_pid": "11135",
-                    "after_pid": "11199",
-                    "at": "2026-12-02T12:55:31.380000+00:00",
-                    "at_local": "2026-12-02 12:55:31 UTC",
-                }
-            ],
-        },
-        {
-            "rank": 2,
-            "score": 0.32,
-            "title": "command gpu: output modified",
-            "status": "pending",
-            "label": "not applied yet: takes effect on next restart",
-            "category": "command",
-            "services": [],
-            "reasons": ["kind: a command's output, often noise"],
-            "signals": _signals(0.32),
-            "changes": [{**output, "role": "root"}],
-            "restarts": [],
-        },
+        suspect(
+            1,
+            f"export EVIL={SCRIPT} added to /srv/serve/decode.sh:8 {ANSI}",
+            score=1.0,
+            label=f"live in decode (pid 11199) since restart 12:55:31 {BREAKOUT}",
+            reasons=[f"in a running process | {LINK}", f"new {FENCE}"],
+            signals=_signals(1.0),
+            changes=[root, live, content, config, token],
+            restarts=[restart],
+        ),
+        suspect(
+            2,
+            "command gpu: output modified",
+            score=0.32,
+            status="pending",
+            label="not applied yet: takes effect on next restart",
+            category="command",
+            services=[],
+            reasons=["kind: a command's output, often noise"],
+            signals=_signals(0.32),
+            changes=[output],
+        ),
     ]
-    by_subject: dict[str, list[dict[str, Any]]] = {}
-    for suspect in suspects:
-        for change in suspect["changes"]:
-            by_subject.setdefault(change["subject"], []).append(
-                {**change, "suspect_rank": suspect["rank"]}
+    switch = ScopeSwitch(
+        snapshot=3,
+        at=TIME,
+        local=LOCAL,
+        before_path="/etc/drift/drift.toml",
+        after_path=f"/srv/{SCRIPT}/drift.toml",
+        sections=["services: -web"],
+        text=f"config changed at #3 (services: -web, /srv/{SCRIPT}/drift.toml)",
+        detail=f"changed at #3 (services: -web, /srv/{SCRIPT}/drift.toml)",
+    )
+    since = "2026-12-02T12:55:30.871424+00:00"
+    return investigation(
+        suspects,
+        baseline=baseline(2, facts=114, unhealthy_at="2026-12-02T12:56:00+00:00"),
+        current=snapshot(3, facts=116),
+        scope=Scope(
+            changes=[switch],
+            untracked_facts=1,
+            tracked_facts=1,
+            untracked=[
+                ScopeSubject(subject=f"service:{BREAKOUT}", facts=1, since=3, since_local="x")
+            ],
+            tracked=[ScopeSubject(subject=f"file:/srv/{LINK}", facts=1, since=3, since_local="x")],
+        ),
+        total_suspects=3,
+        timeline=[
+            TimelineEntry(at=f"2026-12-02T12:55:31.{us}+00:00", local=LOCAL, kind=kind, text=text)
+            for us, kind, text in (
+                ("370000", "restart", "co-restart of prefill, decode (pids 11134 -> 11196)"),
+                ("661557", "change", f"#1 export EVIL={SCRIPT} | {LINK} {ANSI}"),
             )
-    snapshot = {"time": "2026-12-02T12:55:31.571913+00:00", "local": "2026-12-02 12:55:31 UTC"}
-    return {
-        "command": "since",
-        "host": "gpu-node-7",
-        "baseline": {
-            **snapshot,
-            "snapshot": 2,
-            "asked": "#2",
-            "why": "given with --stable #2",
-            "facts": 114,
-            "source": "given",
-            "unhealthy_at": "2026-12-02T12:56:00+00:00",
-        },
-        "current": {**snapshot, "snapshot": 3, "asked": None, "why": "latest record", "facts": 116},
-        "trust": {
-            "summary": "1 after the baseline; no gaps; no collection errors",
-            "warnings": [],
-        },
-        "scope": {
-            "changes": [
-                {
-                    "snapshot": 3,
-                    "at": snapshot["time"],
-                    "local": snapshot["local"],
-                    "before_path": "/etc/drift/drift.toml",
-                    "after_path": f"/srv/{SCRIPT}/drift.toml",
-                    "sections": ["services: -web"],
-                    "text": f"config changed at #3 (services: -web, /srv/{SCRIPT}/drift.toml)",
-                    "detail": f"changed at #3 (services: -web, /srv/{SCRIPT}/drift.toml)",
-                }
-            ],
-            "untracked_facts": 1,
-            "tracked_facts": 1,
-            "untracked": [
-                {"subject": f"service:{BREAKOUT}", "facts": 1, "since": 3, "since_local": "x"}
-            ],
-            "tracked": [
-                {"subject": f"file:/srv/{LINK}", "facts": 1, "since": 3, "since_local": "x"}
-            ],
-        },
-        "window": {"snapshots": 1, "with_errors": 0},
-        "total_suspects": 3,
-        "suspects": suspects,
-        "changes_by_subject": [
-            {"subject": s, "changes": cs} for s, cs in sorted(by_subject.items())
         ],
-        "timeline": [
-            {
-                "at": "2026-12-02T12:55:31.370000+00:00",
-                "local": "2026-12-02 12:55:31 UTC",
-                "kind": "restart",
-                "text": "co-restart of prefill, decode (pids 11134 -> 11196)",
-            },
-            {
-                "at": "2026-12-02T12:55:31.661557+00:00",
-                "local": "2026-12-02 12:55:31 UTC",
-                "kind": "change",
-                "text": f"#1 export EVIL={SCRIPT} | {LINK} {ANSI}",
-            },
-        ],
-        "unchanged": {
-            "count": 3,
-            "by_kind": {"file": 1, "live env": 2},
-            "subjects": ["file:/srv/model.py", "service:prefill"],
-            "whole_subjects": ["file:/srv/model.py"],
-            "facts": [
-                {
-                    "subject": "file:/srv/model.py",
-                    "key": "sha256",
-                    "value": "sha256:4941b0cadba5 (1 line, 10 chars)",
-                    "since": "2026-12-02T12:55:30.871424+00:00",
-                },
-                {
-                    "subject": "service:prefill",
-                    "key": "env:PS1",
-                    "value": f"{FENCE}{BREAKOUT}|{LINK}",
-                    "since": "2026-12-02T12:55:30.871424+00:00",
-                },
-                {
-                    "subject": "service:prefill",
-                    "key": "env:HF_TOKEN",
-                    "value": SECRET,
-                    "since": "2026-12-02T12:55:30.871424+00:00",
-                },
+        unchanged=Unchanged(
+            count=3,
+            by_kind={"file": 1, "live env": 2},
+            subjects=["file:/srv/model.py", "service:prefill"],
+            whole_subjects=["file:/srv/model.py"],
+            facts=[
+                UnchangedFact(subject=subject, key=key, value=value, since=since)
+                for subject, key, value in (
+                    ("file:/srv/model.py", "sha256", "sha256:4941b0cadba5 (1 line, 10 chars)"),
+                    ("service:prefill", "env:PS1", f"{FENCE}{BREAKOUT}|{LINK}"),
+                    ("service:prefill", "env:HF_TOKEN", SECRET),
+                )
             ],
-        },
-        "blind_spots": [
-            {
-                "kind": "error",
-                "subject": "command:gpu",
-                "key": None,
-                "message": f"exit 1: {SCRIPT}",
-                "first_seen": "2026-12-02T12:55:31+00:00",
-                "last_seen": "2026-12-02T12:56:31+00:00",
-                "first_local": "2026-12-02 12:55:31 UTC",
-                "last_local": "2026-12-02 12:56:31 UTC",
-                "count": 2,
-                "current": True,
-            }
+        ),
+        blind_spots=[
+            BlindSpotEntry(
+                kind="error",
+                subject="command:gpu",
+                key=None,
+                message=f"exit 1: {SCRIPT}",
+                first_seen="2026-12-02T12:55:31+00:00",
+                last_seen="2026-12-02T12:56:31+00:00",
+                first_local=LOCAL,
+                last_local="2026-12-02 12:56:31 UTC",
+                count=2,
+                current=True,
+            )
         ],
-        "regenerate": "drift report --stable '#2' --host gpu-node-7 -o postmortem.html",
-        "generated_at": "2026-12-02T13:00:00+00:00",
-        "explain": False,
-        "digests": True,
-    }
+    )
+
+
+EXTRAS = {
+    "regenerate": "drift report --stable '#2' --host gpu-node-7 -o postmortem.html",
+    "generated_at": "2026-12-02T13:00:00+00:00",
+    "explain": False,
+    "digests": True,
+}
+
+
+def report_context() -> dict[str, Any]:
+    """What the report templates receive: the investigation as plain data, and the extras."""
+    return {**plain(report_investigation()), **EXTRAS}
 
 
 class Page(HTMLParser):
@@ -516,16 +472,16 @@ def test_a_missing_nested_key_is_an_error(fmt: str) -> None:
 
 @pytest.mark.parametrize("fmt", ["html", "md"])
 def test_no_change_renders_every_section(fmt: str) -> None:
-    context = {
-        **report_context(),
-        "suspects": [],
-        "total_suspects": 0,
-        "changes_by_subject": [],
-        "timeline": [],
-        "blind_spots": [],
-        "unchanged": {"count": 0, "by_kind": {}, "subjects": [], "whole_subjects": [], "facts": []},
-    }
-    out = render_report(context, fmt)
+    nothing = replace(
+        report_investigation(),
+        suspects=[],
+        total_suspects=0,
+        changes_by_subject=[],
+        timeline=[],
+        blind_spots=[],
+        unchanged=Unchanged(count=0, by_kind={}, subjects=[], whole_subjects=[], facts=[]),
+    )
+    out = render_report({**plain(nothing), **EXTRAS}, fmt)
     assert "No change since the baseline." in out
     assert "every fact was collected in every snapshot" in out
     assert "postmortem.html" in out

@@ -616,9 +616,7 @@ def _process_facts(
         from_environ = {"pid": pid, "source": f"{where}/environ"}
         for name in sorted(environ):
             out.append(
-                Fact(
-                    subject, f"env:{storable(name)}", storable(environ[name]), dict(from_environ)
-                )
+                Fact(subject, f"env:{storable(name)}", storable(environ[name]), dict(from_environ))
             )
 
     # A process that died while we read it shows an empty cmdline and

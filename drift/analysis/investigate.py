@@ -1,0 +1,480 @@
+"""The one investigation pipeline: from two snapshots to ranked suspects with their evidence.
+
+`investigate` is what `drift since`, `drift diff`, `drift report` and
+`drift demo` run: resolve the baseline and current snapshots, diff their
+states, split off what only left or entered the config's scope, group the
+changes into stories, rank them, and gather the timeline, what was verified
+unchanged and the blind spots. It returns an `Investigation`
+(drift/analysis/investigation.py); rendering it is the caller's business.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, fields
+from typing import Any
+
+from drift.analysis.diff import (
+    BlindSpot,
+    Change,
+    State,
+    blind_spots,
+    changes_between,
+    failing_at,
+    unchanged_between,
+)
+from drift.analysis.group import group_changes
+from drift.analysis.investigation import (
+    BaselineRef,
+    BlindSpotEntry,
+    Investigation,
+    ScopeSubject,
+    ScopeSwitch,
+    ServiceRestart,
+    SnapshotRef,
+    SubjectChange,
+    SubjectChanges,
+    Suspect,
+    SuspectChange,
+    TimelineEntry,
+    TimelineKind,
+    Trust,
+    Unchanged,
+    UnchangedFact,
+    Window,
+)
+from drift.analysis.investigation import Scope as ScopeView
+from drift.analysis.kinds import category
+from drift.analysis.rank import ChurnInfo, RankedStory, Signal, rank_stories
+from drift.analysis.restarts import Restart, RestartEvent
+from drift.analysis.scope import ConfigSwitch, ScopeSplit, split_scope
+from drift.analysis.story import Story
+from drift.analysis.values import Values, iso, where
+from drift.analysis.windows import Span, clock_steps, given_why, resolve_span
+from drift.store.query import History, SnapshotInfo, StoredVersion
+from drift.timespec import When, local_time
+
+DEFAULT_TOP = 10  # suspects shown unless --top N or --all
+
+
+@dataclass(frozen=True, kw_only=True)
+class InvestigateOptions:
+    """What to investigate and show, besides the two snapshots.
+
+    `top` keeps the first N suspects (None: all); `service` keeps the suspects
+    that touch that service; `labels` name how the baseline and current WHENs
+    were given (`--stable`/`--until`, or diff's two arguments); `command` is
+    the command that asked.
+    """
+
+    command: str = "since"
+    top: int | None = DEFAULT_TOP
+    service: str | None = None
+    labels: tuple[str, str] = ("--stable", "--until")
+
+
+def investigate(
+    history: History,
+    baseline: When | None,
+    current: When | None,
+    options: InvestigateOptions,
+) -> Investigation:
+    """Everything `drift since` and `drift diff` show, from `baseline` to `current` (or latest).
+
+    Without `baseline`, it is the end of the most recent stable window.
+    """
+    span = resolve_span(history, baseline, current, options.labels)
+    chosen, first, last = span.chosen, span.baseline, span.current
+    before = history.state_at(first.id)
+    after = history.state_at(last.id)
+    values = Values(history)
+
+    window = history.snapshots_between(first.id, last.id)
+    scope = split_scope(
+        [c for c in changes_between(before, after) if not c.subject.startswith("health:")],
+        [first, *window],
+        history.configs(),
+    )
+    stories, events = group_changes(scope.changes, after, [first, *window])
+    inside = history.versions_started_between(first.id, last.id)
+    flapped = flapping(before, after, inside)
+    ranked = _ranked(history, span, window, stories, flapped, options.service)
+    shown = ranked if options.top is None else ranked[: options.top]
+    spots = blind_spots(first, window)
+    suspects = [_suspect(r, values) for r in shown]
+    return Investigation(
+        command=options.command,
+        host=history.host,
+        baseline=BaselineRef(
+            **_fields(snapshot_ref(first, baseline, chosen.why)),
+            source=chosen.source,
+            unhealthy_at=iso(chosen.unhealthy_us) if chosen.unhealthy_us else None,
+        ),
+        current=snapshot_ref(
+            last,
+            current,
+            given_why(options.labels[1], current) if current is not None else "latest record",
+        ),
+        trust=_trust(history, chosen.window, first, window, spots, scope.switches),
+        scope=_scope(scope),
+        window=Window(snapshots=len(window), with_errors=sum(1 for s in window if s.n_errors)),
+        total_suspects=len(ranked),
+        suspects=suspects,
+        changes_by_subject=changes_by_subject(suspects),
+        timeline=_timeline(history, first, last, ranked, events, inside, flapped, scope.switches),
+        unchanged=_unchanged(before, after, last, scope.changes, values),
+        blind_spots=[_blind_spot(s) for s in spots],
+    )
+
+
+def _ranked(
+    history: History,
+    span: Span,
+    window: list[SnapshotInfo],
+    stories: list[Story],
+    flapped: dict[tuple[str, str], int],
+    service: str | None,
+) -> list[RankedStory]:
+    """The stories ranked, most likely first; with `service`, only those that touch it."""
+    chosen = span.chosen
+    churn = ChurnInfo(
+        history.version_counts(span.baseline.id), history.count_snapshots_upto(span.baseline.id)
+    )
+    unhealthy = next((s for s in window if s.taken_us == chosen.unhealthy_us), None)
+    ranked = rank_stories(
+        stories,
+        churn,
+        unhealthy_at_us=chosen.unhealthy_us,
+        unhealthy_until_us=(
+            unhealthy.taken_us + unhealthy.duration_ms * 1000 if unhealthy is not None else None
+        ),
+        flapped=frozenset(flapped),
+    )
+    if service is not None:
+        ranked = [r for r in ranked if _touches(r, service)]
+    return ranked
+
+
+def flapping(
+    before: State, after: State, inside: list[StoredVersion]
+) -> dict[tuple[str, str], int]:
+    """Facts that changed inside the window and are back where they started: how many times."""
+    started = Counter((v.subject, v.key) for v in inside)
+    out = {}
+    for ident, count in started.items():
+        old, new = before.get(ident), after.get(ident)
+        same = (old is None and new is None) or (
+            old is not None and new is not None and old.identity == new.identity
+        )
+        if same:
+            out[ident] = count
+    return out
+
+
+def _touches(ranked: RankedStory, service: str) -> bool:
+    """Whether a suspect involves a service: its process, or a script or unit it runs."""
+    story = ranked.story
+    if service in story.services:
+        return True
+    for change in story.changes:
+        if change.subject == f"service:{service}":
+            return True
+        latest = change.after or change.before
+        if latest is not None and latest.provenance.get("service") == service:
+            return True
+    return False
+
+
+def snapshot_ref(snap: SnapshotInfo, asked: When | None, why: str) -> SnapshotRef:
+    """A snapshot as a report names it: number, time, the WHEN asked for and why this one."""
+    return SnapshotRef(
+        snapshot=snap.id,
+        time=iso(snap.taken_us),
+        local=local_time(snap.taken_us),
+        asked=asked.text if asked is not None else None,
+        why=why,
+        facts=snap.n_facts,
+    )
+
+
+def _suspect(ranked: RankedStory, values: Values) -> Suspect:
+    story = ranked.story
+    return Suspect(
+        rank=ranked.rank,
+        score=round(ranked.score, 3),
+        title=story.title,
+        status=story.status,
+        label=story.label,
+        category=story.category,
+        services=list(story.services),
+        reasons=ranked.reasons,
+        signals=[
+            Signal(
+                name=s.name,
+                value=round(s.value, 3),
+                weight=round(s.weight, 3),
+                contribution=round(s.contribution, 3),
+                reason=s.reason,
+            )
+            for s in ranked.signals
+        ],
+        changes=[
+            SuspectChange(
+                **_change_fields(c, values), role="root" if c is story.root else "evidence"
+            )
+            for c in story.changes
+        ],
+        restarts=[_restart(r) for r in story.restarts],
+    )
+
+
+def _change_fields(change: Change, values: Values) -> dict[str, Any]:
+    latest = change.after or change.before
+    assert latest is not None
+    return {
+        "subject": change.subject,
+        "key": change.key,
+        "kind": change.kind,
+        "category": category(change.subject, change.key),
+        "before": values.show(change.before),
+        "after": values.show(change.after),
+        "secret": latest.secret,
+        "changed_at": iso(change.changed_us),
+        "changed_local": local_time(change.changed_us),
+        "where": where(latest.provenance),
+        "provenance": latest.provenance,
+        "diff": values.diff(change),
+    }
+
+
+def _restart(restart: Restart) -> ServiceRestart:
+    return ServiceRestart(
+        service=restart.service,
+        before_pid=restart.before_pid,
+        after_pid=restart.after_pid,
+        at=iso(restart.at_us),
+        at_local=local_time(restart.at_us),
+    )
+
+
+def changes_by_subject(suspects: list[Suspect]) -> list[SubjectChanges]:
+    """Every change of `suspects`, by subject (sorted), each with its suspect's rank."""
+    by_subject: dict[str, list[SubjectChange]] = {}
+    for suspect in suspects:
+        for change in suspect.changes:
+            by_subject.setdefault(change.subject, []).append(
+                SubjectChange(**_fields(change), suspect_rank=suspect.rank)
+            )
+    return [
+        SubjectChanges(subject=subject, changes=changes)
+        for subject, changes in sorted(by_subject.items())
+    ]
+
+
+def _fields(part: SnapshotRef | SuspectChange) -> dict[str, Any]:
+    """A part's fields, one level deep, to build the larger part that extends it."""
+    return {f.name: getattr(part, f.name) for f in fields(part)}
+
+
+def _unchanged(
+    before: State, after: State, current: SnapshotInfo, changes: list[Change], values: Values
+) -> Unchanged:
+    """The facts verified unchanged, and the subjects whose every fact is."""
+    failing = failing_at(current, after)
+    unchanged = unchanged_between(before, after, failing)
+    per_kind = Counter(category(v.subject, v.key) for v in unchanged)
+    # Subjects whose every fact is verified unchanged: "the kernel file is byte-identical".
+    changed_subjects = {c.subject for c in changes} | {s for s, _k in failing}
+    subjects = sorted({v.subject for v in unchanged} - changed_subjects)
+    return Unchanged(
+        count=len(unchanged),
+        by_kind=dict(sorted(per_kind.items())),
+        subjects=subjects,
+        whole_subjects=[s for s in subjects if s.startswith(("file:", "repo:", "script:"))],
+        facts=[
+            UnchangedFact(
+                subject=v.subject, key=v.key, value=values.show(v), since=iso(v.first_taken_us)
+            )
+            for v in unchanged
+        ],
+    )
+
+
+def _blind_spot(spot: BlindSpot) -> BlindSpotEntry:
+    return BlindSpotEntry(
+        kind=spot.kind,
+        subject=spot.subject,
+        key=spot.key,
+        message=spot.message,
+        first_seen=iso(spot.first_us),
+        last_seen=iso(spot.last_us),
+        first_local=local_time(spot.first_us),
+        last_local=local_time(spot.last_us),
+        count=spot.count,
+        current=spot.current,
+    )
+
+
+def _scope(split: ScopeSplit) -> ScopeView:
+    """The config changes of the window, and the facts that only left or entered its scope."""
+    return ScopeView(
+        changes=[
+            ScopeSwitch(
+                snapshot=s.snapshot_id,
+                at=iso(s.taken_us),
+                local=local_time(s.taken_us),
+                before_path=s.before_path,
+                after_path=s.after_path,
+                sections=list(s.sections),
+                text=s.text,
+                detail=s.detail,
+            )
+            for s in split.switches
+        ],
+        untracked_facts=len(split.untracked),
+        tracked_facts=len(split.tracked),
+        untracked=_scope_subjects(split.untracked, "before"),
+        tracked=_scope_subjects(split.tracked, "after"),
+    )
+
+
+def _scope_subjects(changes: list[Change], version: str) -> list[ScopeSubject]:
+    """The subjects of `changes`, each with its fact count and the first snapshot it left
+    (`version` "before") or entered ("after") the scope."""
+    subjects: dict[str, list[StoredVersion]] = {}
+    for c in changes:
+        v = c.before if version == "before" else c.after
+        assert v is not None
+        subjects.setdefault(c.subject, []).append(v)
+    out = []
+    for subject, versions in sorted(subjects.items()):
+        at = min(
+            (v.until_snapshot_id or 0, v.until_taken_us or 0)
+            if version == "before"
+            else (v.first_snapshot_id, v.first_taken_us)
+            for v in versions
+        )
+        out.append(
+            ScopeSubject(
+                subject=subject, facts=len(versions), since=at[0], since_local=local_time(at[1])
+            )
+        )
+    return out
+
+
+def _trust(
+    history: History,
+    stable_window: tuple[int, int] | None,
+    baseline: SnapshotInfo,
+    window: list[SnapshotInfo],
+    spots: list[BlindSpot],
+    switches: list[ConfigSwitch] | None = None,
+) -> Trust:
+    """How far to trust the baseline: records in its stable window, gaps, collection errors,
+    and whether the clock went back between the baseline and the current record."""
+    in_window = None
+    if stable_window is not None:
+        in_window = history.count_snapshots_in(*stable_window)
+    gaps = sum(1 for s in spots if s.kind == "gap")
+    errors = sum(1 for s in spots if s.kind == "error")
+    parts = []
+    if in_window is not None:
+        parts.append(f"{in_window:,} record{'' if in_window == 1 else 's'} in the stable window")
+    parts.append(f"{len(window):,} after the baseline")
+    parts.append(f"{gaps:,} gap{'' if gaps == 1 else 's'} in recording" if gaps else "no gaps")
+    parts.append(
+        f"{errors:,} kind{'' if errors == 1 else 's'} of collection error"
+        if errors
+        else "no collection errors"
+    )
+    if baseline.n_errors:
+        noun = "error" if baseline.n_errors == 1 else "errors"
+        parts.append(f"{baseline.n_errors:,} collection {noun} at the baseline itself")
+    warnings = []
+    steps = clock_steps([baseline, *window])
+    if steps:
+        parts.append(f"clock went back {len(steps)} time{'' if len(steps) == 1 else 's'}")
+        for before, after in steps:
+            back = round((before.taken_us - after.taken_us) / 1_000_000)
+            warnings.append(
+                f"the clock went back: snapshot #{after.id} was taken at "
+                f"{local_time(after.taken_us)}, {_duration(back)} before #{before.id} "
+                f"({local_time(before.taken_us)}); times in this window are out of order, so "
+                "name snapshots by number (#N)"
+            )
+    if switches:
+        parts.append("config changed at " + ", ".join(f"#{s.snapshot_id}" for s in switches))
+    for spot in spots:
+        # The key's problems weigh on every secret in the report, not on one fact.
+        if spot.kind == "error" and spot.subject.startswith("secret-key:"):
+            key_path = spot.subject.removeprefix("secret-key:")
+            seen = local_time(spot.first_us)
+            if spot.count > 1:
+                seen += f" to {local_time(spot.last_us)}"
+            warnings.append(f"secret key {key_path} {spot.message} (seen {seen})")
+    return Trust(
+        window_snapshots=in_window,
+        after_baseline=len(window),
+        gaps=gaps,
+        errors=errors,
+        baseline_errors=baseline.n_errors,
+        clock_steps=len(steps),
+        warnings=warnings,
+        summary="; ".join(parts),
+    )
+
+
+def _duration(seconds: int) -> str:
+    """`1h 05m`, `4m 10s`, `12s`: how far the clock went back."""
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
+
+
+def _timeline(
+    history: History,
+    baseline: SnapshotInfo,
+    current: SnapshotInfo,
+    ranked: list[RankedStory],
+    events: list[RestartEvent],
+    inside: list[StoredVersion],
+    flapped: dict[tuple[str, str], int],
+    switches: list[ConfigSwitch] | None = None,
+) -> list[TimelineEntry]:
+    """Restarts, changes, config switches, health transitions, flapping and marks, in time order."""
+    entries: list[tuple[int, TimelineKind, str]] = [
+        (s.taken_us, "config", s.text) for s in switches or ()
+    ]
+    for event in events:
+        names = ", ".join(r.service for r in event.restarts)
+        pids = ", ".join(f"{r.before_pid or '-'} -> {r.after_pid or '-'}" for r in event.restarts)
+        kind = "co-restart" if len(event.restarts) > 1 else "restart"
+        entries.append((event.at_us, "restart", f"{kind} of {names} (pids {pids})"))
+    for r in ranked:
+        entries.append((r.story.root.changed_us, "change", f"#{r.rank} {r.story.title}"))
+    for v in inside:
+        if v.subject.startswith("health:") and v.key == "ok":
+            state = "passing" if v.value == "true" else "failing"
+            entries.append((v.first_taken_us, "health", f"health check {v.subject[7:]} {state}"))
+    for (subject, key), count in sorted(flapped.items()):
+        if subject.startswith("health:"):
+            continue
+        entries.append(
+            (
+                current.taken_us,
+                "flapping",
+                f"{subject} {key} changed {count:,} time{'' if count == 1 else 's'} and is back "
+                "to its baseline value",
+            )
+        )
+    for mark in history.marks():
+        if baseline.taken_us < mark.at_us <= current.taken_us:
+            note = f": {mark.note}" if mark.note else ""
+            entries.append((mark.at_us, "mark", f"marked {mark.kind}{note}"))
+    entries.sort(key=lambda e: (e[0], e[1]))
+    return [
+        TimelineEntry(at=iso(at), local=local_time(at), kind=kind, text=text)
+        for at, kind, text in entries
+    ]

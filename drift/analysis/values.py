@@ -1,0 +1,110 @@
+"""Stored values and times as people read them: secrets as digests, long text shortened.
+
+What every view of the history shows for a value (`drift since`, `show`,
+`history`), where it came from in one phrase, and what changed inside a long
+text value. This is analysis for people, not rendering: templates and JSON
+receive the strings made here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from drift.analysis.diff import Change
+from drift.analysis.structured import KeyChange, diff_content
+from drift.secrets.markers import shown_secret
+from drift.store.query import History, StoredVersion
+from drift.timespec import from_us
+
+SHORT_VALUE = 160  # a longer value is shown by its digest, or shortened where it is printed
+DIFF_LINES = 40  # unified diff lines kept for one change
+
+
+def iso(us: int) -> str:
+    """A stored time (µs since the epoch) as ISO 8601 UTC with microseconds."""
+    return from_us(us).isoformat(timespec="microseconds")
+
+
+def where(provenance: dict[str, Any]) -> str:
+    """Provenance in one short phrase: file:line, pid, command or glob."""
+    if "file" in provenance and "line" in provenance:
+        return f"{provenance['file']}:{provenance['line']}"
+    if isinstance(provenance.get("possible"), list):
+        # A script value several lines may give: name them all.
+        spots = [
+            f"{p['file']}:{p['line']}"
+            for p in provenance["possible"]
+            if isinstance(p, dict) and "file" in p and "line" in p
+        ]
+        if spots:
+            return " or ".join(dict.fromkeys(spots))
+    if "pid" in provenance:
+        source = provenance.get("source") or provenance.get("found_by")
+        return f"pid {provenance['pid']}" + (f" ({source})" if source else "")
+    if "unit" in provenance:
+        return f"unit {provenance['unit']}"
+    if "run" in provenance:
+        return f"$ {provenance['run']}"
+    if "glob" in provenance:
+        return f"matched {provenance['glob']}"
+    if "file" in provenance:
+        return str(provenance["file"])
+    if "path" in provenance:
+        return str(provenance["path"])
+    return ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ValueDiff:
+    """What changed inside a long text value: changed keys of a config file, and diff lines."""
+
+    format: str
+    keys: list[KeyChange]
+    parse_error: str | None
+    lines: list[str]
+
+
+class Values:
+    """Shows stored values for people: secrets as digests, long text shortened."""
+
+    def __init__(self, history: History) -> None:
+        self.history = history
+
+    def show(self, version: StoredVersion | None) -> str | None:
+        """The value as shown: a secret's digest, a long text's digest and size, else itself."""
+        if version is None:
+            return None
+        if version.secret:
+            return shown_secret(version.value)
+        if version.blob_sha256 is not None:
+            text = self.history.text(version)
+            if "\n" not in text.rstrip("\n") and len(text) <= SHORT_VALUE:
+                return text.rstrip("\n")  # one short line (a version, a count): show it
+            lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+            noun = "line" if lines == 1 else "lines"
+            return f"sha256:{version.blob_sha256[:12]} ({lines:,} {noun}, {len(text):,} chars)"
+        return version.value or ""
+
+    def diff(self, change: Change) -> ValueDiff | None:
+        """For long text values (scripts, command output, config files): what changed inside.
+
+        Config files with a format get the changed keys too.
+        """
+        versions = [v for v in (change.before, change.after) if v is not None]
+        if not any(v.blob_sha256 for v in versions) or any(v.secret for v in versions):
+            return None
+        old = self.history.text(change.before) if change.before else None
+        new = self.history.text(change.after) if change.after else None
+        latest = change.after or change.before
+        fmt = str(latest.provenance.get("format", "text")) if latest else "text"
+        result = diff_content(old, new, fmt, labels=("baseline", "current"))
+        lines = list(result.unified)
+        if len(lines) > DIFF_LINES:
+            lines = lines[:DIFF_LINES] + [f"... {len(lines) - DIFF_LINES:,} more diff lines"]
+        return ValueDiff(
+            format=result.format,
+            keys=list(result.key_changes),
+            parse_error=result.parse_error,
+            lines=lines,
+        )

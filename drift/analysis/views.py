@@ -1,0 +1,166 @@
+"""The recorded state at a snapshot (`drift show`) and every version of a fact (`drift history`).
+
+Typed contexts, as `Investigation` is for `drift since`: their field names
+are the keys of the JSON output and what the templates read (see `plain`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from drift.analysis.investigate import snapshot_ref
+from drift.analysis.investigation import SnapshotRef
+from drift.analysis.values import Values, iso, where
+from drift.store.query import History, StoredVersion
+from drift.timespec import When, local_time
+
+
+# Not frozen: there is one per fact of the box, and a frozen dataclass is twice as slow to build.
+@dataclass(slots=True, kw_only=True)
+class StateFact:
+    """One fact of the state: its value, since when, and where it came from."""
+
+    key: str
+    value: str | None
+    secret: bool
+    since: str
+    since_local: str
+    where: str
+    provenance: dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SubjectState:
+    """The facts of one subject, by key."""
+
+    subject: str
+    facts: list[StateFact]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StateView:
+    """The recorded state at a snapshot, optionally only the facts matching a pattern."""
+
+    host: str
+    snapshot: SnapshotRef
+    pattern: str | None
+    subjects: list[SubjectState]
+    errors: list[dict[str, Any]]  # the snapshot's collection errors, as stored
+
+
+def state_view(history: History, at: When | None, pattern: str | None) -> StateView:
+    """The state at the snapshot for `at` (default: the latest), only facts matching `pattern`."""
+    snap = history.snapshot_for(at) if at is not None else history.latest()
+    state = history.state_at(snap.id)
+    if pattern:
+        keep = {(v.subject, v.key) for v in history.versions_of(pattern)}
+        state = {i: v for i, v in state.items() if i in keep}
+    values = Values(history)
+    subjects: dict[str, list[StateFact]] = {}
+    for (subject, key), version in sorted(state.items()):
+        subjects.setdefault(subject, []).append(
+            StateFact(
+                key=key,
+                value=values.show(version),
+                secret=version.secret,
+                since=iso(version.first_taken_us),
+                since_local=local_time(version.first_taken_us),
+                where=where(version.provenance),
+                provenance=version.provenance,
+            )
+        )
+    return StateView(
+        host=history.host,
+        snapshot=snapshot_ref(snap, at, f"given with --at {at.text}" if at else "latest record"),
+        pattern=pattern,
+        subjects=[SubjectState(subject=s, facts=facts) for s, facts in subjects.items()],
+        errors=snap.errors,
+    )
+
+
+@dataclass(slots=True, kw_only=True)
+class FactVersion:
+    """One value a fact had: from when, until when, and where it came from.
+
+    `from_` is the key `from` in plain data (a Python keyword cannot name a field).
+    """
+
+    value: str | None
+    secret: bool
+    from_: str
+    from_local: str
+    from_snapshot: int
+    until: str | None
+    until_local: str | None
+    until_snapshot: int | None
+    untracked: bool  # ended because the config stopped asking for it, not because it went away
+    where: str
+    provenance: dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class FactVersions:
+    """Every version of one fact, oldest first."""
+
+    subject: str
+    key: str
+    versions: list[FactVersion]
+
+
+@dataclass(frozen=True, kw_only=True)
+class FactHistory:
+    """Every version of every fact matching a pattern."""
+
+    host: str
+    pattern: str
+    facts: list[FactVersions]
+
+
+def fact_history(history: History, pattern: str) -> FactHistory:
+    """Every version of every fact matching `pattern`, oldest first, with where it came from."""
+    values = Values(history)
+    facts: dict[tuple[str, str], list[FactVersion]] = {}
+    versions = history.versions_of(pattern)
+    untracked = _left_scope(history, versions)
+    for v in versions:
+        facts.setdefault((v.subject, v.key), []).append(
+            FactVersion(
+                value=values.show(v),
+                secret=v.secret,
+                from_=iso(v.first_taken_us),
+                from_local=local_time(v.first_taken_us),
+                from_snapshot=v.first_snapshot_id,
+                until=iso(v.until_taken_us) if v.until_taken_us else None,
+                until_local=local_time(v.until_taken_us) if v.until_taken_us else None,
+                until_snapshot=v.until_snapshot_id,
+                untracked=(v.subject, v.key, v.first_snapshot_id) in untracked,
+                where=where(v.provenance),
+                provenance=v.provenance,
+            )
+        )
+    return FactHistory(
+        host=history.host,
+        pattern=pattern,
+        facts=[FactVersions(subject=s, key=k, versions=vs) for (s, k), vs in facts.items()],
+    )
+
+
+def _left_scope(history: History, versions: list[StoredVersion]) -> set[tuple[str, str, int]]:
+    """(subject, key, first snapshot) of the versions that ended because their snapshot's
+    config no longer asked for them."""
+    ended = {(v.subject, v.key, v.until_snapshot_id) for v in versions if v.until_snapshot_id} - {
+        (v.subject, v.key, v.first_snapshot_id) for v in versions
+    }
+    if not ended:
+        return set()
+    config_at = history.config_ids({s for _subject, _key, s in ended})
+    configs = history.configs() if config_at else {}
+    out = set()
+    for v in versions:
+        if (v.subject, v.key, v.until_snapshot_id) not in ended:
+            continue
+        config = configs.get(config_at.get(v.until_snapshot_id or 0, -1))
+        if config is not None and not config.scope.covers(v.subject, v.provenance):
+            out.add((v.subject, v.key, v.first_snapshot_id))
+    return out
