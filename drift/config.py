@@ -6,15 +6,20 @@ what is wrong, on one line.
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import re
 import shlex
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
+from drift.display import printable
 from drift.errors import ConfigError
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 SEARCH_PATHS = ("./drift.toml", "/etc/drift/drift.toml")
 CONTENT_FORMATS = ("json", "yaml", "toml", "text")
@@ -169,8 +174,10 @@ class _Reader:
         self.table: dict[str, Any] = table
 
     def fail(self, key: str, what: str) -> NoReturn:
+        key = _key_name(key)
         name = f"{self.where}.{key}" if self.where and key else (self.where or key)
-        raise ConfigError(f"{self.path}: {name}: {what}")
+        # One line whatever a key or value holds: the message is printed as it is.
+        raise ConfigError(printable(f"{self.path}: {name}: {what}"))
 
     def check_keys(self, allowed: set[str]) -> None:
         for key in self.table:
@@ -263,6 +270,13 @@ class _Reader:
         if not isinstance(value, list):
             self.fail(key, f"expected an array of tables ([[{key}]]), got {_type_name(value)}")
         return [_Reader(self.path, f"{key}[{i}]", item, self.base) for i, item in enumerate(value)]
+
+
+def _key_name(key: str) -> str:
+    """A key as TOML would write it: bare when it can be, else quoted (`"a key"`, `"\\n"`)."""
+    if key == "" or _BARE_KEY.fullmatch(key):
+        return key
+    return json.dumps(key, ensure_ascii=False)
 
 
 def _short_repr(value: str, limit: int = 60) -> str:

@@ -130,6 +130,9 @@ def test_good_config_resolves_relative_paths_from_its_folder(tmp_path: Path) -> 
             '[[files]]\nname = "k"\npaths = ["x"]\nmax_size = "' + "9" * 5000 + 'MiB"',
             "files[0].max_size: expected a number of bytes or a size like",
         ),
+        # A key that is not bare is named as TOML writes it, on the message's one line.
+        ('"\\n" = 1', '"\\n": unknown key'),
+        ('[[services]]\nname = "a"\n"a b" = 1', 'services[0]."a b": unknown key'),
     ],
 )
 def test_bad_config_names_file_key_and_problem(tmp_path: Path, text: str, message: str) -> None:
