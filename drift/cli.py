@@ -595,7 +595,8 @@ def _render(
     options: dict[str, Any],
     regenerate: str | None = None,
 ) -> str:
-    from drift.report import render_json, render_report, render_template
+    from drift.render.envelope import render_json
+    from drift.render.jinja import render_report, render_template
 
     if fmt == "json":
         return render_json(command, context)
@@ -635,7 +636,8 @@ def _view(
 ) -> dict[str, Any]:
     """Open the history, build a context, print it as text (templates/COMMAND.txt.j2) or JSON;
     return the context."""
-    from drift.report import render_json, render_template
+    from drift.render.envelope import render_json
+    from drift.render.jinja import render_template
 
     history = obj.history()
     try:
@@ -882,7 +884,8 @@ def demo(keep: bool, output: str | None) -> None:
     from pathlib import Path
 
     from drift.demo import SERVICES, IncidentSandbox, run_demo
-    from drift.report import render_report, render_template, wrap_lines
+    from drift.render.jinja import render_report, render_template
+    from drift.render.terminal import wrap_lines
 
     width = terminal_width()
     root = Path(tempfile.mkdtemp(prefix="drift-demo-"))

@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from drift.report import render_template
+from drift.render.jinja import render_template
 
 EVIL = "\x1b[2J\x1b[31mHACKED\x07"
 
@@ -63,7 +63,9 @@ def test_colour_styles_drift_s_own_text_but_not_values() -> None:
 
 def test_counts_read_with_thousands_separators_in_every_human_format(tmp_path: Path) -> None:
     from drift.facts import Fact
-    from drift.report import render_json, render_report, since_context
+    from drift.render.envelope import render_json
+    from drift.render.jinja import render_report
+    from drift.report import since_context
     from drift.store.db import resolve_db_url
     from drift.store.query import History
     from drift.store.writer import HistoryWriter

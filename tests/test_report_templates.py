@@ -11,7 +11,7 @@ from typing import Any
 import jinja2
 import pytest
 
-from drift.report import render_report
+from drift.render.jinja import render_report
 
 SCRIPT = "<script>alert(1)</script>"
 BREAKOUT = "</details><img src=x onerror=alert(1)>"
