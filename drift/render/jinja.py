@@ -15,6 +15,7 @@ Imported only to render: `drift --help` and `drift record` never load Jinja.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -137,7 +138,7 @@ class _UserLoader(jinja2.FileSystemLoader):
 
     def get_source(
         self, environment: jinja2.Environment, template: str
-    ) -> tuple[str, str | None, Any]:
+    ) -> tuple[str, str, Callable[[], bool]]:
         try:
             return super().get_source(environment, template)
         except jinja2.TemplateNotFound:
