@@ -3,8 +3,8 @@
 Values, names and messages come from the box (an env var, a file name, a
 script line) and may hold newlines, terminal escapes or bidi controls that
 would forge or hide report lines. Every renderer and every one-line CLI
-message shows them through `printable`. Kept apart from report.py so that
-printing an error does not import the analysis.
+message shows them through `printable`. Kept apart from drift/render/ so that
+printing an error imports neither Jinja nor the analysis.
 """
 
 from __future__ import annotations
