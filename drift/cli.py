@@ -7,200 +7,52 @@ Imports stay light (click and the config parser): `drift --help` and
 from __future__ import annotations
 
 import os
-import re
 import sys
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from drift import __version__
+from drift.cli_context import DriftContext, format_from_extension
+from drift.cli_options import (
+    WHEN,
+    WHEN_HELP,
+    common_options,
+    format_option,
+    pass_drift,
+    remember_format,
+    remember_output,
+    report_format_option,
+    report_options,
+)
 from drift.errors import DriftError
 
 if TYPE_CHECKING:
     from drift.analysis.investigation import Investigation
-    from drift.config import Config
     from drift.facts import CollectionError
-    from drift.store.db import DbUrl
     from drift.store.query import History
     from drift.store.writer import ConfigChange
     from drift.timespec import When
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-WHEN_HELP = (
-    "WHEN is 12:00, 12:00:30, noon, midnight, 'yesterday 12:00', '2h ago', "
-    "'90m ago', an ISO 8601 time, or '#57' for snapshot 57 (a time of day later "
-    "than now is yesterday's)."
-)
 
 # Exit codes beyond a DriftError's own (2 bad input, 3 a record is running): decided here, once.
 EXIT_NO_MATCH = 1  # `drift history`: nothing matched the pattern (as grep does)
 EXIT_COLLECTION_ERRORS = 4  # `drift record`: the snapshot was stored, with collection errors
+EXIT_DATABASE_ERROR = 1  # a database damaged or changed under us
 QUIET_ERRORS_SHOWN = 20  # new collection errors `record --quiet` lists before "... and N more"
 
 
-@dataclass
-class DriftContext:
-    """Resolved options shared by every command (STYLE: state in ctx.obj, not globals)."""
-
-    config_path: str | None = None
-    db: str | None = None
-    host: str | None = None
-    _config: Config | None = field(default=None, repr=False)
-
-    def config(self) -> Config:
-        if self._config is None:
-            from drift.config import load_config
-
-            self._config = load_config(self.config_path)
-        return self._config
-
-    def db_choice(self) -> tuple[str | None, str]:
-        """The database as given, and where from: --db, $DRIFT_DB, the config's db, the default.
-
-        The config is read only when neither --db nor $DRIFT_DB says, so a
-        broken drift.toml does not stand in the way of an explicit database.
-        """
-        if self.db:
-            return self.db, "--db"
-        env = os.environ.get("DRIFT_DB")
-        if env:
-            return env, "$DRIFT_DB"
-        config = self.config()
-        if config.db:
-            return config.db, f"db in {config.path}"
-        if config.path is not None:
-            return None, f"the default; {config.path} sets no db"
-        return None, "the default; no drift.toml found, so no db setting"
-
-    def db_url(self) -> DbUrl:
-        from drift.store.db import resolve_db_url
-
-        return resolve_db_url(self.db_choice()[0])
-
-    def host_name(self) -> str:
-        return self.host or self.config().host
-
-    def history(self, *, hint: str = "run `drift record` or `drift init`") -> History:
-        """Open the history, or say in one line why there is none: where drift looked, where a
-        config says the history is, or that the first record is still running."""
-        from drift.errors import NoDatabaseError, NoHistoryError, RecordRunning, SchemaTooOld
-        from drift.store.query import History
-        from drift.store.writer import record_running
-
-        db = self.db_url()
-        try:
-            return History.open(db, self.host_name())
-        except (NoDatabaseError, NoHistoryError, SchemaTooOld) as exc:
-            if isinstance(exc, NoDatabaseError):
-                raise NoDatabaseError(self.no_database(exc.path, hint), exc.path) from None
-            try:
-                running = record_running(db, self.host_name())
-            except DriftError:
-                running = False  # only a better message was at stake
-            if running:
-                raise RecordRunning(
-                    f"no history for host {self.host_name()!r} in {db.display()} yet: its first "
-                    "`drift record` is running now; try again when it has finished"
-                ) from None
-            raise
-
-    def no_database(self, path: str, hint: str) -> str:
-        """`PATH: no drift database here yet (from where)`, and where a config says it is."""
-        from drift.store.db import resolve_db_url
-
-        _raw, origin = self.db_choice()
-        given = origin in ("--db", "$DRIFT_DB")
-        message = f"{path}: no drift database here yet ({'from ' if given else ''}{origin})"
-        if given:
-            try:
-                config = self.config()
-            except DriftError:
-                config = None  # a broken config cannot say where else to look
-            if config is not None and config.db:
-                elsewhere = resolve_db_url(config.db)
-                if elsewhere.display() != path:
-                    return (
-                        f"{message}; {config.path} keeps its history in "
-                        f"{elsewhere.display()}: drop {origin} to use it"
-                    )
-        if origin.startswith("the default") and self.config().path is None:
-            hint += ", or give --config with the drift.toml that `drift record` uses"
-        return f"{message}: {hint}"
-
-
-pass_drift = click.make_pass_decorator(DriftContext, ensure=True)
-
-
-def _store_option(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
-    def callback(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
-        if value is not None:
-            setattr(ctx.ensure_object(DriftContext), name, value)
-        return value
-
-    return callback
-
-
-def common_options(func: F) -> F:
-    """--config, --db and --host, accepted by every command that reads config or history."""
-    for option in reversed(
-        [
-            click.option(
-                "--config",
-                "config_path",
-                metavar="PATH",
-                expose_value=False,
-                callback=_store_option("config_path"),
-                help="drift.toml to use (else $DRIFT_CONFIG, ./drift.toml, /etc/drift/drift.toml).",
-            ),
-            click.option(
-                "--db",
-                metavar="URL",
-                expose_value=False,
-                callback=_store_option("db"),
-                help="Database: a file path, sqlite:///PATH or postgresql://... "
-                "(else $DRIFT_DB, else db in drift.toml, else ~/.local/state/drift/drift.db).",
-            ),
-            click.option(
-                "--host",
-                metavar="NAME",
-                expose_value=False,
-                callback=_store_option("host"),
-                help="Host whose history to use (default: the config's host).",
-            ),
-        ]
-    ):
-        func = option(func)
-    return func
-
-
-def format_option(func: F) -> F:
-    """--format text|json."""
-    return click.option(
-        "--format",
-        "fmt",
-        type=click.Choice(["text", "json"]),
-        default="text",
-        show_default=True,
-        help="Output format; json is a versioned envelope.",
-    )(func)
-
-
 class DriftGroup(click.Group):
-    """Turns library errors into one line on stderr and the exit code the error carries."""
+    """Turns library errors into one line on stderr and the exit code the error carries
+    (with JSON output, into the envelope's `errors` on stdout as well)."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        obj = ctx.ensure_object(DriftContext)  # the one its command fills in, seen from here
         try:
             return super().invoke(ctx)
         except DriftError as exc:
-            from drift.display import printable
-
-            # One line, whatever a path or value in the message holds.
-            click.echo(f"drift: {printable(_scrub(ctx, str(exc)))}", err=True)
-            sys.exit(exc.exit_code)
+            _fail(ctx, obj, _scrub(obj, str(exc)), exc.exit_code)
         except KeyboardInterrupt:
             click.echo("drift: interrupted", err=True)
             sys.exit(130)
@@ -209,25 +61,38 @@ class DriftGroup(click.Group):
             if not type(exc).__module__.startswith(("sqlalchemy", "sqlite3", "psycopg")):
                 raise
             detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-            click.echo(f"drift: database error: {_scrub(ctx, detail)}", err=True)
-            sys.exit(1)
+            _fail(ctx, obj, f"database error: {_scrub(obj, detail)}", EXIT_DATABASE_ERROR)
 
 
-def _scrub(ctx: click.Context, message: str) -> str:
+def _fail(ctx: click.Context, obj: DriftContext, message: str, exit_code: int) -> NoReturn:
+    """`drift: MESSAGE` on stderr, one line whatever a path or value in it holds; with JSON
+    output, an envelope with the error (and no data) on stdout too. Then exit."""
+    from drift.display import printable
+
+    if obj.json_output() and ctx.invoked_subcommand:
+        from drift.render.envelope import error_entry, render_json
+
+        emit(render_json(ctx.invoked_subcommand, None, [error_entry(message, exit_code)]))
+    click.echo(f"drift: {printable(message)}", err=True)
+    sys.exit(exit_code)
+
+
+def _scrub(obj: DriftContext, message: str) -> str:
     """`message` without the database's password, should a driver's message quote the URL."""
-    obj = ctx.find_object(DriftContext)
-    if obj is None:
-        return message
     try:
         return obj.db_url().scrub(message)
     except Exception:  # a config that cannot be read gives no URL to scrub  # noqa: BLE001
         return message
 
 
-def parse_when_arg(text: str) -> When:
-    from drift.timespec import parse_when
+def _warn(warnings: list[str]) -> list[dict[str, Any]]:
+    """Warnings of a JSON result: on stderr, and as the envelope's `errors` entries."""
+    from drift.display import printable
+    from drift.render.envelope import warning_entry
 
-    return parse_when(text)
+    for warning in warnings:
+        click.echo(f"drift: warning: {printable(warning)}", err=True)
+    return [warning_entry(w) for w in warnings]
 
 
 def emit(text: str) -> None:
@@ -277,7 +142,7 @@ def init(obj: DriftContext) -> None:
     from drift.sample_config import STARTER_CONFIG
     from drift.store.db import sqlite_privacy, upgrade_database
 
-    if find_config(obj.config_path) is None:
+    if find_config(obj.config_arg()) is None:
         path = Path(obj.config_path or "drift.toml")
         path.write_text(STARTER_CONFIG, encoding="utf-8")
         click.echo(f"wrote a starter config to {path}: edit it to name your services and files")
@@ -299,43 +164,6 @@ def init(obj: DriftContext) -> None:
     if exposure is not None:
         click.echo(f"drift: warning: secret key {key.path} {exposure}", err=True)
     click.echo(f"next: drift record   (then add it to cron; config {config.path})")
-
-
-class StatusLine:
-    """One status line on a terminal, rewritten in place at most ten times a second.
-
-    For long work (listing and hashing a large tree on a first record, then
-    storing it). A new kind of work, the text before its first digit, shows at
-    once, so that a switch from hashing to storing is never lost to the limit.
-    `clear` blanks the line again, so the one-line result prints on a clean line.
-    """
-
-    def __init__(self, stream: Any) -> None:
-        self.stream = stream
-        self.next_at = 0.0
-        self.width = 0
-        self.kind = ""
-
-    def __call__(self, text: str) -> None:
-        now = time.monotonic()
-        if now < self.next_at and text.startswith(self.kind):
-            return
-        self.next_at = now + 0.1
-        self.kind = re.split(r"\d", text, maxsplit=1)[0]
-        try:
-            columns = os.get_terminal_size(self.stream.fileno()).columns
-        except (OSError, ValueError):
-            columns = 0
-        line = text[: (columns or 80) - 1]  # a pty nobody sized says 0 columns
-        self.stream.write("\r" + line.ljust(self.width))
-        self.stream.flush()
-        self.width = len(line)
-
-    def clear(self) -> None:
-        if self.width:
-            self.stream.write("\r" + " " * self.width + "\r")
-            self.stream.flush()
-            self.width = 0
 
 
 @cli.command(short_help="Collect and store one snapshot (run it every minute).")
@@ -366,6 +194,7 @@ def record(obj: DriftContext, quiet: bool) -> None:
     from dataclasses import replace
 
     from drift.errors import ConfigError
+    from drift.progress import StatusLine
     from drift.record import record as do_record
 
     config = obj.config()
@@ -449,38 +278,6 @@ def _say_config_change(change: ConfigChange | None, quiet: bool) -> None:
         )
     elif not quiet:
         click.echo(f"  config changed since the last record ({what}): {moved}")
-
-
-def report_options(func: F) -> F:
-    """--top, --all, --service, --explain, --digests: what of the report to show."""
-    for option in reversed(
-        [
-            click.option(
-                "--top",
-                type=click.IntRange(min=1),
-                metavar="N",
-                help="Show the N most likely suspects (default: 10).",
-            ),
-            click.option("--all", "show_all", is_flag=True, help="Show every suspect."),
-            click.option(
-                "--service",
-                metavar="NAME",
-                help="Only suspects that touch this service (its process, script or unit).",
-            ),
-            click.option(
-                "--explain",
-                is_flag=True,
-                help="Show how each score is made: every signal, its value and its weight.",
-            ),
-            click.option(
-                "--digests",
-                is_flag=True,
-                help="List the sha256 of every file (and HEAD of every repo) verified unchanged.",
-            ),
-        ]
-    ):
-        func = option(func)
-    return func
 
 
 def _report_extras(context: dict[str, Any], regenerate: str) -> dict[str, Any]:
@@ -594,11 +391,12 @@ def _render(
     regenerate: str | None = None,
 ) -> str:
     from drift.analysis.plain import plain
-    from drift.report import render_json, render_report, render_template
+    from drift.render.envelope import render_json
+    from drift.render.jinja import render_report, render_template
 
     context = plain(investigation)  # what JSON and every template read
     if fmt == "json":
-        return render_json(command, context)
+        return render_json(command, context, _warn(context["trust"]["warnings"]))
     if fmt in ("md", "html"):
         extras = _report_extras(
             context, regenerate or _regenerate(obj, command, investigation, options, fmt=fmt)
@@ -635,7 +433,8 @@ def _view(
 ) -> dict[str, Any]:
     """Open the history, build a context, print it as text (templates/COMMAND.txt.j2) or JSON;
     return the context."""
-    from drift.report import render_json, render_template
+    from drift.render.envelope import render_json
+    from drift.render.jinja import render_template
 
     history = obj.history()
     try:
@@ -650,30 +449,20 @@ def _view(
     return context
 
 
-report_format_option = click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json", "md", "html"]),
-    default="text",
-    show_default=True,
-    help="Output format: text for the terminal, json (a versioned envelope), md or html.",
-)
-
-
 @cli.command(short_help="Ranked suspects since it last worked, with evidence.")
 @common_options
 @click.option(
     "--stable",
-    metavar="WHEN",
+    type=WHEN,
     help="Baseline: when it last worked (default: the end of the last stable window, "
     "from [[health]] checks or `drift mark`). " + WHEN_HELP,
 )
-@click.option("--until", metavar="WHEN", help="Compare up to this time (default: latest record).")
+@click.option("--until", type=WHEN, help="Compare up to this time (default: latest record).")
 @report_options
 @report_format_option
 @pass_drift
 def since(
-    obj: DriftContext, /, stable: str | None, until: str | None, fmt: str, **options: Any
+    obj: DriftContext, /, stable: When | None, until: When | None, fmt: str, **options: Any
 ) -> None:
     """What changed since it last worked: ranked suspects, each with its reasons and evidence.
 
@@ -683,19 +472,17 @@ def since(
     (collection errors, gaps in recording).
     Example: drift since --stable 12:00
     """
-    baseline = parse_when_arg(stable) if stable else None
-    upto = parse_when_arg(until) if until else None
-    _show_report(obj, "since", baseline, upto, fmt, options)
+    _show_report(obj, "since", stable, until, fmt, options)
 
 
 @cli.command(short_help="The since report between any two times.")
 @common_options
-@click.argument("start", metavar="WHEN")
-@click.argument("end", metavar="WHEN")
+@click.argument("start", metavar="WHEN", type=WHEN)
+@click.argument("end", metavar="WHEN", type=WHEN)
 @report_options
 @report_format_option
 @pass_drift
-def diff(obj: DriftContext, /, start: str, end: str, fmt: str, **options: Any) -> None:
+def diff(obj: DriftContext, /, start: When, end: When, fmt: str, **options: Any) -> None:
     """The same report as since, between any two times or snapshots.
 
     \b
@@ -703,33 +490,41 @@ def diff(obj: DriftContext, /, start: str, end: str, fmt: str, **options: Any) -
     '#57' for snapshot 57; the second must not be before the first.
     Example: drift diff '#12' '#57'     drift diff 'yesterday 12:00' noon
     """
-    _show_report(obj, "diff", parse_when_arg(start), parse_when_arg(end), fmt, options)
+    _show_report(obj, "diff", start, end, fmt, options)
 
 
 @cli.command(short_help="Write the report to an .html, .md or .json file.")
 @common_options
 @click.option(
     "--stable",
-    metavar="WHEN",
+    type=WHEN,
     help="Baseline (default: the end of the last stable window). " + WHEN_HELP,
 )
-@click.option("--until", metavar="WHEN", help="Compare up to this time (default: latest record).")
+@click.option("--until", type=WHEN, help="Compare up to this time (default: latest record).")
 @click.option(
-    "-o", "--output", metavar="FILE", required=True, help="The file to write: .html, .md or .json."
+    "-o",
+    "--output",
+    metavar="FILE",
+    required=True,
+    is_eager=True,
+    callback=remember_output,
+    help="The file to write: .html, .md or .json.",
 )
 @report_options
 @click.option(
     "--format",
     "fmt",
     type=click.Choice(["json", "md", "html"]),
+    is_eager=True,
+    callback=remember_format,
     help="Override the format the file's extension gives.",
 )
 @pass_drift
 def report(
     obj: DriftContext,
     /,
-    stable: str | None,
-    until: str | None,
+    stable: When | None,
+    until: When | None,
     output: str,
     fmt: str | None,
     **options: Any,
@@ -744,45 +539,36 @@ def report(
     """
     from pathlib import Path
 
+    from drift.atomic import write_atomically
     from drift.display import printable
-    from drift.errors import DriftError
 
-    target = Path(output)
-    given_fmt = fmt
-    if fmt is None:
-        fmt = {".html": "html", ".htm": "html", ".md": "md", ".json": "json"}.get(
-            target.suffix.lower()
+    shown_fmt = fmt or format_from_extension(output)
+    if shown_fmt is None:
+        raise DriftError(
+            f"{output}: cannot tell the format from the extension; use .html, .md or "
+            ".json, or give --format"
         )
-        if fmt is None:
-            raise DriftError(
-                f"{output}: cannot tell the format from the extension; use .html, .md or "
-                ".json, or give --format"
-            )
-    baseline = parse_when_arg(stable) if stable else None
-    upto = parse_when_arg(until) if until else None
-    context = _report_context(obj, "report", baseline, upto, options, None)
-    regenerate = _regenerate(obj, "report", context, options, output=output, fmt=given_fmt)
-    text = _render(obj, "report", context, fmt, options, regenerate)
-    tmp = target.with_name(f".{target.name}.tmp")
+    context = _report_context(obj, "report", stable, until, options, None)
+    regenerate = _regenerate(obj, "report", context, options, output=output, fmt=fmt)
+    text = _render(obj, "report", context, shown_fmt, options, regenerate)
     try:
-        tmp.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
-        tmp.replace(target)
+        write_atomically(output, text if text.endswith("\n") else text + "\n")
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise DriftError(f"{output}: cannot write: {exc.strerror}") from None
     shown = len(context.suspects)
-    click.echo(f"wrote {printable(target)} ({fmt}, {shown:,} suspect{'' if shown == 1 else 's'})")
+    suspects = f"{shown:,} suspect{'' if shown == 1 else 's'}"
+    click.echo(f"wrote {printable(Path(output))} ({shown_fmt}, {suspects})")
 
 
 @cli.command(short_help="The recorded state at a time.")
 @common_options
 @click.option(
-    "--at", "at", metavar="WHEN", help="Show the state at this time (default: latest). " + WHEN_HELP
+    "--at", "at", type=WHEN, help="Show the state at this time (default: latest). " + WHEN_HELP
 )
 @click.argument("pattern", required=False)
-@format_option
+@format_option("text", "json", help_text="Output format; json is a versioned envelope.")
 @pass_drift
-def show(obj: DriftContext, at: str | None, pattern: str | None, fmt: str) -> None:
+def show(obj: DriftContext, at: When | None, pattern: str | None, fmt: str) -> None:
     """The recorded state at a time: every fact, or those matching PATTERN.
 
     PATTERN is a glob on subject, key or "subject key" (a plain word matches
@@ -791,14 +577,13 @@ def show(obj: DriftContext, at: str | None, pattern: str | None, fmt: str) -> No
     from drift.analysis.plain import plain
     from drift.analysis.views import state_view
 
-    when = parse_when_arg(at) if at else None
-    _view(obj, "show", lambda history: plain(state_view(history, when, pattern)), fmt)
+    _view(obj, "show", lambda history: plain(state_view(history, at, pattern)), fmt)
 
 
 @cli.command(short_help="Every value a fact has had, when and from where.")
 @common_options
 @click.argument("pattern")
-@format_option
+@format_option("text", "json", help_text="Output format; json is a versioned envelope.")
 @pass_drift
 def history(obj: DriftContext, pattern: str, fmt: str) -> None:
     """Every value a fact has had, when, and where it came from.
@@ -818,10 +603,10 @@ def history(obj: DriftContext, pattern: str, fmt: str) -> None:
 @cli.command(short_help="Mark a moment stable or unstable, or add a note.")
 @common_options
 @click.argument("kind", type=click.Choice(["stable", "unstable", "note"]))
-@click.option("--at", "at", metavar="WHEN", help="When it was so (default: now). " + WHEN_HELP)
+@click.option("--at", "at", type=WHEN, help="When it was so (default: now). " + WHEN_HELP)
 @click.option("--note", metavar="TEXT", help="Why: what you saw, what you checked.")
 @pass_drift
-def mark(obj: DriftContext, kind: str, at: str | None, note: str | None) -> None:
+def mark(obj: DriftContext, kind: str, at: When | None, note: str | None) -> None:
     """Mark a moment: stable (it works), unstable (it broke), or a note.
 
     \b
@@ -830,21 +615,14 @@ def mark(obj: DriftContext, kind: str, at: str | None, note: str | None) -> None
     Example: drift mark stable --note "decode answers, p99 ok"
     """
     from drift.display import printable
-    from drift.store.writer import add_mark, now_us
-    from drift.timespec import When, describe_when, from_us, to_us
+    from drift.marks import mark_time
+    from drift.store.writer import add_mark
+    from drift.timespec import When, describe_when, from_us
 
-    moment = now_us()
-    when = parse_when_arg(at) if at else None
     # A mark belongs to a recorded history: never start a database (or a host) with one.
     history = obj.history(hint="run `drift record` first (a mark needs a recorded history)")
     try:
-        if when is not None:
-            # #N: the moment that snapshot was taken
-            moment = (
-                to_us(when.at)
-                if when.at is not None
-                else history.snapshot_for(when, "--at").taken_us
-            )
+        moment = mark_time(history, at)
     finally:
         history.close()
     mark_id = add_mark(obj.db_url(), obj.host_name(), kind, moment, note)
@@ -885,7 +663,8 @@ def demo(keep: bool, output: str | None) -> None:
 
     from drift.analysis.plain import plain
     from drift.demo import SERVICES, IncidentSandbox, run_demo
-    from drift.report import render_report, render_template, wrap_lines
+    from drift.render.jinja import render_report, render_template
+    from drift.render.terminal import wrap_lines
 
     width = terminal_width()
     root = Path(tempfile.mkdtemp(prefix="drift-demo-"))

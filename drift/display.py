@@ -3,14 +3,17 @@
 Values, names and messages come from the box (an env var, a file name, a
 script line) and may hold newlines, terminal escapes or bidi controls that
 would forge or hide report lines. Every renderer and every one-line CLI
-message shows them through `printable`. Kept apart from report.py so that
-printing an error does not import the analysis.
+message shows them through `printable`. Kept apart from drift/render/ so that
+printing an error imports neither Jinja nor the analysis.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
+
+SHORT_VALUE = 160  # characters of a value shown in a line before it is cut short
 
 # Whole escape sequences (CSI like ESC[31m, a terminated OSC like ESC]0;title BEL) vanish, so
 # no residue such as "[31m" is left behind. An OSC without its end is not one: only its ESC
@@ -43,6 +46,25 @@ def escaped(char: str) -> str:
 def truncated(text: str, limit: int) -> str:
     """`text` cut to at most `limit` characters, an ellipsis marking the cut."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def short(text: str | None, limit: int = SHORT_VALUE) -> str | None:
+    """`text` cut to `limit` characters (templates' `short` filter); None stays None."""
+    return None if text is None else truncated(text, limit)
+
+
+def short_against(text: str | None, other: str | None, limit: int = SHORT_VALUE) -> str | None:
+    """`text` shortened so that where it differs from `other` stays in view.
+
+    Two long paths that differ only after the cut would read as the same
+    value on both sides of the arrow: start a little before the difference.
+    """
+    if text is None or other is None or len(text) <= limit:
+        return short(text, limit)
+    common = len(os.path.commonprefix([text, other]))
+    if common < limit - 1:
+        return short(text, limit)
+    return short("…" + text[common - limit // 4 :], limit)
 
 
 def printable(text: object) -> str:

@@ -22,6 +22,7 @@ __all__ = [
     "clock",
     "describe_when",
     "from_us",
+    "iso",
     "local_time",
     "local_zone",
     "parse_when",
@@ -83,6 +84,11 @@ def to_us(moment: datetime) -> int:
     return int(moment.timestamp() * 1_000_000)
 
 
+def iso(us: int) -> str:
+    """A stored time as ISO 8601 UTC with microseconds, as JSON and reports carry it."""
+    return from_us(us).isoformat(timespec="microseconds")
+
+
 def local_time(us: int) -> str:
     """A stored time as people read it on this box: `2026-12-03 12:00:00 CET`."""
     return from_us(us).astimezone(local_zone()).strftime("%Y-%m-%d %H:%M:%S %Z")
@@ -129,46 +135,49 @@ def parse_when(text: str, *, now: datetime | None = None, tz: tzinfo | None = No
     spec = " ".join(typed.lower().split())
     if not spec:
         raise TimeSpecError(f"no time given: {ACCEPTED_FORMS}")
-
-    def moment(at: datetime) -> When:
-        return When(at=at, text=typed)
-
     if spec == "now":
-        return moment(now)
-
+        return When(at=now, text=typed)
     if match := _SNAPSHOT.fullmatch(spec):
-        digits = match.group(1)
-        if not digits.isascii() or not digits.isdigit():
-            raise _not_understood(typed, "a snapshot is # followed by a positive number")
-        # Leading zeros dropped and the length checked before int(), which refuses to read
-        # a number of over 4,300 digits.
-        significant = digits.lstrip("0") or "0"
-        if len(significant) > len(str(MAX_SNAPSHOT)) or int(significant) > MAX_SNAPSHOT:
-            raise _not_understood(typed, "no snapshot has a number that large")
-        if int(significant) < 1:
-            raise _not_understood(typed, "snapshot numbers start at #1")
-        return When(snapshot=int(significant), text=typed)
-
+        return When(snapshot=_snapshot_number(typed, match.group(1)), text=typed)
     if match := _RELATIVE.fullmatch(spec):
         try:
-            return moment(now - _duration(typed, match.group(1)))
+            return When(at=now - _duration(typed, match.group(1)), text=typed)
         except OverflowError:
             raise _not_understood(typed, "that is too long ago") from None
+    return _on_the_clock(typed, spec, now, tz)
 
+
+def _snapshot_number(typed: str, digits: str) -> int:
+    """The N of `#N`, or a TimeSpecError saying why it names no snapshot."""
+    if not digits.isascii() or not digits.isdigit():
+        raise _not_understood(typed, "a snapshot is # followed by a positive number")
+    # Leading zeros dropped and the length checked before int(), which refuses to read
+    # a number of over 4,300 digits.
+    significant = digits.lstrip("0") or "0"
+    if len(significant) > len(str(MAX_SNAPSHOT)) or int(significant) > MAX_SNAPSHOT:
+        raise _not_understood(typed, "no snapshot has a number that large")
+    if int(significant) < 1:
+        raise _not_understood(typed, "snapshot numbers start at #1")
+    return int(significant)
+
+
+def _on_the_clock(typed: str, spec: str, now: datetime, tz: tzinfo) -> When:
+    """A WHEN read on the local clock and calendar: `yesterday 12:00`, `midnight`, `12:00`,
+    or an ISO 8601 time."""
     today = now.astimezone(tz).date()
 
     if match := _DAY_WORD.fullmatch(spec):
         day = today - timedelta(days=1) if match.group(1) == "yesterday" else today
         rest = match.group(2)
         if rest is None or rest == "midnight":
-            return moment(_start_of_day(day, tz))
+            return When(at=_start_of_day(day, tz), text=typed)
         clock = _clock_time(typed, rest)
         if clock is None:
             raise _not_understood(typed)
-        return moment(_resolve_exactly(datetime.combine(day, clock), tz))
+        return When(at=_resolve_exactly(datetime.combine(day, clock), tz), text=typed)
 
     if spec == "midnight":
-        return moment(_start_of_day(today, tz))
+        return When(at=_start_of_day(today, tz), text=typed)
 
     clock = _clock_time(typed, spec)
     if clock is not None:
@@ -176,9 +185,9 @@ def parse_when(text: str, *, now: datetime | None = None, tz: tzinfo | None = No
         if at.astimezone(tz).date() < today:
             # Later than now today: the user means yesterday, and should be told so.
             return When(at=at, text=typed, reading=f"read as yesterday {typed}")
-        return moment(at)
+        return When(at=at, text=typed)
 
-    return moment(_parse_iso(typed, tz))
+    return When(at=_parse_iso(typed, tz), text=typed)
 
 
 def describe_when(w: When, tz: tzinfo | None = None) -> str:

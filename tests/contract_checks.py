@@ -3,7 +3,7 @@
 `TemplateReads` follows every attribute chain of a template (loop variables,
 `set` names and macro arguments back to the context); `Shape` says whether a
 context has a path; `Validator` checks JSON against the subset of JSON Schema
-draft 2020-12 that drift.schema writes.
+draft 2020-12 that drift.render.schema writes.
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ class TemplateReads:
 
 
 class Validator:
-    """JSON Schema draft 2020-12, only the keywords drift.schema writes (others are refused,
+    """JSON Schema draft 2020-12, only the keywords drift.render.schema writes (others are refused,
     so the generator cannot start using one this does not check)."""
 
     TYPES: dict[str, Any] = {

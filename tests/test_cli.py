@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import drift_env, run_drift, start_drift
+from conftest import DRIFT, drift_env, run_drift, start_drift
 
 from drift.cli import cli
 
@@ -272,3 +273,194 @@ def test_reading_during_the_first_record_says_one_is_running(tmp_path: Path) -> 
     assert out.startswith("snapshot #1")
     after = run_drift(["since", "--stable", "#1", *cfg], tmp_path)
     assert "trust     0 after the baseline" in after.stdout
+
+
+# --- Errors inside the JSON envelope ---------------------------------------------------
+
+
+def error_envelope(result: subprocess.CompletedProcess[str], command: str) -> dict:
+    """The envelope a failed JSON run printed, checked against its stderr line and exit code."""
+    assert result.stderr.startswith("drift: ") and result.stderr.count("\n") == 1, result.stderr
+    envelope = json.loads(result.stdout)
+    assert envelope == {
+        "drift_result_version": 1,
+        "command": command,
+        "data": None,
+        "errors": [
+            {
+                "level": "error",
+                "message": result.stderr.removeprefix("drift: ").rstrip("\n"),
+                "exit_code": result.returncode,
+            }
+        ],
+    }
+    return envelope
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["since", "--stable", "tea time", "--format", "json"], "cannot understand time"),
+        # --format after the bad WHEN on the command line: still known to be JSON.
+        (["since", "--until", "25:00", "--stable", "#1", "--format", "json"], "'25:00'"),
+        (["since", "--stable", "#99", "--format", "json"], "no snapshot #99"),
+        (["since", "--stable", "#1", "--host", "gpu-node-9", "--format", "json"], "no history"),
+        (["diff", "#1", "tea time", "--format", "json"], "cannot understand time"),
+        (["show", "--at", "#0", "--format", "json"], "snapshot numbers start at #1"),
+        (["show", "--at", "2001-01-01T00:00Z", "--format", "json"], "before the first record"),
+        (["history", "hello", "--host", "gpu-node-9", "--format", "json"], "no history"),
+        (["report", "--stable", "#99", "-o", "pm.json"], "no snapshot #99"),
+        (["report", "--stable", "#99", "-o", "pm.html", "--format", "json"], "no snapshot #99"),
+    ],
+)
+def test_a_json_run_that_fails_prints_an_envelope_with_the_error(
+    recorded: list[str], tmp_path: Path, args: list[str], message: str
+) -> None:
+    result = run_drift([*args, *recorded], tmp_path, check=False)
+    assert result.returncode == 2
+    envelope = error_envelope(result, args[0])
+    assert message in envelope["errors"][0]["message"]
+    assert not (tmp_path / "pm.json").exists() and not (tmp_path / "pm.html").exists()
+
+
+def test_without_json_a_failure_prints_nothing_on_stdout(
+    recorded: list[str], tmp_path: Path
+) -> None:
+    for args in (["since", "--stable", "#99"], ["report", "--stable", "#99", "-o", "pm.md"]):
+        result = run_drift([*args, *recorded], tmp_path, check=False)
+        assert (result.returncode, result.stdout) == (2, "")
+
+
+def test_no_database_and_a_bad_config_are_json_errors_too(tmp_path: Path) -> None:
+    missing = tmp_path / "none.db"
+    result = run_drift(["since", "--format", "json", "--db", str(missing)], tmp_path, check=False)
+    assert result.returncode == 2
+    assert (
+        "no drift database here yet (from --db)"
+        in error_envelope(result, "since")["errors"][0]["message"]
+    )
+    broken = tmp_path / "drift.toml"
+    broken.write_text('host = "h"\n[[services]\n')
+    result = run_drift(["show", "--format", "json", "--config", str(broken)], tmp_path, check=False)
+    assert result.returncode == 2
+    assert "TOML syntax error" in error_envelope(result, "show")["errors"][0]["message"]
+
+
+def test_a_result_s_warnings_are_in_its_envelope_and_on_stderr(tmp_path: Path) -> None:
+    config = tmp_path / "drift.toml"
+    config.write_text(f'host = "k"\n[[commands]]\nname = "v"\nrun = "cat {tmp_path}/v"\n')
+    (tmp_path / "v").write_text("1\n")
+    cfg = ["--config", str(config), "--db", str(tmp_path / "d.db")]
+    run_drift(["record", *cfg], tmp_path)
+    (tmp_path / "secret.key").chmod(0o644)  # a key others can read: a warning on every secret
+    (tmp_path / "v").write_text("2\n")
+    assert run_drift(["record", *cfg], tmp_path, check=False).returncode == 4
+
+    result = run_drift(["since", "--stable", "#1", "--format", "json", *cfg], tmp_path)
+    envelope = json.loads(result.stdout)
+    warnings = envelope["data"]["trust"]["warnings"]
+    assert len(warnings) == 1 and "can be read by other users" in warnings[0]
+    assert envelope["errors"] == [{"level": "warning", "message": warnings[0], "exit_code": None}]
+    assert result.stderr == f"drift: warning: {warnings[0]}\n"
+
+    run_drift(["report", "--stable", "#1", "-o", "pm.json", *cfg], tmp_path)
+    written = json.loads((tmp_path / "pm.json").read_text())
+    assert written["command"] == "report" and written["errors"] == envelope["errors"]
+    text = run_drift(["since", "--stable", "#1", *cfg], tmp_path)
+    assert text.stderr == "" and f"warning   {warnings[0]}" in text.stdout  # as today
+
+
+# --- $DRIFT_CONFIG and $DRIFT_DB through click ------------------------------------------
+
+
+def test_environment_variables_are_named_in_help_and_in_messages(tmp_path: Path) -> None:
+    help_text = " ".join(run_drift(["since", "--help"], tmp_path).stdout.split())
+    assert "[env var: DRIFT_CONFIG]" in help_text and "[env var: DRIFT_DB]" in help_text
+
+    env = {**drift_env(tmp_path), "DRIFT_DB": str(tmp_path / "env.db")}
+    result = subprocess.run(
+        [DRIFT, "show"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith(
+        f"drift: {tmp_path / 'env.db'}: no drift database here yet (from $DRIFT_DB): "
+    )
+    flag = run_drift(["show", "--db", str(tmp_path / "flag.db")], tmp_path, check=False)
+    assert "(from --db)" in flag.stderr
+
+    env = {**drift_env(tmp_path), "DRIFT_CONFIG": str(tmp_path / "gone.toml")}
+    for args in (["show"], ["init"]):
+        result = subprocess.run(
+            [DRIFT, *args], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60
+        )
+        assert (result.returncode, result.stderr) == (
+            2,
+            f"drift: {tmp_path / 'gone.toml'}: config file not found (from $DRIFT_CONFIG)\n",
+        )
+    assert not (tmp_path / "drift.toml").exists()
+
+
+# --- report's file, mark's #N, WHEN everywhere -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("where", "why"),
+    [("missing/pm.html", "No such file or directory"), ("file/pm.html", "Not a directory")],
+)
+def test_a_report_that_cannot_be_written_is_one_line_and_leaves_nothing(
+    recorded: list[str], tmp_path: Path, where: str, why: str
+) -> None:
+    (tmp_path / "file").write_text("a regular file, not a folder\n")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    target = tmp_path / where
+    args = ["report", "--stable", "#1", "-o", str(target), *recorded]
+    result = run_drift(args, tmp_path, check=False)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == f"drift: {target}: cannot write: {why}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_a_report_replaces_its_file_whole_and_leaves_no_temporary_file(
+    recorded: list[str], tmp_path: Path
+) -> None:
+    target = tmp_path / "pm.md"
+    target.write_text("an older report\n")
+    out = run_drift(["report", "--stable", "#1", "-o", str(target), *recorded], tmp_path).stdout
+    assert out == f"wrote {target} (md, 0 suspects)\n"
+    assert target.read_text().startswith("# drift report: `cli`")
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_mark_at_a_snapshot_number_is_the_moment_it_was_taken(tmp_path: Path) -> None:
+    config = tmp_path / "drift.toml"
+    config.write_text('host = "m"\n[[commands]]\nname = "hello"\nrun = "echo hello"\n')
+    cfg = ["--config", str(config), "--db", str(tmp_path / "d.db")]
+    run_drift(["record", *cfg], tmp_path)
+    taken = json.loads(run_drift(["show", "--at", "#1", "--format", "json", *cfg], tmp_path).stdout)
+    out = run_drift(["mark", "stable", "--at", "#1", *cfg], tmp_path).stdout
+    assert out == f"mark #1: stable at {taken['data']['snapshot']['local']} for host m\n"
+    missing = run_drift(["mark", "stable", "--at", "#7", *cfg], tmp_path, check=False)
+    assert (missing.returncode, missing.stderr) == (
+        2,
+        "drift: --at #7: no snapshot #7 for host 'm'\n",
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["diff", "tea time", "#1"],
+        ["diff", "#1", "tea time"],
+        ["mark", "note", "--at", "tea time"],
+        ["report", "--until", "tea time", "-o", "pm.html"],
+    ],
+)
+def test_every_when_is_read_the_same_way(
+    recorded: list[str], tmp_path: Path, args: list[str]
+) -> None:
+    result = run_drift([*args, *recorded], tmp_path, check=False)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        "drift: cannot understand time 'tea time': use 12:00, noon, yesterday 12:00, 2h ago, "
+        "an ISO 8601 time, or #57\n"
+    )

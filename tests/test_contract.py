@@ -29,7 +29,7 @@ from drift.resources import resource_dir
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMAS = REPO / "docs" / "schema"
-REGENERATE = "python -m drift.schema docs/schema"
+REGENERATE = "python -m drift.render.schema docs/schema"
 
 # Every part of every context, and its keys in order (the JSON output's order).
 CONTRACT: dict[str, str] = {
@@ -160,7 +160,7 @@ def test_a_field_a_template_reads_cannot_go_unnoticed() -> None:
 
 @pytest.mark.parametrize("name", ["since", "show", "history"])
 def test_the_published_schema_is_current(name: str) -> None:
-    from drift.schema import schema_text
+    from drift.render.schema import schema_text
 
     path = SCHEMAS / f"{name}.schema.json"
     assert path.is_file(), f"{path} is missing: run `{REGENERATE}`"
@@ -170,7 +170,7 @@ def test_the_published_schema_is_current(name: str) -> None:
 
 
 def test_the_validator_refuses_what_the_schema_does_not_allow() -> None:
-    from drift.schema import json_schema
+    from drift.render.schema import json_schema
 
     check = Validator(json_schema("history"))
     good = {"drift_result_version": 1, "command": "history", "data": None, "errors": []}

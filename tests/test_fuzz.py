@@ -28,9 +28,12 @@ from test_collect_scripts import SHELL_PIECES
 from test_report_templates import fenced_blocks, parse, report_context
 
 from drift.config import ConfigError, load_config, parse_config
+from drift.display import printable
 from drift.errors import TimeSpecError
 from drift.facts import CollectContext, CollectionError, Fact
-from drift.report import printable, render_json, render_report, render_template, wrap_lines
+from drift.render.envelope import render_json
+from drift.render.jinja import render_report, render_template
+from drift.render.terminal import wrap_lines
 from drift.timespec import parse_when
 
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

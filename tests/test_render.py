@@ -12,7 +12,7 @@ from investigations import LOCAL, TIME, change, investigation, snapshot, suspect
 from drift.analysis.investigation import SuspectChange
 from drift.analysis.plain import plain
 from drift.analysis.views import StateFact, StateView, SubjectState
-from drift.report import render_template
+from drift.render.jinja import render_template
 
 EVIL = "\x1b[2J\x1b[31mHACKED\x07"
 
@@ -39,7 +39,8 @@ def test_colour_styles_drift_s_own_text_but_not_values() -> None:
 def test_counts_read_with_thousands_separators_in_every_human_format(tmp_path: Path) -> None:
     from drift.analysis.investigate import InvestigateOptions, investigate
     from drift.facts import Fact
-    from drift.report import render_json, render_report
+    from drift.render.envelope import render_json
+    from drift.render.jinja import render_report
     from drift.store.db import resolve_db_url
     from drift.store.query import History
     from drift.store.writer import HistoryWriter

@@ -28,7 +28,7 @@ from drift.analysis.plain import plain
 from drift.analysis.rank import Signal
 from drift.analysis.structured import KeyChange
 from drift.analysis.values import ValueDiff
-from drift.report import render_report
+from drift.render.jinja import render_report
 
 SCRIPT = "<script>alert(1)</script>"
 BREAKOUT = "</details><img src=x onerror=alert(1)>"
@@ -83,6 +83,8 @@ def report_investigation() -> Investigation:
                 f"+export EVIL='{SCRIPT}'",
                 f"+# {FENCE}` </pre>{BREAKOUT} {ANSI}red\x1b[0m {LINK}",
                 f" {FENCE}",  # a context line that would close a three-backtick fence
+                # Two runs an escape sequence keeps apart until it vanishes from the output.
+                f" {FENCE}\x1b[31m{FENCE}",
                 " echo $$ > /srv/run/decode.pid",
             ]
         ),

@@ -49,10 +49,10 @@ from drift.analysis.rank import ChurnInfo, RankedStory, Signal, rank_stories
 from drift.analysis.restarts import Restart, RestartEvent
 from drift.analysis.scope import ConfigSwitch, ScopeSplit, split_scope
 from drift.analysis.story import Story
-from drift.analysis.values import Values, iso, where
+from drift.analysis.values import Values, where
 from drift.analysis.windows import Span, clock_steps, given_why, resolve_span
 from drift.store.query import History, SnapshotInfo, StoredVersion
-from drift.timespec import When, local_time
+from drift.timespec import When, iso, local_time
 
 DEFAULT_TOP = 10  # suspects shown unless --top N or --all
 

@@ -13,17 +13,11 @@ from typing import Any
 
 from drift.analysis.diff import Change
 from drift.analysis.structured import KeyChange, diff_content
+from drift.display import SHORT_VALUE
 from drift.secrets.markers import shown_secret
 from drift.store.query import History, StoredVersion
-from drift.timespec import from_us
 
-SHORT_VALUE = 160  # a longer value is shown by its digest, or shortened where it is printed
 DIFF_LINES = 40  # unified diff lines kept for one change
-
-
-def iso(us: int) -> str:
-    """A stored time (µs since the epoch) as ISO 8601 UTC with microseconds."""
-    return from_us(us).isoformat(timespec="microseconds")
 
 
 def where(provenance: dict[str, Any]) -> str:

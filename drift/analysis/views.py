@@ -11,9 +11,9 @@ from typing import Any
 
 from drift.analysis.investigate import snapshot_ref
 from drift.analysis.investigation import SnapshotRef
-from drift.analysis.values import Values, iso, where
+from drift.analysis.values import Values, where
 from drift.store.query import History, StoredVersion
-from drift.timespec import When, local_time
+from drift.timespec import When, iso, local_time
 
 
 # Not frozen: there is one per fact of the box, and a frozen dataclass is twice as slow to build.

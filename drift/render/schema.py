@@ -6,7 +6,7 @@ for show, `FactHistory` for history. docs/schema/*.schema.json are this
 module's output, kept in the repository for readers and tools; a test fails
 when they are out of date. Regenerate them with:
 
-    python -m drift.schema docs/schema
+    python -m drift.render.schema docs/schema
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 from drift.analysis.investigation import Investigation
 from drift.analysis.plain import field_key
 from drift.analysis.views import FactHistory, StateView
-from drift.report import RESULT_VERSION
+from drift.render.envelope import RESULT_VERSION
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -146,9 +146,9 @@ def write_schemas(folder: Path) -> list[Path]:
 
 
 def main(argv: list[str]) -> None:
-    """`python -m drift.schema FOLDER`: regenerate the schema files in FOLDER."""
+    """`python -m drift.render.schema FOLDER`: regenerate the schema files in FOLDER."""
     if len(argv) != 1:
-        sys.exit("usage: python -m drift.schema FOLDER   (the repository's is docs/schema)")
+        sys.exit("usage: python -m drift.render.schema FOLDER   (the repository's is docs/schema)")
     for path in write_schemas(Path(argv[0])):
         print(f"wrote {path}")
 

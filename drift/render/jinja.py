@@ -1,0 +1,209 @@
+"""The one Jinja environment every template is rendered with, and where templates come from.
+
+Terminal text, Markdown and HTML share one factory (`make_environment`): the
+same autoescape rule (by the name's ending: .html, .htm, .html.j2, .htm.j2),
+the same filters, StrictUndefined, and a finalize that shows every printed
+value as `printable`, so no template needs `|printable` on what it prints.
+A user's templates_dir comes before drift's own templates/; `default:NAME`
+always names drift's own, so a user's report.html.j2 can extend
+"default:report.html.j2" and override one block. A broken user template is a
+one-line TemplateError naming its file and line.
+
+Imported only to render: `drift --help` and `drift record` never load Jinja.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+import click
+import jinja2
+from markupsafe import Markup
+
+from drift.display import printable, short, short_against
+from drift.errors import TemplateError
+from drift.render.markdown import md_code, md_fence, md_text
+from drift.render.terminal import number, wrap_lines
+from drift.resources import resource_dir
+
+# Names ending so are HTML and autoescaped, whichever path renders them.
+AUTOESCAPE_ENDINGS = ("html", "htm", "html.j2", "htm.j2")
+DEFAULT_PREFIX = "default"  # {% extends "default:report.html.j2" %}: drift's own template
+REPORT_TEMPLATES = {"html": "report.html.j2", "md": "report.md.j2"}
+
+_STYLES: dict[str, dict[str, Any]] = {
+    "title": {"bold": True},
+    "live": {"fg": "red", "bold": True},
+    "unsourced": {"fg": "red"},
+    "pending": {"fg": "yellow", "bold": True},
+    "on-disk": {"fg": "yellow"},
+    "changed": {},
+    "dim": {"dim": True},
+    "good": {"fg": "green"},
+    "warn": {"fg": "yellow"},
+    "heading": {"bold": True, "underline": True},
+}
+
+
+def make_environment(
+    templates_dir: str | None = None, *, color: bool = False
+) -> jinja2.Environment:
+    """The Jinja environment for drift's templates and those in `templates_dir`.
+
+    With `color`, the `paint` filter wraps a value in the ANSI style it names;
+    without, it only shows the value.
+    """
+    env = jinja2.Environment(
+        loader=template_loader(templates_dir),
+        autoescape=jinja2.select_autoescape(AUTOESCAPE_ENDINGS),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        finalize=_finalize,
+    )
+    env.filters.update(
+        printable=printable,
+        short=short,
+        short_against=short_against,
+        num=number,
+        md=md_text,
+        code=md_code,
+        fence=md_fence,
+        paint=_painter(color),
+    )
+    return env
+
+
+def render_template(
+    name: str,
+    context: dict[str, Any],
+    templates_dir: str | None = None,
+    *,
+    color: bool = False,
+    width: int | None = None,
+) -> str:
+    """Render a template from templates/ (or the user's override folder).
+
+    Every value a template prints goes through `printable` (the environment's
+    finalize), so it is one line, with no control or bidi character of its
+    own. With `color`, the `paint` filter adds ANSI styles around a value it
+    shows the same way. With `width` (a terminal's columns), every line is
+    wrapped to it by `wrap_lines`, after rendering: templates need not know
+    about widths.
+    """
+    env = make_environment(templates_dir, color=color)
+    return wrap_lines(render(env, name, context), width)
+
+
+def render_report(context: dict[str, Any], fmt: str, templates_dir: str | None = None) -> str:
+    """Render the postmortem report, "html" (report.html.j2) or "md" (report.md.j2).
+
+    A template of the same name in `templates_dir` wins over drift's own. The
+    context is the investigation (`plain`) plus `regenerate`, `generated_at`, `explain`
+    and `digests`; a missing key is an error (StrictUndefined). Every value
+    printed is `printable` first (then HTML-escaped in HTML); a Markdown
+    macro's lines are kept with `|safe`.
+    """
+    if fmt not in REPORT_TEMPLATES:
+        raise ValueError(f"report format must be html or md, not {fmt!r}")
+    return render(make_environment(templates_dir), REPORT_TEMPLATES[fmt], context)
+
+
+def _finalize(value: Any) -> Any:
+    """What a template prints: every value `printable`, so none can start a line of its own.
+
+    Markup is text drift built from values already shown: a painted value, a
+    macro's lines (HTML, or Markdown marked `|safe`). It is kept as it is.
+    """
+    return value if isinstance(value, Markup) else printable(value)
+
+
+def _painter(color: bool) -> Any:
+    """The `paint` filter: `text` shown (as `printable`), in a style when colour is on."""
+
+    def paint(text: str, style: str) -> Markup:
+        if not color:
+            return Markup(printable(text))
+        return Markup(click.style(printable(text), **_STYLES.get(style, {})))
+
+    return paint
+
+
+class _UserLoader(jinja2.FileSystemLoader):
+    """A FileSystemLoader for templates_dir whose unreadable file is a TemplateError naming it."""
+
+    def get_source(
+        self, environment: jinja2.Environment, template: str
+    ) -> tuple[str, str, Callable[[], bool]]:
+        try:
+            return super().get_source(environment, template)
+        except jinja2.TemplateNotFound:
+            raise  # then drift's own
+        except (UnicodeDecodeError, OSError) as exc:
+            path = next(
+                (
+                    os.path.join(folder, template)
+                    for folder in self.searchpath
+                    if os.path.isfile(os.path.join(folder, template))
+                ),
+                template,
+            )
+            if isinstance(exc, UnicodeDecodeError):
+                why = f"not UTF-8 (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+            else:
+                why = f"cannot read: {exc.strerror or exc}"
+            raise TemplateError(f"{path}: template {why}") from None
+
+
+def template_loader(templates_dir: str | None) -> jinja2.BaseLoader:
+    """`default:NAME` for drift's own template, else the user's templates_dir, then drift's own.
+
+    The prefix comes first so that a user's template can extend drift's of
+    the same name without extending itself.
+    """
+    own = jinja2.FileSystemLoader(str(resource_dir("templates")))
+    loaders: list[jinja2.BaseLoader] = [jinja2.PrefixLoader({DEFAULT_PREFIX: own}, delimiter=":")]
+    if templates_dir:
+        loaders.append(_UserLoader(templates_dir))
+    loaders.append(own)
+    return jinja2.ChoiceLoader(loaders)
+
+
+def render(env: jinja2.Environment, name: str, context: dict[str, Any]) -> str:
+    """Render template `name`; a broken one of the user's (templates_dir) is a TemplateError
+    naming its file and line. One of drift's own is drift's bug and keeps its traceback."""
+    own = str(resource_dir("templates")) + os.sep
+    try:
+        return str(env.get_template(name).render(**context))
+    except TemplateError:
+        raise
+    except jinja2.TemplateSyntaxError as exc:
+        if exc.filename is None or exc.filename.startswith(own):
+            raise
+        raise TemplateError(
+            f"{exc.filename}:{exc.lineno}: template syntax error: {exc.message}"
+        ) from None
+    except Exception as exc:
+        # Jinja runs a template as code whose frames carry the template's file and line.
+        spot = _template_frame(exc.__traceback__)
+        if spot is None or spot[0].startswith(own):
+            raise
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if not isinstance(exc, jinja2.TemplateError):
+            message = f"{type(exc).__name__}: {message}"
+        raise TemplateError(f"{spot[0]}:{spot[1]}: template error: {message}") from None
+
+
+def _template_frame(tb: TracebackType | None) -> tuple[str, int] | None:
+    """The innermost frame of a traceback that is a template's (file, line), if any."""
+    found = None
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if not filename.endswith(".py") and os.path.isfile(filename):
+            found = (filename, tb.tb_lineno)
+        tb = tb.tb_next
+    return found
