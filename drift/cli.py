@@ -280,60 +280,6 @@ def _say_config_change(change: ConfigChange | None, quiet: bool) -> None:
         click.echo(f"  config changed since the last record ({what}): {moved}")
 
 
-def _report_extras(context: dict[str, Any], regenerate: str) -> dict[str, Any]:
-    """What the HTML and Markdown reports add: how to regenerate them, and when they were made."""
-    from datetime import UTC, datetime
-
-    return {
-        "explain": True,
-        "digests": False,
-        **context,
-        "regenerate": regenerate,
-        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
-
-
-def regenerate_command(
-    command: str,
-    investigation: Investigation,
-    options: dict[str, Any],
-    *,
-    config_path: Any = None,
-    db: str | None = None,
-    output: str | None = None,
-    fmt: str | None = None,
-) -> str:
-    """The command line that makes this report again, however much is recorded later.
-
-    The exact snapshots (`--stable '#5' --until '#6'`), the host, the config
-    and the database (`db`: its --db value, password dropped, or None when the
-    config carries it), and whatever chose the suspects shown.
-    """
-    import shlex
-
-    baseline = f"#{investigation.baseline.snapshot}"
-    current = f"#{investigation.current.snapshot}"
-    args = ["drift", command]
-    if output is not None:
-        args += ["-o", output]
-    args += [baseline, current] if command == "diff" else ["--stable", baseline, "--until", current]
-    if fmt is not None:
-        args += ["--format", fmt]
-    args += ["--host", investigation.host]
-    if config_path is not None:
-        args += ["--config", str(config_path)]
-    if db is not None:
-        args += ["--db", db]
-    if options.get("show_all"):
-        args.append("--all")
-    elif options.get("top"):
-        args += ["--top", str(options["top"])]
-    if options.get("service"):
-        args += ["--service", options["service"]]
-    args += [f"--{flag}" for flag in ("explain", "digests") if options.get(flag)]
-    return shlex.join(args)
-
-
 def _regenerate(
     obj: DriftContext,
     command: str,
@@ -344,6 +290,8 @@ def _regenerate(
     fmt: str | None = None,
 ) -> str:
     """regenerate_command for this invocation: its config and database, as absolute paths."""
+    from drift.render.regenerate import regenerate_command
+
     config = obj.config()
     _raw, origin = obj.db_choice()
     from_config = config.db is not None and origin == f"db in {config.path}"
@@ -393,12 +341,13 @@ def _render(
     from drift.analysis.plain import plain
     from drift.render.envelope import render_json
     from drift.render.jinja import render_report, render_template
+    from drift.render.regenerate import report_extras
 
     context = plain(investigation)  # what JSON and every template read
     if fmt == "json":
         return render_json(command, context, _warn(context["trust"]["warnings"]))
     if fmt in ("md", "html"):
-        extras = _report_extras(
+        extras = report_extras(
             context, regenerate or _regenerate(obj, command, investigation, options, fmt=fmt)
         )
         extras["explain"] = True if fmt == "html" else options["explain"]
@@ -664,6 +613,7 @@ def demo(keep: bool, output: str | None) -> None:
     from drift.analysis.plain import plain
     from drift.demo import SERVICES, IncidentSandbox, run_demo
     from drift.render.jinja import render_report, render_template
+    from drift.render.regenerate import regenerate_command, report_extras
     from drift.render.terminal import wrap_lines
 
     width = terminal_width()
@@ -694,7 +644,7 @@ def demo(keep: bool, output: str | None) -> None:
     )
     try:
         target.write_text(
-            render_report(_report_extras(context, regenerate), "html"), encoding="utf-8"
+            render_report(report_extras(context, regenerate), "html"), encoding="utf-8"
         )
     except OSError as exc:
         raise DriftError(

@@ -15,7 +15,7 @@ from pathlib import Path
 from conftest import DRIFT, drift_env, run_drift
 from investigations import baseline, investigation, snapshot
 
-from drift.cli import regenerate_command
+from drift.render.regenerate import regenerate_command
 from drift.store.db import resolve_db_url
 
 
