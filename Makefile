@@ -27,8 +27,8 @@ test: $(TEST)
 	$(PY) -m pytest -q
 
 lint: $(TEST)
-	$(VENV)/bin/ruff check drift tests benchmarks migrations
-	$(VENV)/bin/ruff format --check drift tests migrations
+	$(VENV)/bin/ruff check drift tests benchmarks migrations tools
+	$(VENV)/bin/ruff format --check drift tests migrations tools
 	$(VENV)/bin/mypy
 
 bench: $(BASE)
