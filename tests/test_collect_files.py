@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 from conftest import run_drift
 
-from drift.collectors import files
-from drift.collectors.files import collect_files, expand_globs
+from drift.collectors import files, hashing
+from drift.collectors.files import collect_files
+from drift.collectors.walk import expand_globs
 from drift.config import FileSpec
 from drift.facts import CollectContext, CollectionError, Fact, FactBlock
 
@@ -34,7 +35,7 @@ def sha(data: bytes) -> str:
 
 def settle() -> None:
     """Wait until files written so far are older than the racy window, so they may be cached."""
-    time.sleep(files.RACY_WINDOW_NS / 1e9 + 0.02)
+    time.sleep(hashing.RACY_WINDOW_NS / 1e9 + 0.02)
 
 
 def covers(error: CollectionError, subject: str, key: str) -> bool:
@@ -432,7 +433,7 @@ def test_large_files_read_on_a_second_thread_give_the_facts_of_a_read_in_turn(
         contents[f"src/m{i:03}.py"] = f"value = {i}\n".encode() * (i + 1)
     for i, mib in enumerate((1, 3, 2, 1)):  # large ones, read largest first by the other
         contents[f"blobs/w{i}.bin"] = os.urandom(mib << 20)
-    contents["blobs/edge.bin"] = os.urandom(files._LARGE - 1)
+    contents["blobs/edge.bin"] = os.urandom(hashing._LARGE - 1)
     for rel, data in contents.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -448,10 +449,10 @@ def test_large_files_read_on_a_second_thread_give_the_facts_of_a_read_in_turn(
     # collecting thread reads the others itself.
     sized = CollectContext(progress=lambda line: None)
     items_sized = list(collect_files(spec, sized))
-    monkeypatch.setattr(files, "_MAX_HANDED", 1)
+    monkeypatch.setattr(hashing, "_MAX_HANDED", 1)
     capped = CollectContext()
     items_capped = list(collect_files(spec, capped))
-    monkeypatch.setattr(files, "HASH_THREADS", 1)
+    monkeypatch.setattr(hashing, "HASH_THREADS", 1)
     one = CollectContext()
     items_one = list(collect_files(spec, one))
 
@@ -512,7 +513,7 @@ def test_recently_changed_file_is_hashed_but_not_cached(tmp_path: Path) -> None:
     facts, _ = run(FileSpec("h", (str(path),)), ctx)
     age = time.time_ns() - os.lstat(path).st_ctime_ns
     assert facts[f"file:{path}"]["sha256"] == sha(b"hot")
-    if age >= files.RACY_WINDOW_NS:
+    if age >= hashing.RACY_WINDOW_NS:
         pytest.skip("this machine took longer than the racy window to get here")
     assert str(path) not in ctx.cache_updates  # its mtime could still move within one tick
 
@@ -792,7 +793,7 @@ def test_a_sparse_file_under_max_size_is_not_read_whole(tmp_path: Path) -> None:
     little = sparse_file(tmp_path / "little", 1 << 20, b"y" * 4096)
     # A dense file past SPARSE_MIN is read too: only holes make a file sparse.
     dense = tmp_path / "dense.bin"
-    dense_data = os.urandom(files.SPARSE_MIN)
+    dense_data = os.urandom(hashing.SPARSE_MIN)
     dense.write_bytes(dense_data)
     spec = FileSpec("logs", (str(tmp_path / "*"),), content=True)
     facts, errors = run(spec)
