@@ -36,8 +36,8 @@ sys.path.insert(0, str(ROOT / "tests"))  # the bash oracle is test code
 from bash_oracle import launched  # noqa: E402
 
 from drift.analysis.origins import Attribution, attribute_together, branches_from_env  # noqa: E402
+from drift.collectors.flags import parse_flags  # noqa: E402
 from drift.collectors.scripts import collect_script, script_model  # noqa: E402
-from drift.collectors.services import parse_flags  # noqa: E402
 from drift.facts import CollectContext, Fact  # noqa: E402
 from drift.store.query import StoredVersion  # noqa: E402
 

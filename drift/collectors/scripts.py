@@ -31,7 +31,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from drift.collectors.services import flag_words
+from drift.collectors.flags import flag_words
 from drift.facts import CollectContext, CollectionError, Fact, storable
 
 MAX_SCRIPT_BYTES = 8 << 20
