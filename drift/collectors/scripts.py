@@ -29,10 +29,13 @@ import shlex
 import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from drift.collectors.flags import flag_words
 from drift.facts import CollectContext, CollectionError, Fact, storable
+
+if TYPE_CHECKING:
+    from drift.shell.words import Field
 
 MAX_SCRIPT_BYTES = 8 << 20
 """A "script" larger than this is a misconfiguration (a log, a binary), not read each minute."""
@@ -318,67 +321,14 @@ def _exec_fact(subject: str, model: Any, where: dict[str, Any]) -> Fact:
 
 def _flags(model: Any) -> dict[str, list[Possibility]]:
     """flag name -> its possibilities, over every launch and command line the script may run."""
-    from drift.shell.patterns import Hole, feasible, pattern
-    from drift.shell.words import Field
-
-    def text(f: Field) -> str | None:
-        if f.spread or not all(isinstance(p, str) for p in f.pattern):
-            # An unknown word never names a flag; `--x=$V` still does.
-            head = f.pattern[0] if f.pattern and not f.spread else None
-            if isinstance(head, str) and head.startswith("-") and "=" in head:
-                return head
-            return None
-        return "".join(f.pattern)  # type: ignore[arg-type]
+    from drift.shell.patterns import feasible
 
     out: dict[str, list[Possibility]] = {}
     for launch in model.launches:
         for variant in launch.variants:
             if not feasible([*launch.conds, *(c for f in variant for c in f.conds)]):
                 continue  # its words come from both sides of one test: no run has them all
-            seen: dict[str, list[tuple[Any, Any, Any, tuple[str, ...]]]] = {}
-            words = flag_words(variant, text)
-            counts: dict[str, int] = {}
-            for flag_name, *_rest in words:
-                counts[flag_name] = counts.get(flag_name, 0) + 1
-            for name, word, value, inline in words:
-                # A flag is where its name was written (the exec line, the array
-                # element, the $ARGS assignment); its value may come from elsewhere.
-                value_origin = word.origin
-                conds = launch.conds + word.conds
-                if inline is not None:
-                    head = word.pattern[0]
-                    value_pattern = pattern(head.partition("=")[2], *word.pattern[1:])
-                elif value is not None and _is_choice(value.pattern):
-                    # One word with several values: each is a possibility of its own.
-                    for option, origin, option_conds in value.pattern[0].options:
-                        both = tuple(dict.fromkeys(conds + value.conds + option_conds))
-                        if feasible(both):
-                            occurrence = (option, word.origin, origin or value.origin, both)
-                            seen.setdefault(name, []).append(occurrence)
-                    continue
-                elif value is not None:
-                    value_pattern = (
-                        value.pattern
-                        if not value.spread
-                        else (Hole(value.pattern[0].text if value.pattern else "?"),)
-                    )
-                    value_origin = value.origin
-                    conds += value.conds
-                else:
-                    value_pattern = ("",)
-                conds = tuple(dict.fromkeys(conds))
-                seen.setdefault(name, []).append((value_pattern, word.origin, value_origin, conds))
-            for name, occurrences in seen.items():
-                if counts[name] > 1:
-                    # A repeated flag: its values joined, as parse_flags gives the live ones.
-                    parts: list[Any] = []
-                    for k, occurrence in enumerate(occurrences):
-                        if k:
-                            parts.append("\n")
-                        parts.extend(occurrence[0])
-                    last = occurrences[-1]
-                    conds = tuple(dict.fromkeys(c for o in occurrences for c in o[3]))
-                    occurrences = [(pattern(*parts) or ("",), last[1], last[2], conds)]
+            for name, occurrences in _variant_flags(launch, variant).items():
                 for value_pattern, origin, value_origin, conds in occurrences:
                     out.setdefault(name, []).append(
                         Possibility(
@@ -390,6 +340,88 @@ def _flags(model: Any) -> dict[str, list[Possibility]]:
                         )
                     )
     return {name: _unique(possible) for name, possible in out.items()}
+
+
+_Occurrence = tuple[Any, Any, Any, tuple[str, ...]]
+"""One value a flag may have: (value pattern, where the flag is written, where its value is,
+the conditions it sits under)."""
+
+
+def _variant_flags(launch: Any, variant: Any) -> dict[str, list[_Occurrence]]:
+    """The flags of one command line a launch may run, each with the values it may have.
+
+    A repeated flag has one value: its values joined, as parse_flags gives the live ones.
+    """
+    words = flag_words(variant, _field_text)
+    counts: dict[str, int] = {}
+    for flag_name, *_rest in words:
+        counts[flag_name] = counts.get(flag_name, 0) + 1
+    seen: dict[str, list[_Occurrence]] = {}
+    for name, word, value, inline in words:
+        occurrences = _occurrences(launch.conds + word.conds, word, value, inline)
+        if occurrences:
+            seen.setdefault(name, []).extend(occurrences)
+    return {
+        name: _joined(occurrences) if counts[name] > 1 else occurrences
+        for name, occurrences in seen.items()
+    }
+
+
+def _field_text(f: Field) -> str | None:
+    """A word's text for flag_words: None where it is not known, so it never names a flag."""
+    if f.spread or not all(isinstance(p, str) for p in f.pattern):
+        # An unknown word never names a flag; `--x=$V` still does.
+        head = f.pattern[0] if f.pattern and not f.spread else None
+        if isinstance(head, str) and head.startswith("-") and "=" in head:
+            return head
+        return None
+    return "".join(f.pattern)  # type: ignore[arg-type]
+
+
+def _occurrences(
+    conds: tuple[str, ...], word: Field, value: Field | None, inline: str | None
+) -> list[_Occurrence]:
+    """The values of one flag as written (`conds`: those of its launch and its word).
+
+    A flag is where its name was written (the exec line, the array element,
+    the $ARGS assignment); its value may come from elsewhere. One value word
+    with several values gives each as a possibility of its own.
+    """
+    from drift.shell.patterns import Hole, feasible, pattern
+
+    if inline is not None:
+        head = word.pattern[0]
+        value_pattern = pattern(head.partition("=")[2], *word.pattern[1:])  # type: ignore[union-attr]
+        return [(value_pattern, word.origin, word.origin, tuple(dict.fromkeys(conds)))]
+    if value is None:
+        return [(("",), word.origin, word.origin, tuple(dict.fromkeys(conds)))]
+    if _is_choice(value.pattern):
+        out: list[_Occurrence] = []
+        for option, origin, option_conds in value.pattern[0].options:  # type: ignore[union-attr]
+            both = tuple(dict.fromkeys(conds + value.conds + option_conds))
+            if feasible(both):
+                out.append((option, word.origin, origin or value.origin, both))
+        return out
+    value_pattern = (
+        value.pattern
+        if not value.spread
+        else (Hole(value.pattern[0].text if value.pattern else "?"),)  # type: ignore[union-attr]
+    )
+    return [(value_pattern, word.origin, value.origin, tuple(dict.fromkeys(conds + value.conds)))]
+
+
+def _joined(occurrences: list[_Occurrence]) -> list[_Occurrence]:
+    """A repeated flag's values as one: joined with newlines, under all their conditions."""
+    from drift.shell.patterns import pattern
+
+    parts: list[Any] = []
+    for k, occurrence in enumerate(occurrences):
+        if k:
+            parts.append("\n")
+        parts.extend(occurrence[0])
+    last = occurrences[-1]
+    conds = tuple(dict.fromkeys(c for o in occurrences for c in o[3]))
+    return [(pattern(*parts) or ("",), last[1], last[2], conds)]
 
 
 def _is_choice(p: Any) -> bool:
