@@ -61,15 +61,22 @@ class FactKey:
 class SubjectKind:
     """One kind of subject (``file`` of ``file:/etc/app.conf``) and every key its facts may have.
 
-    `notes` are keys that only collection errors use, to say what could not
-    be followed without covering any fact (the scripts collector's ``reading``).
-    A kind with no keys is a subject of errors alone (``files:SET``).
+    `name` says what follows the kind in a subject (``PATH``). `notes` are
+    keys that only collection errors use, to say what could not be followed
+    without covering any fact (the scripts collector's ``reading``). A kind
+    with no keys is a subject of errors alone (``files:SET``).
     """
 
     kind: str
+    name: str
     meaning: str
     keys: tuple[FactKey, ...] = ()
     notes: tuple[str, ...] = ()
+
+    @property
+    def shown(self) -> str:
+        """The subject as the documentation writes it: ``file:PATH``."""
+        return f"{self.kind}:{self.name}"
 
     def key(self, key: str) -> FactKey | None:
         """The declaration `key` falls under: itself, else the longest prefix it has; or None."""

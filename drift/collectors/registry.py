@@ -27,7 +27,8 @@ _UNIT = "unit"
 
 SERVICE = SubjectKind(
     "service",
-    "`service:NAME`: the main process of a [[services]] entry, as it runs now",
+    "NAME",
+    "the main process of a [[services]] entry, as it runs now",
     (
         FactKey(
             "running", '"true" while the process runs, "false" once it is gone', _STATE, "value"
@@ -76,7 +77,8 @@ SERVICE = SubjectKind(
 
 SCRIPT = SubjectKind(
     "script",
-    "`script:PATH`: a [[services]] entry's serve script or a file it sources, never run",
+    "PATH",
+    "a [[services]] entry's serve script, or a file it sources; read, never run",
     (
         FactKey("content", "the whole text", "script content", "value"),
         FactKey(
@@ -111,7 +113,8 @@ SCRIPT = SubjectKind(
 
 FILE = SubjectKind(
     "file",
-    "`file:PATH`: a file a [[files]] glob matched (a `file:DIR/` error covers a folder)",
+    "PATH",
+    "a file a [[files]] glob matched (an error on `file:DIR/` covers a whole folder)",
     (
         FactKey("sha256", "its content's SHA-256, or why it was not read", "file", "never"),
         FactKey("size", "its size in bytes", "file", "never"),
@@ -126,12 +129,14 @@ FILE = SubjectKind(
 
 FILE_SET = SubjectKind(
     "files",
-    "`files:SET`: a [[files]] set, in errors only (a pattern that matched nothing)",
+    "SET",
+    "a [[files]] set, in errors only: a pattern of it matched nothing",
 )
 
 REPO = SubjectKind(
     "repo",
-    "`repo:PATH`: a git checkout of a [[repos]] entry",
+    "PATH",
+    "the git checkout of a [[repos]] entry, by its path as configured",
     (
         FactKey("head", "the commit HEAD names", "repo", "never"),
         FactKey("branch", 'the branch checked out, or "(detached)"', "repo", "value"),
@@ -154,7 +159,8 @@ REPO = SubjectKind(
 
 COMMAND = SubjectKind(
     "command",
-    "`command:NAME`: a [[commands]] entry, run under a time and output bound",
+    "NAME",
+    "a [[commands]] entry, run under a time and output bound",
     (
         FactKey("stdout", "what it printed (at most 1 MiB)", "command", "value"),
         FactKey("exit", 'its exit code, or "signal NAME"', "command", "never"),
@@ -163,7 +169,8 @@ COMMAND = SubjectKind(
 
 HEALTH = SubjectKind(
     "health",
-    "`health:NAME`: a [[health]] check",
+    "NAME",
+    "a [[health]] check, run at every record",
     (FactKey("ok", '"true" when the check exited 0 within its timeout', "health", "never"),),
 )
 
