@@ -245,7 +245,7 @@ def generated_script(lines: int, seed: int = 1) -> bytes:
 
 def time_reading(lines: int, runs: int = 9) -> tuple[float, float]:
     """Median ms to read one generated script (parse, evaluate, facts) and for ``bash -n``."""
-    from drift.collectors.scripts import script_facts
+    from drift.collectors.script_facts import script_facts
 
     data = generated_script(lines)
     with tempfile.TemporaryDirectory() as tmp:
