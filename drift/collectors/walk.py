@@ -320,8 +320,9 @@ class _Walk:
         stack: list[tuple[str, frozenset[int]]],
         matches: dict[str, tuple[str, Listed]],
     ) -> bool:
-        """One directory's entries: directories to walk go on `stack`, matching files into
-        `matches`. True if a file matched. The loop runs once per entry of the whole walk.
+        """Sort one directory's entries: directories to walk onto `stack`, files into `matches`.
+
+        True if a file matched. The loop runs once per entry of the whole walk.
         """
         glob = self.glob
         end = glob.end
