@@ -36,8 +36,8 @@ sys.path.insert(0, str(ROOT / "tests"))  # the bash oracle is test code
 from bash_oracle import launched  # noqa: E402
 
 from drift.analysis.origins import Attribution, attribute_together, branches_from_env  # noqa: E402
+from drift.collectors.flags import parse_flags  # noqa: E402
 from drift.collectors.scripts import collect_script, script_model  # noqa: E402
-from drift.collectors.services import parse_flags  # noqa: E402
 from drift.facts import CollectContext, Fact  # noqa: E402
 from drift.store.query import StoredVersion  # noqa: E402
 
@@ -245,7 +245,7 @@ def generated_script(lines: int, seed: int = 1) -> bytes:
 
 def time_reading(lines: int, runs: int = 9) -> tuple[float, float]:
     """Median ms to read one generated script (parse, evaluate, facts) and for ``bash -n``."""
-    from drift.collectors.scripts import script_facts
+    from drift.collectors.script_facts import script_facts
 
     data = generated_script(lines)
     with tempfile.TemporaryDirectory() as tmp:

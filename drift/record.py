@@ -1,7 +1,8 @@
 """`drift record`: collect every configured fact, redact secrets, store what changed.
 
 collectors -> facts -> redaction -> store. The collectors never see the
-database; the store never sees a collector. Heavy imports stay out: a
+database; the store never sees a collector. Which collectors run, and in
+what order, is `drift.collectors.registry`'s. Heavy imports stay out: a
 collector module is imported only when the config uses it.
 """
 
@@ -82,37 +83,10 @@ def _guarded(scope: str, run: Callable[[], Iterable[Item]]) -> Iterator[Item]:
 
 def collect_all(config: Config, ctx: CollectContext) -> Iterator[Item]:
     """Every fact and collection error the config asks for, collector by collector."""
-    if config.services:
-        from drift.collectors.scripts import collect_script
-        from drift.collectors.services import collect_service
+    from drift.collectors.registry import collection_order
 
-        for svc in config.services:
-            yield from _guarded(f"service:{svc.name}", partial(collect_service, svc, ctx))
-            if svc.script:
-                yield from _guarded(
-                    f"script:{svc.script}", partial(collect_script, svc.name, svc.script, ctx)
-                )
-    if config.files:
-        from drift.collectors.files import collect_files
-
-        for spec in config.files:
-            # "file:/" covers every file: a crashed walk must not read as deletions
-            yield from _guarded("file:/", partial(collect_files, spec, ctx))
-    if config.repos:
-        from drift.collectors.repos import collect_repo
-
-        for repo in config.repos:
-            yield from _guarded(f"repo:{repo.path}", partial(collect_repo, repo, ctx))
-    if config.commands:
-        from drift.collectors.commands import collect_command
-
-        for cmd in config.commands:
-            yield from _guarded(f"command:{cmd.name}", partial(collect_command, cmd, ctx))
-    if config.health:
-        from drift.collectors.commands import collect_health
-
-        for check in config.health:
-            yield from _guarded(f"health:{check.name}", partial(collect_health, check, ctx))
+    for collector, entry, scope in collection_order(config):
+        yield from _guarded(scope, partial(collector.collect, entry, ctx))
 
 
 @contextmanager

@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from privileges import as_nobody
 
-from drift.collectors.scripts import MAX_SCRIPT_BYTES, collect_script, script_facts
+from drift.collectors.script_facts import script_facts
+from drift.collectors.scripts import MAX_SCRIPT_BYTES, collect_script
 from drift.facts import CollectContext, CollectionError, Fact
 
 # (script, {name: (value, line)}, (exec as shell-joined, line) or None)

@@ -22,8 +22,9 @@ import pytest
 from conftest import run_drift
 from privileges import as_nobody
 
+from drift.collectors.flags import parse_flags
 from drift.collectors.scripts import collect_script
-from drift.collectors.services import collect_service, parse_flags
+from drift.collectors.services import collect_service
 from drift.config import ServiceSpec
 from drift.facts import CollectContext, CollectionError, Fact
 

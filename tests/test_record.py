@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pty
 import random
 import re
+import select
 import shutil
 import signal
 import sqlite3
+import struct
 import subprocess
 import time
 from pathlib import Path
@@ -126,35 +129,96 @@ def _tree_to_record(tmp_path: Path, count: int) -> tuple[Path, list[str]]:
     return db, ["--config", str(path), "--db", str(db)]
 
 
+# SQLite's locks on a rollback-journal database are fcntl locks on bytes past
+# 1 GiB of the file (os_unix.c): one byte a writer takes first (RESERVED),
+# and a range every reader holds a read lock on, which a commit must lock whole.
+_SQLITE_RESERVED_BYTE = 0x40000001
+_SQLITE_SHARED = (0x40000002, 510)
+
+
+def _ofd_lock(fd: int, kind: int, start: int, length: int) -> None:
+    """Take (or with F_UNLCK drop) an open-file-description lock on bytes of `fd`'s file.
+
+    SQLite's own locks see it like any other process's, and unlike a POSIX
+    lock it survives the test closing a connection of its own to the same file.
+    """
+    fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi4x", kind, os.SEEK_SET, start, length, 0))
+
+
+def _read_until(controller: int, marker: bytes, timeout: float = 60) -> bytes:
+    """What a pseudo-terminal shows until `marker`; fails if it never comes."""
+    screen = b""
+    deadline = time.monotonic() + timeout
+    while marker not in screen:
+        ready, _, _ = select.select([controller], [], [], max(0.0, deadline - time.monotonic()))
+        assert ready, f"no {marker!r} on the terminal: {screen!r}"
+        try:
+            screen += os.read(controller, 65536)
+        except OSError:  # EIO: drift is gone
+            pytest.fail(f"drift exited before {marker!r}: {screen!r}")
+    return screen
+
+
 def test_a_first_record_killed_in_its_journaled_write_leaves_a_usable_database(
     tmp_path: Path,
 ) -> None:
     # A database's first snapshot is written through a rollback journal; a
     # record killed while the journal exists leaves it hot, and the next
     # connection rolls it back: no snapshot, an intact schema, WAL again.
+    #
+    # SQLite's own locks hold the record inside that write, so the kill lands
+    # there on any machine: the database starts in rollback mode (where a
+    # first write whose switch back to WAL found a reader leaves it), the
+    # test keeps the RESERVED byte until the record says it is storing, and
+    # a reader of its own keeps the commit from taking the file.
     db, cfg = _tree_to_record(tmp_path, 6_000)
     journal = tmp_path / "d.db-journal"
-    for _attempt in range(5):
-        for stale in tmp_path.glob("d.db*"):
-            stale.unlink()
-        run_drift(["init", *cfg], tmp_path)
-        proc = start_drift(["record", *cfg], tmp_path)
-        while proc.poll() is None and not journal.exists():
-            time.sleep(0.0005)
-        killed = proc.poll() is None
-        if killed:
-            # Meanwhile a reader can open the database and read it.
-            reader = connect_dbapi(resolve_db_url(str(db)))
-            try:
-                assert current_revision_dbapi(reader) == HEAD_REVISION
-            finally:
-                reader.close()
+    run_drift(["init", *cfg], tmp_path)
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
+    conn.close()
+    locks = os.open(db, os.O_RDWR | os.O_CLOEXEC)
+    controller, terminal = pty.openpty()
+    reader = None
+    try:
+        _ofd_lock(locks, fcntl.F_WRLCK, _SQLITE_RESERVED_BYTE, 1)
+        # With a writer's byte taken, neither this reader nor the record can
+        # turn the database back to WAL; the reader reads, and keeps reading.
+        reader = connect_dbapi(resolve_db_url(str(db)))
+        reader.execute("BEGIN")
+        assert current_revision_dbapi(reader) == HEAD_REVISION
+        proc = subprocess.Popen(
+            [DRIFT, "record", *cfg],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=terminal,
+            env=drift_env(tmp_path),
+            cwd=tmp_path,
+        )
+        os.close(terminal)
+        terminal = -1
+        try:
+            _read_until(controller, b"store: ")  # collected; now it waits to begin writing
+            _ofd_lock(locks, fcntl.F_UNLCK, _SQLITE_RESERVED_BYTE, 1)
+            # It writes, and its commit waits for the reader: the journal stays.
+            deadline = time.monotonic() + 30
+            while not journal.exists():
+                assert proc.poll() is None, "the record ended before its journal existed"
+                assert time.monotonic() < deadline, "no journal in 30 s"
+                time.sleep(0.001)
+            # Meanwhile the reader reads the database as it was.
+            assert current_revision_dbapi(reader) == HEAD_REVISION
+            assert reader.execute("SELECT count(*) FROM snapshots").fetchone()[0] == 0
+        finally:
             proc.send_signal(signal.SIGKILL)
-        proc.communicate()  # closes its pipes
-        if killed:
-            break
-    else:
-        pytest.skip("every record finished before its journal could be seen")
+            proc.wait()
+    finally:
+        if reader is not None:
+            reader.close()
+        os.close(locks)
+        os.close(controller)
+        if terminal != -1:
+            os.close(terminal)
     assert journal.exists(), "the kill did not land inside the journaled write"
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

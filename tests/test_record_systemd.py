@@ -10,8 +10,13 @@ import json
 from pathlib import Path
 
 import pytest
+from collector_contract import facts_of, run_collector, undeclared
 from conftest import changes_by_fact, run_drift
 from systemd_container import SystemdContainer, systemd_container_fixture
+
+from drift.collectors.registry import COLLECTORS, SERVICE
+from drift.config import ServiceSpec
+from drift.facts import CollectContext
 
 pytestmark = pytest.mark.systemd
 
@@ -123,3 +128,29 @@ def test_unit_service_restart_env_and_pending_reload(
     everything = run_drift(["history", "decode", *cfg], tmp_path).stdout
     stored = b"".join(p.read_bytes() for p in tmp_path.glob("drift.db*"))
     assert TOKEN not in everything and TOKEN.encode() not in stored
+
+
+def test_a_unit_service_writes_only_what_its_collector_declares(
+    systemd_container: SystemdContainer,
+) -> None:
+    # The one kind of fact tests/test_collect_registry.py cannot produce: systemd's.
+    box = systemd_container
+    box.write_file("/opt/serve/declared.sh", SCRIPT)
+    box.write_unit("declared.service", UNIT.replace("decode.sh", "declared.sh"))
+    box.write_unit(
+        "declared.service.d/override.conf",
+        "[Service]\nEnvironment=DROPIN=yes\nEnvironmentFile=-/etc/declared.env\n",
+    )
+    box.daemon_reload()
+    box.start("declared.service")
+    try:
+        services = COLLECTORS[0]
+        ctx = CollectContext(systemctl=tuple(box.systemctl), proc_root=box.proc_root)
+        items = run_collector(services, ServiceSpec("declared", unit="declared.service"), ctx)
+    finally:
+        box.stop_unit("declared.service")
+    assert undeclared(services, items) == []
+    facts = facts_of(items)
+    written = {key.shown for fact in facts if (key := SERVICE.key(fact.key)) is not None}
+    assert {key.shown for key in SERVICE.keys if key.key.startswith("unit:")} <= written
+    assert {"unit", "fragment", "drop_ins"} <= {name for f in facts for name in f.provenance}

@@ -611,7 +611,7 @@ def test_a_secret_in_a_file_name_is_masked_in_every_subject_and_key(redactor: Re
 def test_tools_whose_short_option_is_a_password(
     redactor: Redactor, argv: list[str], secret: str
 ) -> None:
-    from drift.collectors.services import parse_flags
+    from drift.collectors.flags import parse_flags
 
     facts = [Fact("service:db", "argv", json.dumps(argv))]
     facts += [Fact("service:db", f"flag:{k}", v) for k, v in parse_flags(argv).items()]

@@ -27,8 +27,8 @@ from bench_scripts import attribute_live  # noqa: E402
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from drift.collectors.flags import parse_flags
 from drift.collectors.scripts import collect_script
-from drift.collectors.services import parse_flags
 from drift.facts import CollectContext, CollectionError, Fact
 
 NAMES = ("A", "B", "C")

@@ -1,0 +1,324 @@
+"""The collector registry: every collector writes only what it declares, and says it right.
+
+The collectors run against the real things (the incident sandbox's processes,
+scripts, files and git checkout, plus a process found by regex, a richer serve
+script, special files and health checks); each fact must have a subject kind
+and a key its collector declared. The declarations must agree with the
+analysis (category), with redaction (secrecy) and with docs/collectors.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from collector_contract import facts_of, run_collector, undeclared
+from privileges import as_nobody
+
+from drift.analysis.kinds import category
+from drift.collectors.base import FactKey, SubjectKind
+from drift.collectors.registry import COLLECTORS, collection_order
+from drift.config import (
+    CommandSpec,
+    Config,
+    FileSpec,
+    HealthSpec,
+    RepoSpec,
+    ServiceSpec,
+    load_config,
+)
+from drift.demo import IncidentSandbox
+from drift.facts import CollectContext, CollectionError, Fact
+from drift.secrets.redactor import Redactor
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "collectors.md"
+SECRECY = {"never": "never", "name": "by name or value", "value": "by value"}
+TOKEN = "hf_" + "RegistryTokenShapedNotReal0123456789"
+
+RICH_SCRIPT = """\
+#!/bin/bash
+source {common}
+if [ "$MODE" = decode ]; then
+  KNOB=8
+else
+  KNOB=4
+fi
+if [ -n "$VERBOSE" ]; then
+  export LOG_LEVEL=debug
+fi
+PORT=30001
+export PORT
+export HF_HOME
+export CUDA_VISIBLE_DEVICES=4,5,6,7
+exec {python} -c 'import time; time.sleep(600)' --knob "$KNOB" --port "$PORT" --tp "$TP"
+"""
+
+BACKGROUND_SCRIPT = """\
+#!/bin/bash
+export LOG_LEVEL=info
+python3 -m sglang.launch_server --router &
+wait
+"""
+
+UNIT_PROVENANCE = {"unit", "fragment", "drop_ins"}
+"""What only a service found by systemd unit has (tests/test_record_systemd.py)."""
+
+
+def declared_keys() -> Iterator[tuple[SubjectKind, FactKey]]:
+    for collector in COLLECTORS:
+        for kind in collector.subjects:
+            for key in kind.keys:
+                yield kind, key
+
+
+def example(key: FactKey, name: str = "EXAMPLE_KNOB") -> str:
+    """A concrete key the declaration covers: the key itself, or its prefix and a name."""
+    if not key.placeholder:
+        return key.key
+    return key.key + ("--" + name.lower().replace("_", "-") if key.key == "flag:" else name)
+
+
+def doc_block(marker: str) -> str:
+    text = DOC.read_text()
+    start, end = f"<!-- {marker}:start -->\n", f"<!-- {marker}:end -->"
+    return text[text.index(start) + len(start) : text.index(end)].strip()
+
+
+@pytest.fixture
+def matched(tmp_path: Path) -> Iterator[str]:
+    """A process to find by regex: yields the marker its command line holds."""
+    marker = f"drift-registry-{uuid.uuid4().hex}"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)", "--marker", marker, "-v"],
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        env={"PATH": os.environ.get("PATH", ""), "MODE": "decode", "API_TOKEN": TOKEN},
+    )
+    try:
+        yield marker
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def everything(box: IncidentSandbox, tmp_path: Path, marker: str) -> Config:
+    """The sandbox's config and more: every collector, and most ways each can answer."""
+    config = load_config(box.config_path)
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    common = scripts / "common.sh"
+    common.write_text("TP=8\nMODEL=deepseek\n")
+    rich = scripts / "rich.sh"
+    python = shlex.quote(sys.executable)
+    rich.write_text(RICH_SCRIPT.format(common=common, python=python))
+    background = scripts / "background.sh"
+    background.write_text(BACKGROUND_SCRIPT)
+    (scripts / "linked.sh").symlink_to(rich)
+
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "app.json").write_text(json.dumps({"workers": 4, "token": TOKEN}))
+    (conf / "current").symlink_to("app.json")
+    os.mkfifo(conf / "pipe")
+    (conf / "big.bin").write_bytes(b"\0" * 4096)
+
+    # Dirty and untracked, so the repository's every key has a value worth having.
+    box.kernel.write_text(box.kernel.read_text() + "# edited\n")
+    (box.repo / "notes.txt").write_text("untracked\n")
+
+    no_process = f"no process runs this {uuid.uuid4().hex}"
+    return replace(
+        config,
+        services=(
+            *config.services,
+            ServiceSpec("matched", match=re.escape(marker), script=str(rich)),
+            ServiceSpec("stopped", match=re.escape(no_process), script=str(background)),
+            ServiceSpec("linked", match=re.escape(no_process), script=str(scripts / "linked.sh")),
+        ),
+        files=(
+            *config.files,
+            FileSpec("conf", (f"{conf}/*.json", f"{conf}/current", f"{conf}/pipe"), True, "json"),
+            FileSpec("blobs", (f"{conf}/*.bin", f"{tmp_path}/missing/*"), max_size=1024),
+        ),
+        repos=(*config.repos, RepoSpec(str(box.repo))),
+        commands=(*config.commands, CommandSpec("failing", "echo oops; exit 3")),
+        health=(HealthSpec("fine", "true"), HealthSpec("down", "exit 1")),
+    )
+
+
+def test_every_fact_is_declared_by_its_collector(
+    sandbox: IncidentSandbox, tmp_path: Path, matched: str
+) -> None:
+    config = everything(sandbox, tmp_path, matched)
+    ctx = CollectContext()
+    problems: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    provenance_keys: set[str] = set()
+    for collector, entry, _scope in collection_order(config):
+        items = run_collector(collector, entry, ctx)
+        problems += undeclared(collector, items)
+        for fact in facts_of(items):
+            kind = collector.subject_kind(fact.subject)
+            declared = None if kind is None else kind.key(fact.key)
+            if kind is not None and declared is not None:
+                seen.add((kind.kind, declared.shown))
+            provenance_keys.update(fact.provenance)
+    assert problems == []
+    # Every declared key was written at least once, so none is declared for nothing;
+    # the unit:* keys need systemd (tests/test_record_systemd.py).
+    everything_declared = {
+        (kind.kind, key.shown) for kind, key in declared_keys() if not key.key.startswith("unit:")
+    }
+    assert everything_declared - seen == set()
+    rows = doc_block("provenance").split("\n")[2:]
+    documented = {row.split("|")[1].strip().strip("`") for row in rows}
+    assert provenance_keys - documented == set(), "provenance keys missing from docs/collectors.md"
+    assert documented - provenance_keys == UNIT_PROVENANCE, "documented but never written"
+
+
+def test_a_wrong_key_or_kind_is_caught() -> None:
+    (services, scripts) = COLLECTORS[:2]
+    items: list[Any] = [
+        Fact("service:a", "env:PATH", "/bin"),
+        Fact("service:a", "colour", "blue"),
+        Fact("script:/a.sh", "content", "x"),
+        CollectionError("service:a", "reading", "not a note of services"),
+        CollectionError("service:a", "env:", "fine"),
+    ]
+    assert undeclared(services, items) == [
+        "services: undeclared key: service:a colour",
+        "services: undeclared subject kind: script:/a.sh",
+        "services: undeclared error key: service:a reading",
+    ]
+    assert undeclared(scripts, [CollectionError("script:/a.sh", "reading", "a note")]) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to another user")
+def test_what_drift_may_not_read_of_a_process_is_declared(matched: str) -> None:
+    spec = ServiceSpec("matched", match=re.escape(matched))
+    services = COLLECTORS[0]
+
+    def work() -> list[list[Any]]:
+        return [
+            [type(item).__name__, item.subject, item.key, getattr(item, "value", "")]
+            for item in services.collect(spec, CollectContext())
+        ]
+
+    items = [
+        Fact(subject, key, value) if kind == "Fact" else CollectionError(subject, key, value)
+        for kind, subject, key, value in as_nobody(work)
+    ]
+    errors = {item.key for item in items if isinstance(item, CollectionError)}
+    assert {"exe", "cwd", "env:"} <= errors  # what a process of another user hides
+    assert undeclared(services, items) == []
+
+
+def test_every_declared_category_is_the_analysis_category() -> None:
+    disagree = [
+        f"{kind.shown} {key.shown}: declared {key.category!r}, "
+        f"analysis {category(f'{kind.kind}:x', example(key))!r}"
+        for kind, key in declared_keys()
+        if category(f"{kind.kind}:x", example(key)) != key.category
+    ]
+    assert disagree == []
+
+
+def test_every_declared_secrecy_is_what_redaction_does() -> None:
+    redactor = Redactor(b"k" * 32)
+
+    def redacted(kind: SubjectKind, key: str, value: str) -> bool:
+        (fact,) = redactor.redact_facts([Fact(f"{kind.kind}:x", key, value)])
+        return fact.secret
+
+    wrong = []
+    for kind, key in declared_keys():
+        plain = example(key, "PLAIN_KNOB")
+        by_value = redacted(kind, plain, TOKEN)
+        by_name = key.placeholder != "" and redacted(kind, example(key, "API_TOKEN"), "plain")
+        does = "never" if not by_value else "name" if by_name else "value"
+        if does != key.secret:
+            wrong.append(f"{kind.shown} {key.shown}: declared {key.secret}, redaction: {does}")
+        assert not redacted(kind, plain, "plain words")
+    assert wrong == []
+
+
+def test_the_documentation_lists_every_subject_and_key() -> None:
+    subjects = ["| subject | collector | what it is |", "| --- | --- | --- |"]
+    keys = ["| subject | key | meaning | category | secret |", "| --- | --- | --- | --- | --- |"]
+    for collector in COLLECTORS:
+        for kind in collector.subjects:
+            subjects.append(f"| `{kind.shown}` | {collector.name} | {kind.meaning} |")
+            keys += [
+                f"| `{kind.shown}` | `{key.shown}` | {key.meaning} | {key.category} "
+                f"| {SECRECY[key.secret]} |"
+                for key in kind.keys
+            ]
+    assert doc_block("subjects") == "\n".join(subjects), "docs/collectors.md: the subjects table"
+    assert doc_block("keys") == "\n".join(keys), (
+        "docs/collectors.md: the keys table:\n" + "\n".join(keys)
+    )
+
+
+def test_collectors_run_section_by_section_and_entry_by_entry() -> None:
+    config = Config(
+        path=None,
+        host="h",
+        services=(ServiceSpec("a", pidfile="/a.pid", script="/a.sh"), ServiceSpec("b", match="b")),
+        files=(FileSpec("f", ("/f/*",)), FileSpec("g", ("/g",))),
+        repos=(RepoSpec("/r"),),
+        commands=(CommandSpec("c", "true"),),
+        health=(HealthSpec("h", "true"),),
+    )
+    assert [(c.name, scope) for c, _entry, scope in collection_order(config)] == [
+        ("services", "service:a"),
+        ("scripts", "script:/a.sh"),
+        ("services", "service:b"),
+        ("files", "file:/"),
+        ("files", "file:/"),
+        ("repos", "repo:/r"),
+        ("commands", "command:c"),
+        ("health", "health:h"),
+    ]
+
+
+def test_a_record_imports_only_the_collectors_its_config_uses(tmp_path: Path) -> None:
+    config = tmp_path / "drift.toml"
+    config.write_text('host = "h"\n[[commands]]\nname = "hello"\nrun = "echo hello"\n')
+    code = textwrap.dedent(
+        """
+        import json, sys
+        from drift.config import load_config
+        from drift.record import record
+        from drift.store.db import resolve_db_url
+        record(load_config(sys.argv[1]), resolve_db_url(sys.argv[2]))
+        print(json.dumps(sorted(
+            name for name in sys.modules
+            if name.startswith("drift.collectors") or name.split(".")[0] in ("psutil", "git")
+        )))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(config), str(tmp_path / "d.db")],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "XDG_STATE_HOME": str(tmp_path)},
+    ).stdout
+    assert json.loads(out) == [
+        "drift.collectors",
+        "drift.collectors.base",
+        "drift.collectors.commands",
+        "drift.collectors.registry",
+    ]
