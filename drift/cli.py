@@ -140,7 +140,8 @@ def init(obj: DriftContext) -> None:
     from drift.keyfile import load_key
     from drift.record import secret_key_path
     from drift.sample_config import STARTER_CONFIG
-    from drift.store.db import sqlite_privacy, upgrade_database
+    from drift.store.files import sqlite_privacy
+    from drift.store.schema import upgrade_database
 
     if find_config(obj.config_arg()) is None:
         path = Path(obj.config_path or "drift.toml")
@@ -676,7 +677,7 @@ def db() -> None:
 @pass_drift
 def db_upgrade(obj: DriftContext) -> None:
     """Migrate the database to this drift's schema (SQLite files are backed up first)."""
-    from drift.store.db import upgrade_database
+    from drift.store.schema import upgrade_database
 
     database = obj.db_url()
     result = upgrade_database(database)
@@ -696,7 +697,8 @@ def db_upgrade(obj: DriftContext) -> None:
 def db_current(obj: DriftContext) -> None:
     """Print the database's schema revision and the one this drift needs."""
     from drift.errors import NoDatabaseError
-    from drift.store.db import HEAD_REVISION, connect_dbapi, current_revision_dbapi
+    from drift.store.db import connect_dbapi
+    from drift.store.schema import HEAD_REVISION, current_revision_dbapi
 
     database = obj.db_url()
     try:

@@ -15,8 +15,8 @@ from drift.errors import DriftError
 
 if TYPE_CHECKING:
     from drift.config import Config
-    from drift.store.db import DbUrl
     from drift.store.query import History
+    from drift.store.urls import DbUrl
 
 # The file's extension gives `drift report -o FILE` its format unless --format says.
 REPORT_EXTENSIONS = {".html": "html", ".htm": "html", ".md": "md", ".json": "json"}
@@ -79,7 +79,7 @@ class DriftContext:
 
     def db_url(self) -> DbUrl:
         """The database URL to use (see db_choice)."""
-        from drift.store.db import resolve_db_url
+        from drift.store.urls import resolve_db_url
 
         return resolve_db_url(self.db_choice()[0])
 
@@ -113,7 +113,7 @@ class DriftContext:
 
     def no_database(self, path: str, hint: str) -> str:
         """`PATH: no drift database here yet (from where)`, and where a config says it is."""
-        from drift.store.db import resolve_db_url
+        from drift.store.urls import resolve_db_url
 
         _raw, origin = self.db_choice()
         given = origin in ("--db", "$DRIFT_DB")

@@ -231,8 +231,8 @@ def run_demo(root: Path, say: Callable[[str], None], *, keep: bool = False) -> I
     from drift.analysis.investigate import InvestigateOptions, investigate
     from drift.config import load_config
     from drift.record import record
-    from drift.store.db import resolve_db_url
     from drift.store.query import History
+    from drift.store.urls import resolve_db_url
     from drift.store.writer import add_mark
 
     box = IncidentSandbox(root)

@@ -21,7 +21,8 @@ from pathlib import Path
 from drift.config import Config
 from drift.facts import CollectContext, CollectionError, Fact, FactBlock
 from drift.keyfile import SecretKey
-from drift.store.db import DbUrl, default_db_path, sqlite_side_files
+from drift.store.files import sqlite_side_files
+from drift.store.urls import DbUrl, default_db_path
 from drift.store.writer import HistoryWriter, SnapshotResult, now_us
 
 Item = Fact | FactBlock | CollectionError

@@ -19,7 +19,7 @@ import pytest
 from conftest import DRIFT, drift_env, run_drift
 
 from drift.facts import Fact
-from drift.store.db import resolve_db_url
+from drift.store.urls import resolve_db_url
 from drift.store.writer import HistoryWriter, now_us
 
 HOST = "span"

@@ -301,7 +301,7 @@ def test_a_record_imports_only_the_collectors_its_config_uses(tmp_path: Path) ->
         import json, sys
         from drift.config import load_config
         from drift.record import record
-        from drift.store.db import resolve_db_url
+        from drift.store.urls import resolve_db_url
         record(load_config(sys.argv[1]), resolve_db_url(sys.argv[2]))
         print(json.dumps(sorted(
             name for name in sys.modules

@@ -310,8 +310,8 @@ def test_json_output_is_the_investigation_as_plain_data(recorded: Recorded) -> N
     """`data` is plain(investigate(...)), which is dataclasses.asdict of it."""
     from drift.analysis.investigate import InvestigateOptions, investigate
     from drift.analysis.views import fact_history, state_view
-    from drift.store.db import resolve_db_url
     from drift.store.query import History
+    from drift.store.urls import resolve_db_url
 
     history = History.open(resolve_db_url(recorded.args[3]), "gpu-node-7")
     try:

@@ -95,7 +95,9 @@ def test_a_backup_before_a_migration_is_private_whatever_the_database_mode(
 ) -> None:
     from alembic import command
 
-    from drift.store.db import alembic_config, open_engine, resolve_db_url
+    from drift.store.db import open_engine
+    from drift.store.schema import alembic_config
+    from drift.store.urls import resolve_db_url
 
     db = tmp_path / "old.db"
     engine = open_engine(resolve_db_url(str(db)))
@@ -144,8 +146,10 @@ def test_drift_tables_are_every_table_a_drift_schema_ever_had(tmp_path: Path) ->
     """The list that tells a foreign table from a drift one must follow the migrations."""
     from alembic import command
 
-    from drift.store.db import KNOWN_REVISIONS, alembic_config, open_engine, resolve_db_url
+    from drift.store.db import open_engine
     from drift.store.models import Base
+    from drift.store.schema import KNOWN_REVISIONS, alembic_config
+    from drift.store.urls import resolve_db_url
 
     seen: set[str] = set()
     engine = open_engine(resolve_db_url(str(tmp_path / "m.db")))

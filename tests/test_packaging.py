@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from drift.store.db import HEAD_REVISION
+from drift.store.schema import HEAD_REVISION
 
 ROOT = Path(__file__).resolve().parent.parent
 

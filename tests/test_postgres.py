@@ -16,7 +16,8 @@ import pytest
 from conftest import run_drift, start_drift
 from postgres_server import postgres_server
 
-from drift.store.db import HEAD_REVISION, resolve_db_url
+from drift.store.schema import HEAD_REVISION
+from drift.store.urls import resolve_db_url
 from drift.store.writer import HistoryWriter
 
 

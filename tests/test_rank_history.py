@@ -7,8 +7,8 @@ from pathlib import Path
 from drift.analysis.investigate import InvestigateOptions, investigate
 from drift.analysis.plain import plain
 from drift.facts import Fact
-from drift.store.db import resolve_db_url
 from drift.store.query import History
+from drift.store.urls import resolve_db_url
 from drift.store.writer import HistoryWriter
 from drift.timespec import When, from_us
 

@@ -20,7 +20,9 @@ from pathlib import Path
 import pytest
 from conftest import DRIFT, drift_env, read_terminal, run_drift, start_drift
 
-from drift.store.db import HEAD_REVISION, connect_dbapi, current_revision_dbapi, resolve_db_url
+from drift.store.db import connect_dbapi
+from drift.store.schema import HEAD_REVISION, current_revision_dbapi
+from drift.store.urls import resolve_db_url
 from drift.store.writer import HistoryWriter
 
 

@@ -490,7 +490,7 @@ def test_a_fact_block_with_keys_redaction_reads_is_redacted_fact_by_fact(
     import drift.record
     from drift.config import load_config
     from drift.facts import FactBlock
-    from drift.store.db import resolve_db_url
+    from drift.store.urls import resolve_db_url
 
     token = "hf_" + "q" * 34
     block = FactBlock(("env:HF_TOKEN", "env:MODE"), ["service:decode"], [[token], ["fast"]], [{}])

@@ -16,7 +16,7 @@ from conftest import DRIFT, drift_env, run_drift
 from investigations import baseline, investigation, snapshot
 
 from drift.render.regenerate import regenerate_command
-from drift.store.db import resolve_db_url
+from drift.store.urls import resolve_db_url
 
 
 def knobs(tmp_path: Path, **values: str) -> None:

@@ -41,8 +41,8 @@ def test_counts_read_with_thousands_separators_in_every_human_format(tmp_path: P
     from drift.facts import Fact
     from drift.render.envelope import render_json
     from drift.render.jinja import render_report
-    from drift.store.db import resolve_db_url
     from drift.store.query import History
+    from drift.store.urls import resolve_db_url
     from drift.store.writer import HistoryWriter
     from drift.timespec import When
 

@@ -10,8 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from drift.facts import CollectionError, Fact, FactBlock
-from drift.store.db import connect_dbapi, resolve_db_url
+from drift.store.db import connect_dbapi
 from drift.store.query import History
+from drift.store.urls import resolve_db_url
 from drift.store.writer import FRESH_MIN, HistoryWriter, now_us
 
 HOST = "test-host"

@@ -13,16 +13,16 @@ from conftest import run_drift
 from sqlalchemy import text
 
 from drift.resources import resource_dir
-from drift.store.db import (
+from drift.store.db import open_engine
+from drift.store.models import Base
+from drift.store.schema import (
     HEAD_REVISION,
     KNOWN_REVISIONS,
     alembic_config,
     migration_head,
-    open_engine,
-    resolve_db_url,
     upgrade_database,
 )
-from drift.store.models import Base
+from drift.store.urls import resolve_db_url
 from drift.store.writer import STAT_SHARDS, HistoryWriter, stat_shard
 
 

@@ -9,8 +9,8 @@ import pytest
 from drift.analysis.windows import choose_baseline
 from drift.errors import NoBaselineError
 from drift.facts import Fact
-from drift.store.db import resolve_db_url
 from drift.store.query import History
+from drift.store.urls import resolve_db_url
 from drift.store.writer import HistoryWriter, add_mark
 from drift.timespec import When
 

@@ -1,143 +1,29 @@
-"""Where the database is, how to open it, and whether its schema is the one this drift speaks.
+"""How to open the database: a DB-API connection for the record hot path, an SQLAlchemy
+engine for queries and migrations.
 
-Two ways in: `connect_dbapi` (stdlib sqlite3 or psycopg, for the record hot
-path, no SQLAlchemy import) and `open_engine` (SQLAlchemy, for queries and
-migrations). Both agree on the URL and on SQLite's settings (WAL, busy timeout).
+`connect_dbapi` (stdlib sqlite3 or psycopg, no SQLAlchemy import) and
+`open_engine` agree on SQLite's settings (WAL, busy timeout, foreign keys),
+and neither adds drift's tables to another application's SQLite file.
 """
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import stat
-import time
-from dataclasses import dataclass
 from itertools import chain
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from drift.errors import NoDatabaseError, SchemaTooNew, SchemaTooOld, StoreError
+from drift.errors import NoDatabaseError, StoreError
+from drift.store.files import create_private_sqlite, sqlite_exists
+from drift.store.urls import DbUrl
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Connection, Engine
+    from pathlib import Path
 
-# The newest migration this drift ships, and every revision it can read.
-# tests/test_store_schema.py checks these against migrations/versions.
-HEAD_REVISION = "0004"
-KNOWN_REVISIONS = ("0001", "0002", "0003", "0004")
+    from sqlalchemy.engine import Engine
 
 BUSY_TIMEOUT_MS = 10_000
 # Rows in one INSERT statement (fastest between 500 and 1,000 on a first record).
 ROWS_PER_INSERT = 1_000
-
-
-def default_db_path() -> Path:
-    """The SQLite file used when neither --db nor $DRIFT_DB is given (XDG state dir)."""
-    state = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state"
-    )
-    return Path(state) / "drift" / "drift.db"
-
-
-@dataclass(frozen=True)
-class DbUrl:
-    """A resolved database location: an SQLite file or a PostgreSQL URL."""
-
-    url: str  # as SQLAlchemy wants it
-    sqlite_path: Path | None  # None for PostgreSQL
-
-    @property
-    def is_sqlite(self) -> bool:
-        return self.sqlite_path is not None
-
-    def display(self) -> str:
-        """The location with any password masked (`***`), fit to print."""
-        return self._without_password("***")
-
-    def public(self) -> str:
-        """The location as a --db value with any password dropped, for a command to show.
-
-        Whoever runs that command gives the password another way (PGPASSWORD, ~/.pgpass).
-        """
-        return self._without_password(None)
-
-    def passwords(self) -> list[str]:
-        """The password of this URL (user:PASSWORD@ or ?password=), as written and decoded.
-
-        Read without a URL parser, so a URL too broken to parse still has its
-        password known (and hidden from the error that says it is broken).
-        """
-        if self.sqlite_path is not None:
-            return []
-        from urllib.parse import unquote, unquote_plus
-
-        rest = self.url.split("://", 1)[-1]
-        head, _, query = rest.partition("?")
-        written = []
-        userinfo, at, _host = head.rpartition("@")
-        if at and ":" in userinfo:
-            written.append(userinfo.split(":", 1)[1])
-        for pair in query.split("&"):
-            name, eq, value = pair.partition("=")
-            if eq and unquote(name).lower() == "password":
-                written.append(value)
-        spellings = {s for w in written if w for s in (w, unquote(w), unquote_plus(w))}
-        return sorted(spellings, key=len, reverse=True)
-
-    def scrub(self, text: str) -> str:
-        """`text` (an error message) with this URL's password, however written, as ``***``."""
-        for password in self.passwords():
-            text = text.replace(password, "***")
-        return text
-
-    def _without_password(self, mask: str | None) -> str:
-        if self.sqlite_path is not None:
-            return str(self.sqlite_path)
-        from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
-        plain = self.url.replace("postgresql+psycopg://", "postgresql://", 1)
-        try:
-            parts = urlsplit(plain)
-            parts.port  # noqa: B018 - raises on a port that is not a number
-        except ValueError:
-            return self.scrub(plain)  # too broken to take apart: hide what is known
-        netloc = parts.netloc
-        if parts.password is not None:
-            userinfo, _, hostport = netloc.rpartition("@")
-            user = userinfo.split(":", 1)[0]
-            if mask is not None:
-                user = f"{user}:{mask}"
-            netloc = f"{user}@{hostport}" if user else hostport
-        query = parts.query
-        # libpq also takes the password as a query parameter: postgresql://h/db?password=...
-        pairs = parse_qsl(query, keep_blank_values=True)
-        if any(k.lower() == "password" for k, _v in pairs):
-            kept = [(k, mask if k.lower() == "password" else v) for k, v in pairs]
-            query = urlencode([(k, v) for k, v in kept if v is not None], safe="*")
-        return urlunsplit(parts._replace(netloc=netloc, query=query))
-
-
-def resolve_db_url(explicit: str | None = None) -> DbUrl:
-    """--db, else $DRIFT_DB, else the default SQLite file. Plain paths mean SQLite files."""
-    raw = explicit or os.environ.get("DRIFT_DB") or str(default_db_path())
-    if raw.startswith("sqlite:///"):
-        path = Path(raw[len("sqlite:///") :])
-        if raw == "sqlite:///:memory:" or not str(path):
-            raise StoreError("an in-memory database keeps no history: give a file path")
-        path = path.resolve()
-        return DbUrl(f"sqlite:///{path}", path)
-    if raw.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
-        rest = raw.split("://", 1)[1]
-        return DbUrl(f"postgresql+psycopg://{rest}", None)
-    if "://" in raw:
-        scheme = raw.split("://", 1)[0]
-        raise StoreError(
-            f"unsupported database URL scheme {scheme!r}: use a file path, "
-            "sqlite:///PATH or postgresql://..."
-        )
-    path = Path(raw).expanduser().resolve()
-    return DbUrl(f"sqlite:///{path}", path)
-
 
 # Every table any drift schema has had (alembic's included): an SQLite file
 # holding any other table belongs to another application.
@@ -156,14 +42,6 @@ DRIFT_TABLES = frozenset(
         "file_cache",
     }
 )
-
-
-def sqlite_side_files(path: Path) -> list[Path]:
-    """The database file with its WAL, shared-memory and lock companions."""
-    return [path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}.lock")]
-
-
-# ---------------------------------------------------------------- DB-API (hot path)
 
 
 def ask_for_wal(raw: sqlite3.Connection) -> None:
@@ -274,99 +152,6 @@ def connect_dbapi(db: DbUrl, *, create: bool = False) -> DbapiConnection:
     return DbapiConnection(pg, "postgresql")
 
 
-def sqlite_exists(path: Path) -> bool:
-    """Whether the SQLite file is there; a StoreError naming the folder in the way if drift
-    cannot even look (a folder it may not search, a file where a folder should be)."""
-    try:
-        os.stat(path)
-    except FileNotFoundError:
-        return False
-    except OSError as exc:
-        raise StoreError(
-            _in_the_way(path) or f"{path}: cannot reach the database: {exc.strerror or exc}"
-        ) from None
-    return True
-
-
-def _in_the_way(path: Path) -> str | None:
-    """`PATH: cannot reach the database: ...` naming the folder on the way that fails, if any."""
-    for part in [*reversed(path.parents), path]:
-        try:
-            os.stat(part)
-        except NotADirectoryError:
-            return f"{path}: cannot reach the database: {part.parent} is not a folder"
-        except PermissionError:
-            return f"{path}: cannot reach the database: permission denied to search {part.parent}"
-        except OSError:
-            return None
-    return None
-
-
-def create_private_sqlite(path: Path) -> None:
-    """Create an empty SQLite file readable by its owner only (0600), in folders made 0700.
-
-    It holds every script's text and every value that is not a secret. SQLite
-    gives its -wal, -shm and journal files the database file's mode.
-    """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        make_private_dirs(path.parent)
-        os.close(os.open(path, flags, 0o600))
-    except FileExistsError:
-        return  # another drift created it first
-    except OSError as exc:
-        raise StoreError(
-            _in_the_way(path) or f"{path}: cannot create the database: {exc.strerror or exc}"
-        ) from None
-
-
-def sqlite_privacy(path: Path) -> str:
-    """Who can read an SQLite history, as `drift init` says it: its mode, and a fix if needed."""
-    mode = stat.S_IMODE(os.stat(path).st_mode)
-    if mode & 0o044:
-        exposed = "other users can read every script and value it holds"
-    elif mode & 0o022:
-        exposed = "other users can change it"
-    else:
-        return f"mode {mode:04o}: only its owner can read it"
-    return f"mode {mode:04o}: {exposed}; chmod 600 {path}*"
-
-
-def make_private_dirs(folder: Path) -> None:
-    """Create `folder` and any missing parents with mode 0700 (mkdir(parents=True) would not)."""
-    missing: list[Path] = []
-    while not os.path.lexists(folder):
-        missing.append(folder)
-        folder = folder.parent
-    for part in reversed(missing):
-        try:
-            part.mkdir(mode=0o700)
-        except FileExistsError:
-            pass
-
-
-def current_revision_dbapi(conn: DbapiConnection) -> str | None:
-    """The schema revision stamped in the database; None for a database with no drift tables.
-
-    One query on the common path, so `drift record` checks its schema without Alembic.
-    """
-    try:
-        rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
-    except Exception as exc:  # sqlite3.OperationalError / psycopg.errors.UndefinedTable
-        if "alembic_version" not in str(exc) and "no such table" not in str(exc):
-            raise
-        if conn.dialect == "postgresql":
-            conn.raw.rollback() if not conn.raw.autocommit else None
-        if _has_tables(conn):
-            raise StoreError(
-                "this database has tables but no drift schema version: it is not a drift database"
-            ) from None
-        return None
-    if not rows:
-        return None
-    return str(rows[0][0])
-
-
 def _foreign_tables(raw: sqlite3.Connection) -> list[str]:
     """The tables of an SQLite file that no drift schema has, unless drift's version stamp
     is there: drift refuses to add its tables beside another application's."""
@@ -389,39 +174,6 @@ def _foreign_error(path: Path, foreign: list[str]) -> StoreError:
     )
 
 
-def _has_tables(conn: DbapiConnection) -> bool:
-    if conn.dialect == "sqlite":
-        sql = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'snapshots'"
-    else:
-        sql = (
-            "SELECT count(*) FROM information_schema.tables "
-            "WHERE table_schema = current_schema() AND table_name = 'snapshots'"
-        )
-    return bool(conn.execute(sql).fetchone()[0])
-
-
-def check_revision(
-    revision: str | None, *, head: str = HEAD_REVISION, known: tuple[str, ...] = KNOWN_REVISIONS
-) -> None:
-    """Refuse a database newer than this drift, and name `drift db upgrade` for an older one."""
-    if revision == head:
-        return
-    if revision is None:
-        raise SchemaTooOld("this database has no drift schema yet: run `drift db upgrade`")
-    if revision not in known:
-        raise SchemaTooNew(
-            f"this database was written by a newer drift (schema {revision}, this "
-            f"drift knows up to {head}): upgrade drift to read it"
-        )
-    raise SchemaTooOld(
-        f"this database has schema {revision}, this drift needs {head}: "
-        "run `drift db upgrade` (SQLite files are backed up first)"
-    )
-
-
-# ---------------------------------------------------------------- SQLAlchemy (queries, migrations)
-
-
 def open_engine(db: DbUrl) -> Engine:
     """An SQLAlchemy engine with the same SQLite settings as the hot path."""
     from sqlalchemy import create_engine, event
@@ -437,95 +189,3 @@ def open_engine(db: DbUrl) -> Engine:
 
         return engine
     return create_engine(db.url, pool_pre_ping=True)
-
-
-def alembic_config(connection: Connection, script_location: Path | None = None) -> Any:
-    """An in-process Alembic Config running on `connection` (never shells out to alembic)."""
-    from alembic.config import Config
-
-    from drift.resources import resource_dir
-
-    cfg = Config()
-    cfg.set_main_option("script_location", str(script_location or resource_dir("migrations")))
-    cfg.attributes["connection"] = connection
-    return cfg
-
-
-def migration_head(script_location: Path | None = None) -> str:
-    """The single head revision of the migrations folder (raises if there are several)."""
-    from alembic.script import ScriptDirectory
-
-    from drift.resources import resource_dir
-
-    script = ScriptDirectory(str(script_location or resource_dir("migrations")))
-    heads = script.get_heads()
-    if len(heads) != 1:
-        raise StoreError(f"migrations have {len(heads)} heads ({', '.join(heads)}): expected one")
-    return heads[0]
-
-
-def database_revision(engine: Engine) -> str | None:
-    """The revision stamped in the database, via Alembic's MigrationContext."""
-    from alembic.runtime.migration import MigrationContext
-
-    with engine.connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision()
-
-
-def backup_sqlite(path: Path, revision: str | None) -> Path:
-    """Copy an SQLite database consistently (online backup API) before migrating it."""
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    target = path.with_name(f"{path.name}.bak-{revision or 'empty'}-{stamp}")
-    # A copy of the history is as private as the history, whatever mode the original has.
-    create_private_sqlite(target)
-    src = sqlite3.connect(str(path))
-    try:
-        dst = sqlite3.connect(str(target))
-        try:
-            src.backup(dst)
-        finally:
-            dst.close()
-    finally:
-        src.close()
-    return target
-
-
-@dataclass(frozen=True)
-class UpgradeResult:
-    before: str | None
-    after: str
-    backup: Path | None
-
-
-def upgrade_database(
-    db: DbUrl, *, script_location: Path | None = None, known: tuple[str, ...] = KNOWN_REVISIONS
-) -> UpgradeResult:
-    """Migrate the database to head: refuse a newer one, back up an SQLite file first."""
-    from alembic import command
-
-    if db.sqlite_path is not None:
-        # Created private, and never drift's tables beside another application's.
-        first = connect_dbapi(db, create=True)
-        try:
-            current_revision_dbapi(first)
-        finally:
-            first.close()
-    head = migration_head(script_location)
-    engine = open_engine(db)
-    try:
-        before = database_revision(engine)
-        if before is not None and before not in known and before != head:
-            raise SchemaTooNew(
-                f"this database was written by a newer drift (schema {before}, this "
-                f"drift knows up to {head}): upgrade drift to read it"
-            )
-        if before == head:
-            return UpgradeResult(before, head, None)
-        backup = None
-        if db.sqlite_path is not None and before is not None:
-            backup = backup_sqlite(db.sqlite_path, before)
-        with engine.begin() as conn:
-            command.upgrade(alembic_config(conn, script_location), "head")
-        return UpgradeResult(before, head, backup)
-    finally:
-        engine.dispose()

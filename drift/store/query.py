@@ -17,10 +17,11 @@ from sqlalchemy import Engine, func, not_, or_, select
 from sqlalchemy.orm import aliased
 
 from drift.errors import NoHistoryError, TimeSpecError
-from drift.store.db import DbUrl, open_engine
+from drift.store.db import open_engine
 from drift.store.models import Blob, ConfigRecord, Host, Mark, Snapshot, Version
 from drift.store.models import Fact as FactRow
-from drift.store.writer import require_schema
+from drift.store.schema import require_schema
+from drift.store.urls import DbUrl
 from drift.timespec import When, describe_when, from_us, quote_when, to_us
 
 if TYPE_CHECKING:

@@ -24,13 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from drift.errors import RecordLocked, StoreError
 from drift.facts import PROCESS_KEYS, CachedStat, CollectionError, Fact, FactBlock
-from drift.store.db import (
-    DbapiConnection,
-    DbUrl,
-    check_revision,
-    connect_dbapi,
-    current_revision_dbapi,
-)
+from drift.store.db import DbapiConnection, connect_dbapi
+from drift.store.schema import check_revision, current_revision_dbapi, upgrade_database
+from drift.store.urls import DbUrl
 
 if TYPE_CHECKING:
     from drift.scope import ConfigInfo
@@ -234,8 +230,6 @@ class HistoryWriter:
             revision = current_revision_dbapi(conn)
             if revision is None:
                 conn.close()
-                from drift.store.db import upgrade_database
-
                 upgrade_database(db)
                 conn = connect_dbapi(db)
                 revision = current_revision_dbapi(conn)
@@ -1069,15 +1063,6 @@ def add_mark(db: DbUrl, host: str, kind: str, at_us: int, note: str | None) -> i
         writer.close()
 
 
-def require_schema(db: DbUrl) -> None:
-    """Raise unless the database exists at this drift's schema (for read commands)."""
-    conn = connect_dbapi(db)
-    try:
-        check_revision(current_revision_dbapi(conn))
-    finally:
-        conn.close()
-
-
 __all__ = [
     "HistoryWriter",
     "SnapshotResult",
@@ -1085,5 +1070,4 @@ __all__ = [
     "add_mark",
     "now_us",
     "record_running",
-    "require_schema",
 ]
