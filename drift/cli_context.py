@@ -91,8 +91,8 @@ class DriftContext:
         """Open the history, or say in one line why there is none: where drift looked, where a
         config says the history is, or that the first record is still running."""
         from drift.errors import NoDatabaseError, NoHistoryError, RecordRunning, SchemaTooOld
+        from drift.store.locks import record_running
         from drift.store.query import History
-        from drift.store.writer import record_running
 
         db = self.db_url()
         try:

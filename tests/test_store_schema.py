@@ -22,8 +22,9 @@ from drift.store.schema import (
     migration_head,
     upgrade_database,
 )
+from drift.store.statcache import STAT_SHARDS, stat_shard
 from drift.store.urls import resolve_db_url
-from drift.store.writer import STAT_SHARDS, HistoryWriter, stat_shard
+from drift.store.writer import HistoryWriter
 
 
 def test_exactly_one_head_and_it_is_the_one_drift_expects() -> None:

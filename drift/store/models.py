@@ -143,7 +143,7 @@ class StatCache(Base):
     """The stat cache: path -> (size, mtime_ns, ctime_ns, inode, sha256), so unchanged
     files are not re-read.
 
-    One row per host and shard (a crc32 of the path modulo writer.STAT_SHARDS),
+    One row per host and shard (a crc32 of the path modulo statcache.STAT_SHARDS),
     holding a marshal-encoded dict. Loading 12k files' entries is then 64 rows and one
     C call each instead of 12k rows (3-4x faster, every minute), and a changed
     file rewrites one shard, not the whole cache.

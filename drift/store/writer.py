@@ -7,25 +7,23 @@ inserts one snapshot row and nothing else.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
-import marshal
-import os
 import sqlite3
 import time
 import zlib
 from array import array
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
-from drift.errors import RecordLocked, StoreError
 from drift.facts import PROCESS_KEYS, CachedStat, CollectionError, Fact, FactBlock
 from drift.store.db import DbapiConnection, connect_dbapi
+from drift.store.locks import record_lock
 from drift.store.schema import check_revision, current_revision_dbapi, upgrade_database
+from drift.store.statcache import load_stat_cache, write_stat_cache
 from drift.store.urls import DbUrl
 
 if TYPE_CHECKING:
@@ -244,34 +242,9 @@ class HistoryWriter:
 
     # ------------------------------------------------------------ locking
 
-    @contextmanager
-    def record_lock(self, host: str) -> Iterator[None]:
+    def record_lock(self, host: str) -> AbstractContextManager[None]:
         """Exclusive right to record `host`: a second record fails at once with RecordLocked."""
-        if self.db.sqlite_path is not None:
-            lock_path = f"{self.db.sqlite_path}.lock"
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            try:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    raise RecordLocked(
-                        f"another drift record is running on {self.db.sqlite_path}; "
-                        "this one wrote nothing"
-                    ) from None
-                yield
-            finally:
-                os.close(fd)  # closing releases the flock
-            return
-        key = _advisory_key(host)
-        got = self.conn.execute("SELECT pg_try_advisory_lock(?)", (key,)).fetchone()[0]
-        if not got:
-            raise RecordLocked(
-                f"another drift record is running for host {host}; this one wrote nothing"
-            )
-        try:
-            yield
-        finally:
-            self.conn.execute("SELECT pg_advisory_unlock(?)", (key,))
+        return record_lock(self.conn, self.db, host)
 
     # ------------------------------------------------------------ reads before collecting
 
@@ -289,14 +262,7 @@ class HistoryWriter:
     def load_file_cache(self, host: str) -> dict[str, CachedStat]:
         """The stat cache for this host, so collectors can skip unchanged files."""
         host_id = self.host_id(host)
-        if host_id is None:
-            return {}
-        cache: dict[str, CachedStat] = {}
-        for (entries,) in self.conn.execute(
-            "SELECT entries FROM stat_cache WHERE host_id = ?", (host_id,)
-        ):
-            cache.update(_load_shard(entries))
-        return cache
+        return {} if host_id is None else load_stat_cache(self.conn, host_id)
 
     def load_last_processes(self, host: str, subjects: list[str]) -> dict[str, dict[str, str]]:
         """What was last recorded of each service's process: its PROCESS_KEYS, stopped or not.
@@ -487,7 +453,7 @@ class HistoryWriter:
                 snapshot_id = self._insert_snapshot(
                     host_id, taken_us, started, n_facts, 0, errors, errors_json, digest, config_id
                 )
-                self._write_cache(host_id, cache_updates, set())
+                write_stat_cache(self.conn, host_id, cache_updates, set())
                 return SnapshotResult(
                     snapshot_id,
                     taken_us,
@@ -560,7 +526,7 @@ class HistoryWriter:
             )
             self._insert_fresh(host_id, snapshot_id, fresh)
             self._insert_versions(host_id, snapshot_id, new_rows, new_host)
-            self._write_cache(host_id, cache_updates, gone_files)
+            write_stat_cache(self.conn, host_id, cache_updates, gone_files)
         return SnapshotResult(
             snapshot_id,
             taken_us,
@@ -895,45 +861,6 @@ class HistoryWriter:
             "INSERT INTO facts (host_id, subject, key) VALUES (?, ?, ?)", (host_id, subject, key)
         )
 
-    def _write_cache(self, host_id: int, updates: dict[str, CachedStat], gone: set[str]) -> None:
-        """Remember files hashed this time; forget files that no longer exist.
-
-        Only the shards holding a changed path are read back and rewritten.
-        """
-        touched: dict[int, list[str]] = {}
-        for path in (*updates, *gone):
-            touched.setdefault(stat_shard(path), []).append(path)
-        if not touched:
-            return
-        marks = ",".join("?" * len(touched))  # at most STAT_SHARDS of them
-        shards: dict[int, dict[str, CachedStat]] = {
-            int(shard): _load_shard(entries)
-            for shard, entries in self.conn.execute(
-                f"SELECT shard, entries FROM stat_cache WHERE host_id = ? AND shard IN ({marks})",
-                (host_id, *touched),
-            )
-        }
-        emptied: list[tuple[int, int]] = []
-        rows: list[tuple[int, int, bytes]] = []
-        for shard, paths in touched.items():
-            entries = shards.get(shard, {})
-            for path in paths:
-                update = updates.get(path)
-                if update is not None:
-                    entries[path] = update
-                else:
-                    entries.pop(path, None)
-            if entries:
-                rows.append((host_id, shard, marshal.dumps(entries)))
-            else:
-                emptied.append((host_id, shard))
-        self.conn.executemany("DELETE FROM stat_cache WHERE host_id = ? AND shard = ?", emptied)
-        self.conn.executemany(
-            "INSERT INTO stat_cache (host_id, shard, entries) VALUES (?, ?, ?) "
-            "ON CONFLICT (host_id, shard) DO UPDATE SET entries = excluded.entries",
-            rows,
-        )
-
 
 def _config_change(before: ConfigInfo | None, after: ConfigInfo | None) -> ConfigChange | None:
     """How the config changed between two records, if it did (None for the same one)."""
@@ -953,52 +880,6 @@ def _new_errors(errors: list[CollectionError], previous_json: str | None) -> lis
         for e in (json.loads(previous_json) if previous_json else [])
     }
     return [e for e in errors if (e.subject, e.key, e.message) not in seen]
-
-
-def _advisory_key(host: str) -> int:
-    """The PostgreSQL advisory lock that a record of `host` holds (a signed 64-bit key)."""
-    return int.from_bytes(
-        hashlib.sha256(f"drift-record:{host}".encode()).digest()[:8], "big", signed=True
-    )
-
-
-def record_running(db: DbUrl, host: str) -> bool:
-    """Whether a `drift record` of this history holds its lock right now.
-
-    Only looks: taking the lock, even for an instant, could make a record
-    that starts at that moment give up (it never waits).
-    """
-    if db.sqlite_path is not None:
-        return _flock_held(f"{db.sqlite_path}.lock")
-    conn = connect_dbapi(db)
-    try:
-        key = _advisory_key(host)
-        row = conn.execute(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
-            "AND objsubid = 1 AND classid::bigint = ? AND objid::bigint = ?",
-            ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF),
-        ).fetchone()
-        return bool(row[0])
-    finally:
-        conn.close()
-
-
-def _flock_held(path: str) -> bool:
-    """Whether some process holds a flock on `path`, read from /proc/locks (Linux)."""
-    try:
-        inode = os.stat(path).st_ino
-        with open("/proc/locks", encoding="ascii", errors="replace") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return False
-    # "1: FLOCK  ADVISORY  WRITE 4242 fe:00:2181023 0 EOF"; a waiter has "->" after "1:".
-    # By inode alone: on overlayfs the device shown is the lower file system's.
-    for line in lines:
-        fields = line.split()
-        if "FLOCK" in fields and "->" not in fields and len(fields) >= 6:
-            if fields[5].rsplit(":", 1)[-1] == str(inode):
-                return True
-    return False
 
 
 def _provenance_json(provenance: dict[str, Any]) -> str | None:
@@ -1027,23 +908,6 @@ def _runs(provenances: list[dict[str, Any]]) -> Iterator[tuple[int, int, dict[st
         yield start, len(provenances), provenances[start]
 
 
-STAT_SHARDS = 64
-
-
-def stat_shard(path: str) -> int:
-    """Which of the STAT_SHARDS rows of the stat cache holds `path`."""
-    return zlib.crc32(path.encode("utf-8", "surrogateescape")) % STAT_SHARDS
-
-
-def _load_shard(entries: bytes) -> dict[str, CachedStat]:
-    """One shard of the stat cache; an unreadable one is empty (its files are re-read)."""
-    try:
-        shard = marshal.loads(entries)
-    except (EOFError, ValueError, TypeError):
-        return {}
-    return shard if isinstance(shard, dict) else {}
-
-
 MARK_KINDS = ("stable", "unstable", "note")
 
 
@@ -1066,8 +930,6 @@ def add_mark(db: DbUrl, host: str, kind: str, at_us: int, note: str | None) -> i
 __all__ = [
     "HistoryWriter",
     "SnapshotResult",
-    "StoreError",
     "add_mark",
     "now_us",
-    "record_running",
 ]

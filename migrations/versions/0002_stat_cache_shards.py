@@ -24,7 +24,7 @@ down_revision = "0001"
 branch_labels = None
 depends_on = None
 
-# Must match drift.store.writer.STAT_SHARDS / stat_shard; a migration keeps its
+# Must match drift.store.statcache.STAT_SHARDS / stat_shard; a migration keeps its
 # own copy so later changes to drift cannot change what this one did.
 SHARDS = 64
 
