@@ -100,11 +100,8 @@ def test_the_last_process_of_a_service_reads_back_the_same_on_both_stores(
             args = ["--config", str(config), "--db", db]
             run_drift(["record", *args], tmp_path)
             assert ", 0 changed, 0 errors," in run_drift(["record", *args], tmp_path).stdout
-            writer = HistoryWriter.open(resolve_db_url(db))
-            try:
+            with HistoryWriter.open(resolve_db_url(db)) as writer:
                 last = writer.load_last_processes("pg-svc", ["service:svc", "service:other"])
-            finally:
-                writer.close()
             assert set(last) == {"service:svc"}
             got = last["service:svc"]
             assert set(got) == {"pid", "started_at", "exe", "argv", "pidfile_mtime"}

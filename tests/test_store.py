@@ -6,14 +6,16 @@ import os
 import sqlite3
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from drift.errors import NoDatabaseError
 from drift.facts import CollectionError, Fact, FactBlock
 from drift.store.db import connect_dbapi
 from drift.store.query import History
 from drift.store.urls import resolve_db_url
-from drift.store.writer import FRESH_MIN, HistoryWriter, now_us
+from drift.store.writer import FRESH_MIN, HistoryWriter, add_mark, now_us
 
 HOST = "test-host"
 
@@ -25,11 +27,8 @@ def write(
     at: int | None = None,
 ) -> int:
     db = resolve_db_url(str(db_path))
-    writer = HistoryWriter.open(db)
-    try:
+    with HistoryWriter.open(db) as writer:
         return writer.write_snapshot(HOST, at or now_us(), facts, errors or [], {}).snapshot_id
-    finally:
-        writer.close()
 
 
 def count(db_path: Path, table: str) -> int:
@@ -38,14 +37,11 @@ def count(db_path: Path, table: str) -> int:
 
 
 def state(db_path: Path, snapshot: int) -> dict[tuple[str, str], str]:
-    history = History.open(resolve_db_url(str(db_path)), HOST)
-    try:
+    with History.open(resolve_db_url(str(db_path)), HOST) as history:
         return {
             ident: (history.text(v) if not v.secret else "secret")
             for ident, v in history.state_at(snapshot).items()
         }
-    finally:
-        history.close()
 
 
 facts_strategy = st.dictionaries(
@@ -136,14 +132,11 @@ def test_unchanged_record_adds_one_snapshot_row_and_under_200_bytes(tmp_path: Pa
 def test_state_at_uses_the_covering_index(tmp_path: Path) -> None:
     db = tmp_path / "drift.db"
     write(db, [Fact("service:decode", "pid", "1")])
-    history = History.open(resolve_db_url(str(db)), HOST)
-    try:
+    with History.open(resolve_db_url(str(db)), HOST) as history:
         query = history.state_query(1)
         with history.engine.connect() as conn:
             compiled = query.compile(conn, compile_kwargs={"literal_binds": True})
             plan = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {compiled}").all()
-    finally:
-        history.close()
     details = [row[-1] for row in plan]
     assert any("USING COVERING INDEX ix_versions_fact_first" in d for d in details), details
     assert not any(d.startswith("SCAN versions") for d in details), details
@@ -324,11 +317,8 @@ def test_many_new_files_on_a_known_host_reuse_the_ids_of_files_seen_before(
         (f.subject, f.key): f.value for f in file_block(sorted(old + new), "v2")
     }
     assert count(db, "facts") == 3 * (len(old) + len(new))
-    history = History.open(resolve_db_url(str(db)), HOST)
-    try:
+    with History.open(resolve_db_url(str(db)), HOST) as history:
         versions = history.versions_of("file:/srv/old/0000.py sha256")
-    finally:
-        history.close()
     assert [(v.value, v.first_snapshot_id, v.until_snapshot_id) for v in versions] == [
         ("v1-/srv/old/0000.py", 1, 2),
         ("v2-/srv/old/0000.py", 3, None),
@@ -344,3 +334,44 @@ def test_a_block_whose_values_json_cannot_carry_is_stored_all_the_same(tmp_path:
     block.columns[0][2] = "y" * 2_000
     snapshot = write(db, [block])
     assert state(db, snapshot) == {(f.subject, f.key): f.value for f in block}
+
+
+def test_writer_and_history_close_on_leaving_a_with_block_or_on_close(tmp_path: Path) -> None:
+    db = resolve_db_url(str(tmp_path / "drift.db"))
+    with pytest.raises(RuntimeError), HistoryWriter.open(db) as writer:
+        writer.write_snapshot(HOST, now_us(), [Fact("service:decode", "pid", "1")], [], {})
+        raise RuntimeError("a failure inside the block still closes the writer")
+    with pytest.raises(sqlite3.ProgrammingError):
+        writer.conn.execute("SELECT 1")
+    writer = HistoryWriter.open(db)
+    writer.close()
+    with pytest.raises(sqlite3.ProgrammingError):
+        writer.conn.execute("SELECT 1")
+
+    with History.open(db, HOST) as history:
+        assert history.latest().n_facts == 1
+        assert history.engine.pool.checkedin() == 1  # a connection kept for the next query
+    assert history.engine.pool.checkedin() == 0
+    history = History.open(db, HOST)
+    history.latest()
+    history.close()
+    assert history.engine.pool.checkedin() == 0
+
+
+def test_a_mark_goes_through_the_writer_into_an_existing_history_only(tmp_path: Path) -> None:
+    db = resolve_db_url(str(tmp_path / "drift.db"))
+    with HistoryWriter.open(db) as writer:
+        writer.write_snapshot(HOST, now_us(), [Fact("service:decode", "pid", "1")], [], {})
+        first = writer.add_mark(HOST, "stable", 5, "decode answers")
+        with pytest.raises(ValueError, match="unknown mark kind"):
+            writer.add_mark(HOST, "fine", 6, None)
+    assert add_mark(db, HOST, "note", 7, None) == first + 1
+    with History.open(db, HOST) as history:
+        assert [(m.kind, m.at_us, m.note) for m in history.marks()] == [
+            ("stable", 5, "decode answers"),
+            ("note", 7, None),
+        ]
+    missing = tmp_path / "none.db"
+    with pytest.raises(NoDatabaseError):
+        add_mark(resolve_db_url(str(missing)), HOST, "note", 1, None)
+    assert not missing.exists()

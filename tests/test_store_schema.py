@@ -85,11 +85,8 @@ def test_an_older_schema_is_refused_by_record_and_upgraded_with_a_backup(tmp_pat
         assert old.execute("SELECT count(*) FROM file_cache").fetchone()[0] == 1
 
     # The stat cache came across: the file would not be read again.
-    writer = HistoryWriter.open(resolve_db_url(str(path)))
-    try:
+    with HistoryWriter.open(resolve_db_url(str(path))) as writer:
         assert writer.load_file_cache("old") == {"/etc/app.conf": (12, 1, 2, 3, "a" * 64)}
-    finally:
-        writer.close()
     assert run_drift(["record", *cfg], tmp_path).stdout.startswith("snapshot #1: ")
 
 

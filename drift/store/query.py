@@ -118,7 +118,14 @@ class History:
         return cls(engine, host, host_id)
 
     def close(self) -> None:
+        """Dispose of the engine and its connections (what leaving a `with` block does)."""
         self.engine.dispose()
+
+    def __enter__(self) -> History:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # ---------------------------------------------------------------- snapshots
 

@@ -29,6 +29,8 @@ from drift.store.urls import DbUrl
 if TYPE_CHECKING:
     from drift.scope import ConfigInfo
 
+MARK_KINDS = ("stable", "unstable", "note")
+
 # Keys whose values always go to the blob table, and the size above which any value does.
 BLOB_KEYS = frozenset({"content", "stdout"})
 INLINE_MAX = 512
@@ -238,7 +240,14 @@ class HistoryWriter:
         return cls(conn, db)
 
     def close(self) -> None:
+        """Close the connection (what leaving a `with` block does)."""
         self.conn.close()
+
+    def __enter__(self) -> HistoryWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # ------------------------------------------------------------ locking
 
@@ -537,6 +546,19 @@ class HistoryWriter:
             new_errors=new_errors,
             config_change=change,
         )
+
+    # ------------------------------------------------------------ marks
+
+    def add_mark(self, host: str, kind: str, at_us: int, note: str | None) -> int:
+        """Record a stable/unstable/note mark for a host; returns its id."""
+        if kind not in MARK_KINDS:
+            raise ValueError(f"unknown mark kind {kind!r}")
+        with self._transaction():
+            host_id = self._ensure_host(host)
+            return self._insert_id(
+                "INSERT INTO marks (host_id, at_us, kind, note) VALUES (?, ?, ?, ?)",
+                (host_id, at_us, kind, note),
+            )
 
     # ------------------------------------------------------------ the config's scope
 
@@ -908,23 +930,10 @@ def _runs(provenances: list[dict[str, Any]]) -> Iterator[tuple[int, int, dict[st
         yield start, len(provenances), provenances[start]
 
 
-MARK_KINDS = ("stable", "unstable", "note")
-
-
 def add_mark(db: DbUrl, host: str, kind: str, at_us: int, note: str | None) -> int:
-    """Record a stable/unstable/note mark for a host; returns its id."""
-    if kind not in MARK_KINDS:
-        raise ValueError(f"unknown mark kind {kind!r}")
-    writer = HistoryWriter.open(db, create=False)  # a mark needs a history to belong to
-    try:
-        with writer._transaction():
-            host_id = writer._ensure_host(host)
-            return writer._insert_id(
-                "INSERT INTO marks (host_id, at_us, kind, note) VALUES (?, ?, ?, ?)",
-                (host_id, at_us, kind, note),
-            )
-    finally:
-        writer.close()
+    """HistoryWriter.add_mark on the history at `db`, which must exist: a mark belongs to one."""
+    with HistoryWriter.open(db, create=False) as writer:
+        return writer.add_mark(host, kind, at_us, note)
 
 
 __all__ = [
