@@ -16,9 +16,11 @@ import pytest
 from conftest import run_drift, start_drift
 from postgres_server import postgres_server
 
+from drift.facts import Fact
+from drift.store.query import History
 from drift.store.schema import HEAD_REVISION
 from drift.store.urls import resolve_db_url
-from drift.store.writer import HistoryWriter
+from drift.store.writer import HistoryWriter, now_us
 
 
 @pytest.fixture(scope="module")
@@ -159,3 +161,18 @@ def test_reading_during_a_hosts_first_record_says_one_is_running(
         assert "its first `drift record` is running now" in result.stderr
     finally:
         first.communicate(timeout=30)
+
+
+def test_script_facts_and_a_moved_line_are_stored_on_postgres(pg_url: str) -> None:
+    # The writer reads the open script facts' provenance with LIKE 'script:%':
+    # psycopg must not take that % for a placeholder.
+    db = resolve_db_url(pg_url)
+    # The pid changes too: a move alone leaves the state digest as it was.
+    run = [Fact("script:/srv/run.sh", "env:A", "1", {"line": 3}), Fact("service:s", "pid", "1")]
+    moved = [Fact("script:/srv/run.sh", "env:A", "1", {"line": 4}), Fact("service:s", "pid", "2")]
+    with HistoryWriter.open(db) as writer:
+        written = [writer.write_snapshot("pg-scripts", now_us(), f, [], {}) for f in (run, moved)]
+    assert [w.changed for w in written] == [2, 1]  # a moved line is stored, not a change
+    with History.open(db, "pg-scripts") as history:
+        versions = history.versions_of("script:/srv/run.sh env:A")
+    assert [(v.value, v.provenance) for v in versions] == [("1", {"line": 3}), ("1", {"line": 4})]

@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 from drift.errors import NoDatabaseError
 from drift.facts import CollectionError, Fact, FactBlock
 from drift.store.db import connect_dbapi
+from drift.store.delta import FRESH_MIN
 from drift.store.query import History
 from drift.store.urls import resolve_db_url
-from drift.store.writer import FRESH_MIN, HistoryWriter, add_mark, now_us
+from drift.store.writer import HistoryWriter, add_mark, now_us
 
 HOST = "test-host"
 

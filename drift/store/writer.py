@@ -2,25 +2,37 @@
 
 This is the every-minute hot path, so it speaks DB-API (`?` placeholders,
 translated for psycopg) and imports nothing heavy. An unchanged record
-inserts one snapshot row and nothing else.
+inserts one snapshot row and nothing else; otherwise the writer reads the
+open versions, lets drift.store.delta decide what changed, and applies it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 import time
 import zlib
-from array import array
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from drift.facts import PROCESS_KEYS, CachedStat, CollectionError, Fact, FactBlock
 from drift.store.db import DbapiConnection, connect_dbapi
+from drift.store.delta import (
+    FRESH_MIN,
+    Delta,
+    Ident,
+    NewVersion,
+    OpenVersion,
+    PreviousState,
+    delta,
+    needs_known_subjects,
+    needs_script_provenance,
+    provenance_json,
+)
+from drift.store.digest import state_digest
 from drift.store.locks import record_lock
 from drift.store.schema import check_revision, current_revision_dbapi, upgrade_database
 from drift.store.statcache import load_stat_cache, write_stat_cache
@@ -30,10 +42,6 @@ if TYPE_CHECKING:
     from drift.scope import ConfigInfo
 
 MARK_KINDS = ("stable", "unstable", "note")
-
-# Keys whose values always go to the blob table, and the size above which any value does.
-BLOB_KEYS = frozenset({"content", "stdout"})
-INLINE_MAX = 512
 
 
 @dataclass
@@ -72,142 +80,19 @@ class ConfigChange:
     covers_none: bool = False
 
 
+class LastSnapshot(NamedTuple):
+    """The host's last snapshot, as the next record compares itself with it."""
+
+    state_digest: bytes | None
+    n_errors: int
+    n_facts: int
+    config_id: int | None
+    errors: str | None  # JSON, as in snapshots.errors
+
+
 def now_us() -> int:
     """The current time in integer microseconds since the epoch."""
     return time.time_ns() // 1000
-
-
-def state_digest(items: list[Fact | FactBlock]) -> bytes:
-    """A 16-byte digest of a sequence of facts and fact blocks.
-
-    Equal digests mean the same facts in the same order; collectors emit a
-    stable order, and a different order only costs the full comparison.
-    Each run of loose facts and each block is hashed column by column
-    (subjects, keys, values), every column NUL-joined and followed by the
-    length of every field, and each part by a tag and its size, so no two
-    different sequences encode alike (a value may itself contain NUL).
-    Column by column is 40% faster than fact by fact; a block, already in
-    columns, costs three joins whatever its size.
-    """
-    h = hashlib.blake2b(digest_size=16)
-    run: list[Fact] = []
-    for item in items:
-        if isinstance(item, Fact):
-            run.append(item)
-            continue
-        _digest_facts(h, run)
-        run = []
-        h.update(b"B%d\0" % len(item.subjects))
-        _digest_columns(h, [item.subjects, list(item.keys), *item.columns])
-    _digest_facts(h, run)
-    return h.digest()
-
-
-def _digest_facts(h: Any, facts: list[Fact]) -> None:
-    if not facts:
-        return
-    h.update(b"F%d\0" % len(facts))
-    _digest_columns(
-        h, [[f.subject for f in facts], [f.key for f in facts], [f.value for f in facts]]
-    )
-    h.update(bytes([f.secret for f in facts]))
-
-
-def _digest_columns(h: Any, columns: list[list[str]]) -> None:
-    for column in columns:
-        h.update("\0".join(column).encode("utf-8", "surrogateescape"))
-        h.update(array("Q", map(len, column)).tobytes())
-
-
-def _stored(key: str, value: str) -> tuple[str | None, str | None, bytes | None]:
-    """(inline value, blob digest, blob bytes) for a fact's value."""
-    if key in BLOB_KEYS or len(value) > INLINE_MAX:
-        data = value.encode("utf-8", "surrogateescape")
-        return None, hashlib.sha256(data).hexdigest(), data
-    return value, None, None
-
-
-_Entry = tuple[str, dict[str, Any], bool]
-"""A collected fact as the writer compares it: value, provenance, secret."""
-
-_NewVersion = tuple[
-    tuple[str, str], dict[str, Any], bool, int | None, str | None, str | None, bytes | None
-]
-"""A version to insert: (subject, key), provenance, secret, its fact id if known, inline value,
-blob digest, blob bytes."""
-
-
-def _merge_block(
-    unique: dict[tuple[str, str], _Entry],
-    block: FactBlock,
-    claimed: dict[str, tuple[str, ...]] | None = None,
-) -> None:
-    """Add a block's facts to `unique` in the block's order; facts already there stay.
-
-    So do facts an earlier fresh block `claimed` (subject -> its keys): the
-    first set to match a file wins, whichever way its facts are stored.
-    Built column-wise by comprehensions: a first record's blocks hold every
-    file's three facts, and building 36k Facts one by one, here and in the
-    collector, cost about 0.1 s of a first record of the bench tree.
-    """
-    keys = block.keys
-    entries: dict[tuple[str, str], _Entry] = dict(
-        zip(
-            [(subject, key) for subject in block.subjects for key in keys],
-            [
-                (column[j], provenance, False)
-                for j, provenance in enumerate(block.provenances)
-                for column in block.columns
-            ],
-            strict=True,
-        )
-    )
-    taken = entries.keys() & unique.keys()
-    if claimed:
-        taken |= entries.keys() & {
-            (subject, key)
-            for subject in block.subjects
-            if subject in claimed
-            for key in claimed[subject]
-        }
-    for ident in taken:
-        del entries[ident]
-    unique.update(entries)
-
-
-FRESH_MIN = 200
-"""New facts (or, in a block, new subjects) past which an established host's known ones
-are read in one query, to tell which are fresh; fewer are looked up one by one."""
-
-
-def _columnar(block: FactBlock) -> bool:
-    """True if every value of `block` is stored inline and survives a trip through JSON.
-
-    SQLite's json_each ends a text at NUL, and a value past INLINE_MAX (or
-    of a blob key) belongs in the blob table.
-    """
-    if BLOB_KEYS.intersection(block.keys):
-        return False
-    for column in (block.subjects, list(block.keys), *block.columns):
-        if max(map(len, column), default=0) > INLINE_MAX or "\0" in "".join(column):
-            return False
-    return True
-
-
-def _split_block(block: FactBlock, fresh: set[str]) -> tuple[FactBlock, FactBlock]:
-    """(the part of `block` whose subjects are in `fresh`, the rest), both in block order."""
-    inside = [j for j, subject in enumerate(block.subjects) if subject in fresh]
-    outside = [j for j, subject in enumerate(block.subjects) if subject not in fresh]
-
-    def part(indexes: list[int]) -> FactBlock:
-        return FactBlock(
-            block.keys,
-            [block.subjects[j] for j in indexes],
-            [[column[j] for j in indexes] for column in block.columns],
-            [block.provenances[j] for j in indexes],
-        )
-
-    return part(inside), part(outside)
 
 
 class HistoryWriter:
@@ -439,26 +324,24 @@ class HistoryWriter:
                 )
             # The last snapshot's digest equals its stored state only if it had no
             # collection errors (covered facts kept values it did not collect).
-            last = self.conn.execute(
-                "SELECT state_digest, n_errors, n_facts, config_id, errors FROM snapshots "
-                "WHERE host_id = ? ORDER BY id DESC LIMIT 1",
-                (host_id,),
-            ).fetchone()
-            new_errors = _new_errors(errors, last[4] if last is not None else None)
+            last = self._last_snapshot(host_id)
+            new_errors = _new_errors(errors, last.errors if last is not None else None)
             config_id = self._config_id(config) if config is not None else None
             before = (
-                self._config(int(last[3]))
-                if config is not None and last is not None and last[3] not in (None, config_id)
+                self._config(last.config_id)
+                if config is not None
+                and last is not None
+                and last.config_id not in (None, config_id)
                 else None
             )
             change = _config_change(before, config)
             if (
                 last is not None
-                and last[1] == 0
-                and last[0] is not None
-                and bytes(last[0]) == digest
+                and last.n_errors == 0
+                and last.state_digest is not None
+                and bytes(last.state_digest) == digest
             ):
-                n_facts = int(last[2])  # the same list, so the same distinct facts
+                n_facts = int(last.n_facts)  # the same list, so the same distinct facts
                 snapshot_id = self._insert_snapshot(
                     host_id, taken_us, started, n_facts, 0, errors, errors_json, digest, config_id
                 )
@@ -474,78 +357,86 @@ class HistoryWriter:
                     config_change=change,
                 )
 
-            open_versions: dict[tuple[str, str], tuple[int, int, str | None, str | None, bool]] = {
-                (r[0], r[1]): (r[2], r[3], r[4], r[5], bool(r[6]))
-                for r in self.conn.execute(
-                    "SELECT f.subject, f.key, f.id, v.id, v.value, v.blob_sha256, v.secret "
-                    "FROM facts f JOIN versions v ON v.fact_id = f.id "
-                    "WHERE f.host_id = ? AND v.until_snapshot_id IS NULL",
-                    (host_id,),
-                )
-            }
-            new_host = not open_versions and not self._has_facts(host_id)
-            unique, fresh = self._gather(host_id, facts, open_versions, new_host)
-            new_rows: list[_NewVersion] = []
-            closing: list[int] = []
-            reopened = 0  # new versions of facts that had one open: one change, not two
-            moved = 0
-            placed = self._placed_provenance(host_id, unique)
-            for ident, (text, provenance, secret) in unique.items():
-                value, blob_digest, data = _stored(ident[1], text)
-                current = open_versions.get(ident) if open_versions else None
-                if current is None:
-                    new_rows.append((ident, provenance, secret, None, value, blob_digest, data))
-                    continue
-                fact_id, vid, old_value, old_digest, old_secret = current
-                same_value = (old_value, old_digest, old_secret) == (value, blob_digest, secret)
-                if same_value and (
-                    ident not in placed or placed[ident] == _provenance_json(provenance)
-                ):
-                    continue
-                if same_value:
-                    moved += 1  # a new line for the same value: stored, not a change
-                closing.append(vid)
-                reopened += 1
-                new_rows.append((ident, provenance, secret, fact_id, value, blob_digest, data))
-
-            gone_files: set[str] = set()
-            gone: list[tuple[tuple[str, str], int]] = []
-            for ident, (_fid, vid, *_rest) in open_versions.items():
-                if ident in unique or any(err.covers(*ident) for err in errors):
-                    continue
-                closing.append(vid)
-                gone.append((ident, vid))
-                if ident[0].startswith("file:"):
-                    gone_files.add(ident[0][len("file:") :])
-
-            n_fresh = sum(len(block.subjects) * len(block.keys) for block in fresh)
-            n_facts = len(unique) + n_fresh
-            changed = n_fresh + len(new_rows) + len(closing) - reopened - moved
-            if change is not None and before is not None and config is not None:
-                self._count_scope_moves(
-                    change, before, config, gone, new_rows, fresh, open_versions
-                )
-                changed -= change.untracked + change.tracked
+            scopes = (
+                (before.scope, config.scope)
+                if change is not None and before is not None and config is not None
+                else None
+            )
+            fresh_blocks = self.conn.dialect == "sqlite"
+            previous = self._previous_state(host_id, facts, scopes is not None, fresh_blocks)
+            changes = delta(previous, facts, errors, scopes=scopes, fresh_blocks=fresh_blocks)
+            if change is not None and changes.scope_moves is not None:
+                change.untracked, change.tracked, change.covers_none = changes.scope_moves
             snapshot_id = self._insert_snapshot(
-                host_id, taken_us, started, n_facts, changed, errors, errors_json, digest, config_id
+                host_id,
+                taken_us,
+                started,
+                changes.n_facts,
+                changes.changed,
+                errors,
+                errors_json,
+                digest,
+                config_id,
             )
-            self.conn.executemany(
-                "UPDATE versions SET until_snapshot_id = ? WHERE id = ?",
-                [(snapshot_id, vid) for vid in closing],
-            )
-            self._insert_fresh(host_id, snapshot_id, fresh)
-            self._insert_versions(host_id, snapshot_id, new_rows, new_host)
-            write_stat_cache(self.conn, host_id, cache_updates, gone_files)
+            self._apply(host_id, snapshot_id, changes, previous.new_host)
+            write_stat_cache(self.conn, host_id, cache_updates, changes.gone_files)
         return SnapshotResult(
             snapshot_id,
             taken_us,
-            n_facts,
-            changed,
+            changes.n_facts,
+            changes.changed,
             errors,
             time.monotonic() - started,
             new_errors=new_errors,
             config_change=change,
         )
+
+    def _last_snapshot(self, host_id: int) -> LastSnapshot | None:
+        row = self.conn.execute(
+            "SELECT state_digest, n_errors, n_facts, config_id, errors FROM snapshots "
+            "WHERE host_id = ? ORDER BY id DESC LIMIT 1",
+            (host_id,),
+        ).fetchone()
+        return None if row is None else LastSnapshot._make(row)
+
+    def _previous_state(
+        self, host_id: int, facts: list[Fact | FactBlock], config_changed: bool, fresh_blocks: bool
+    ) -> PreviousState:
+        """What `delta` needs of the stored history; its costly parts only when it needs them."""
+        open_versions: dict[Ident, OpenVersion] = {
+            (r[0], r[1]): (r[2], r[3], r[4], r[5], bool(r[6]))
+            for r in self.conn.execute(
+                "SELECT f.subject, f.key, f.id, v.id, v.value, v.blob_sha256, v.secret "
+                "FROM facts f JOIN versions v ON v.fact_id = f.id "
+                "WHERE f.host_id = ? AND v.until_snapshot_id IS NULL",
+                (host_id,),
+            )
+        }
+        previous = PreviousState(
+            open_versions, new_host=not open_versions and not self._has_facts(host_id)
+        )
+        if needs_known_subjects(previous, facts, fresh_blocks=fresh_blocks):
+            query = "SELECT DISTINCT subject FROM facts WHERE host_id = ?"
+            previous.known_subjects = {row[0] for row in self.conn.execute(query, (host_id,))}
+        if needs_script_provenance(facts, config_changed):
+            # The pattern is bound: psycopg would take a literal % for a placeholder.
+            rows = self.conn.execute(
+                "SELECT f.subject, f.key, v.provenance FROM facts f "
+                "JOIN versions v ON v.fact_id = f.id WHERE f.host_id = ? "
+                "AND v.until_snapshot_id IS NULL AND f.subject LIKE ?",
+                (host_id, "script:%"),
+            )
+            previous.script_provenance = {(r[0], r[1]): r[2] for r in rows}
+        return previous
+
+    def _apply(self, host_id: int, snapshot_id: int, changes: Delta, new_host: bool) -> None:
+        """Write a delta at the snapshot it belongs to: close versions, then insert new ones."""
+        self.conn.executemany(
+            "UPDATE versions SET until_snapshot_id = ? WHERE id = ?",
+            [(snapshot_id, vid) for vid in changes.closing],
+        )
+        self._insert_fresh(host_id, snapshot_id, changes.fresh)
+        self._insert_versions(host_id, snapshot_id, changes.opening, new_host)
 
     # ------------------------------------------------------------ marks
 
@@ -587,137 +478,9 @@ class HistoryWriter:
             return None
         return ConfigInfo(row[0] or None, row[1], Scope.from_json(row[2]))
 
-    def _count_scope_moves(
-        self,
-        change: ConfigChange,
-        before: ConfigInfo,
-        after: ConfigInfo,
-        gone: list[tuple[tuple[str, str], int]],
-        new_rows: list[_NewVersion],
-        fresh: list[FactBlock],
-        open_versions: dict[tuple[str, str], Any],
-    ) -> None:
-        """Count the facts that left or entered the config's scope, and whether any stayed."""
-        provenance = self._script_provenance([vid for ident, vid in gone])
-        change.untracked = sum(
-            1
-            for ident, vid in gone
-            if not after.scope.covers(ident[0], provenance.get(vid))
-            and before.scope.covers(ident[0], provenance.get(vid))
-        )
-        change.tracked = sum(
-            1
-            for ident, prov, _secret, fact_id, *_rest in new_rows
-            if fact_id is None
-            and after.scope.covers(ident[0], prov)
-            and not before.scope.covers(ident[0], prov)
-        ) + sum(
-            len(block.keys)
-            for block in fresh
-            for subject in block.subjects
-            if not before.scope.covers(subject)
-        )
-        if not before.scope.empty and open_versions:
-            subjects = {ident[0] for ident in open_versions}
-            change.covers_none = not any(after.scope.covers(s) for s in subjects)
-
-    def _script_provenance(self, version_ids: list[int]) -> dict[int, dict[str, Any]]:
-        """Stored provenance of versions of script facts (a sourced file names its service)."""
-        out: dict[int, dict[str, Any]] = {}
-        for i in range(0, len(version_ids), 500):
-            chunk = version_ids[i : i + 500]
-            marks = ",".join("?" * len(chunk))
-            for vid, text in self.conn.execute(
-                "SELECT v.id, v.provenance FROM versions v JOIN facts f ON f.id = v.fact_id "
-                f"WHERE v.id IN ({marks}) AND f.subject LIKE 'script:%'",
-                chunk,
-            ):
-                out[int(vid)] = json.loads(text) if text else {}
-        return out
-
-    def _placed_provenance(
-        self, host_id: int, unique: dict[tuple[str, str], _Entry]
-    ) -> dict[tuple[str, str], str | None]:
-        """Stored provenance of the open script facts, whose line is part of what they say.
-
-        A line added above an export moves it without changing its value; the
-        new line must be stored (a new version with the same value, which the
-        diff does not count as a change), or drift would keep naming the old one.
-        """
-        if not any(subject.startswith("script:") for subject, _key in unique):
-            return {}
-        rows = self.conn.execute(
-            "SELECT f.subject, f.key, v.provenance FROM facts f "
-            "JOIN versions v ON v.fact_id = f.id "
-            "WHERE f.host_id = ? AND v.until_snapshot_id IS NULL AND f.subject LIKE 'script:%'",
-            (host_id,),
-        )
-        return {(r[0], r[1]): r[2] for r in rows if r[1] != "content"}
-
     def _has_facts(self, host_id: int) -> bool:
         query = "SELECT 1 FROM facts WHERE host_id = ? LIMIT 1"
         return self.conn.execute(query, (host_id,)).fetchone() is not None
-
-    def _gather(
-        self,
-        host_id: int,
-        items: list[Fact | FactBlock],
-        open_versions: dict[tuple[str, str], Any],
-        new_host: bool,
-    ) -> tuple[dict[tuple[str, str], _Entry], list[FactBlock]]:
-        """Sort what was collected into facts to compare one by one and fresh blocks.
-
-        A fresh block holds only subjects this host has never recorded, so
-        every fact in it is new and needs no comparison: _insert_fresh stores
-        it column by column. That is every file of a first record. On SQLite
-        only, and for an established host only past FRESH_MIN new subjects in
-        one block, as finding them reads every subject the host has known.
-        Two globs matching one file: the first wins, whichever way it is stored.
-        """
-        unique: dict[tuple[str, str], _Entry] = {}
-        fresh: list[FactBlock] = []
-        claimed: dict[str, tuple[str, ...]] = {}  # subject -> keys, of the fresh blocks
-        open_subjects = {ident[0] for ident in open_versions}
-        known: set[str] | None = set() if new_host else None
-        for item in items:
-            if isinstance(item, Fact):
-                keys = claimed.get(item.subject)
-                if keys is None or item.key not in keys:
-                    entry = (item.value, item.provenance, item.secret)
-                    unique.setdefault((item.subject, item.key), entry)
-                continue
-            subjects = set(item.subjects)
-            candidates = subjects - open_subjects
-            if (
-                self.conn.dialect != "sqlite"
-                or len(subjects) != len(item.subjects)  # a repeated subject: one by one
-                or not candidates
-                or (not new_host and len(candidates) < FRESH_MIN)
-                or not _columnar(item)
-            ):
-                _merge_block(unique, item, claimed)
-                continue
-            if known is None:
-                known = self._known_subjects(host_id)
-            candidates -= known
-            candidates -= claimed.keys()
-            candidates.difference_update(ident[0] for ident in unique)
-            if len(candidates) == len(subjects):
-                block, rest = item, None
-            elif candidates:
-                block, rest = _split_block(item, candidates)
-            else:
-                block, rest = None, item
-            if block is not None:
-                fresh.append(block)
-                claimed.update(dict.fromkeys(block.subjects, block.keys))
-            if rest is not None:
-                _merge_block(unique, rest, claimed)
-        return unique, fresh
-
-    def _known_subjects(self, host_id: int) -> set[str]:
-        query = "SELECT DISTINCT subject FROM facts WHERE host_id = ?"
-        return {row[0] for row in self.conn.execute(query, (host_id,))}
 
     def _insert_fresh(self, host_id: int, snapshot_id: int, blocks: list[FactBlock]) -> None:
         """Store blocks of facts the host never had, column by column (SQLite only).
@@ -751,7 +514,7 @@ class HistoryWriter:
                     (
                         next_id + start * width,
                         snapshot_id,
-                        _provenance_json(provenance),
+                        provenance_json(provenance),
                         _json_array(values),
                     ),
                 )
@@ -790,9 +553,9 @@ class HistoryWriter:
         )
 
     def _insert_versions(
-        self, host_id: int, snapshot_id: int, rows: list[_NewVersion], new_host: bool = False
+        self, host_id: int, snapshot_id: int, rows: list[NewVersion], new_host: bool = False
     ) -> None:
-        blobs = {row[5]: row[6] for row in rows if row[5] is not None}
+        blobs = {row.blob_sha256: row.blob for row in rows if row.blob_sha256 is not None}
         if blobs:
             existing: set[str] = set()
             digests = list(blobs)
@@ -813,12 +576,14 @@ class HistoryWriter:
                     if d not in existing and data is not None
                 ],
             )
-        fact_ids = self._fact_ids(host_id, [row[0] for row in rows if row[3] is None], new_host)
+        fact_ids = self._fact_ids(
+            host_id, [row.ident for row in rows if row.fact_id is None], new_host
+        )
         # Collectors share one provenance dict across many facts (one per glob):
         # serialise each once.
         serialised = {
-            key: _provenance_json(provenance)
-            for key, provenance in {id(row[1]): row[1] for row in rows}.items()
+            key: provenance_json(provenance)
+            for key, provenance in {id(row.provenance): row.provenance for row in rows}.items()
         }
         self.conn.insert_rows(
             "INSERT INTO versions (fact_id, value, blob_sha256, secret, first_snapshot_id, "
@@ -902,14 +667,6 @@ def _new_errors(errors: list[CollectionError], previous_json: str | None) -> lis
         for e in (json.loads(previous_json) if previous_json else [])
     }
     return [e for e in errors if (e.subject, e.key, e.message) not in seen]
-
-
-def _provenance_json(provenance: dict[str, Any]) -> str | None:
-    return (
-        json.dumps(provenance, ensure_ascii=False, sort_keys=True, default=str)
-        if provenance
-        else None
-    )
 
 
 def _json_array(values: Iterable[str]) -> str:
