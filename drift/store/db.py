@@ -104,6 +104,12 @@ class DbapiConnection:
                 f"{head} VALUES {', '.join([one] * len(chunk))}", list(chain.from_iterable(chunk))
             )
 
+    def insert_id(self, sql: str, params: tuple[Any, ...]) -> int:
+        """Run one `INSERT` and return the id of the row it inserted."""
+        if self.dialect == "sqlite":
+            return int(self.execute(sql, params).lastrowid)
+        return int(self.execute(sql + " RETURNING id", params).fetchone()[0])
+
     def close(self) -> None:
         self.raw.close()
 

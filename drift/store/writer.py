@@ -3,7 +3,11 @@
 This is the every-minute hot path, so it speaks DB-API (`?` placeholders,
 translated for psycopg) and imports nothing heavy. An unchanged record
 inserts one snapshot row and nothing else; otherwise the writer reads the
-open versions, lets drift.store.delta decide what changed, and applies it.
+open versions, lets drift.store.delta decide what changed, and has
+drift.store.apply write it. One idea, a record's write from opening the
+history to its snapshot row (with what a record reads before collecting,
+and marks); the pieces it calls are modules of their own: delta, apply,
+digest, statcache, locks.
 """
 
 from __future__ import annotations
@@ -15,22 +19,18 @@ import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from itertools import chain
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from drift.facts import PROCESS_KEYS, CachedStat, CollectionError, Fact, FactBlock
+from drift.store.apply import apply_delta
 from drift.store.db import DbapiConnection, connect_dbapi
 from drift.store.delta import (
-    FRESH_MIN,
-    Delta,
     Ident,
-    NewVersion,
     OpenVersion,
     PreviousState,
     delta,
     needs_known_subjects,
     needs_script_provenance,
-    provenance_json,
 )
 from drift.store.digest import state_digest
 from drift.store.locks import record_lock
@@ -265,15 +265,10 @@ class HistoryWriter:
             except sqlite3.OperationalError:
                 pass  # a reader came in meanwhile; the next connection asks for WAL again
 
-    def _insert_id(self, sql: str, params: tuple[Any, ...]) -> int:
-        if self.conn.dialect == "sqlite":
-            return int(self.conn.execute(sql, params).lastrowid)
-        return int(self.conn.execute(sql + " RETURNING id", params).fetchone()[0])
-
     def _ensure_host(self, host: str) -> int:
         host_id = self.host_id(host)
         if host_id is None:
-            host_id = self._insert_id("INSERT INTO hosts (name) VALUES (?)", (host,))
+            host_id = self.conn.insert_id("INSERT INTO hosts (name) VALUES (?)", (host,))
         return host_id
 
     def write_snapshot(
@@ -378,7 +373,7 @@ class HistoryWriter:
                 digest,
                 config_id,
             )
-            self._apply(host_id, snapshot_id, changes, previous.new_host)
+            apply_delta(self.conn, host_id, snapshot_id, changes, previous.new_host)
             write_stat_cache(self.conn, host_id, cache_updates, changes.gone_files)
         return SnapshotResult(
             snapshot_id,
@@ -429,15 +424,6 @@ class HistoryWriter:
             previous.script_provenance = {(r[0], r[1]): r[2] for r in rows}
         return previous
 
-    def _apply(self, host_id: int, snapshot_id: int, changes: Delta, new_host: bool) -> None:
-        """Write a delta at the snapshot it belongs to: close versions, then insert new ones."""
-        self.conn.executemany(
-            "UPDATE versions SET until_snapshot_id = ? WHERE id = ?",
-            [(snapshot_id, vid) for vid in changes.closing],
-        )
-        self._insert_fresh(host_id, snapshot_id, changes.fresh)
-        self._insert_versions(host_id, snapshot_id, changes.opening, new_host)
-
     # ------------------------------------------------------------ marks
 
     def add_mark(self, host: str, kind: str, at_us: int, note: str | None) -> int:
@@ -446,7 +432,7 @@ class HistoryWriter:
             raise ValueError(f"unknown mark kind {kind!r}")
         with self._transaction():
             host_id = self._ensure_host(host)
-            return self._insert_id(
+            return self.conn.insert_id(
                 "INSERT INTO marks (host_id, at_us, kind, note) VALUES (?, ?, ?, ?)",
                 (host_id, at_us, kind, note),
             )
@@ -482,47 +468,6 @@ class HistoryWriter:
         query = "SELECT 1 FROM facts WHERE host_id = ? LIMIT 1"
         return self.conn.execute(query, (host_id,)).fetchone() is not None
 
-    def _insert_fresh(self, host_id: int, snapshot_id: int, blocks: list[FactBlock]) -> None:
-        """Store blocks of facts the host never had, column by column (SQLite only).
-
-        SQLite reads each column from one JSON array (json_each), so a block's
-        facts and versions go in with a few statements and no Python per fact:
-        for the bench tree's 36k facts, 0.22 s of CPU against 0.35 s for the
-        same rows bound 1,000 to a statement. Fact ids are numbered here, as
-        inside BEGIN IMMEDIATE no one else inserts.
-        """
-        if not blocks:
-            return
-        next_id = self._next_fact_id()
-        for block in blocks:
-            width = len(block.keys)
-            self.conn.execute(
-                "INSERT INTO facts (id, host_id, subject, key) "
-                "SELECT ? + s.key * ? + k.key, ?, s.value, k.value "
-                "FROM json_each(?) AS s CROSS JOIN json_each(?) AS k",
-                (next_id, width, host_id, _json_array(block.subjects), _json_array(block.keys)),
-            )
-            # One statement per run of subjects that share a provenance (one per glob).
-            for start, end, provenance in _runs(block.provenances):
-                values = chain.from_iterable(
-                    zip(*(column[start:end] for column in block.columns), strict=True)
-                )
-                self.conn.execute(
-                    "INSERT INTO versions (fact_id, value, blob_sha256, secret, "
-                    "first_snapshot_id, provenance) "
-                    "SELECT ? + key, value, NULL, 0, ?, ? FROM json_each(?)",
-                    (
-                        next_id + start * width,
-                        snapshot_id,
-                        provenance_json(provenance),
-                        _json_array(values),
-                    ),
-                )
-            next_id += len(block.subjects) * width
-
-    def _next_fact_id(self) -> int:
-        return int(self.conn.execute("SELECT coalesce(max(id), 0) + 1 FROM facts").fetchone()[0])
-
     def _insert_snapshot(
         self,
         host_id: int,
@@ -536,7 +481,7 @@ class HistoryWriter:
         config_id: int | None,
     ) -> int:
         duration_ms = int((time.monotonic() - started) * 1000)
-        return self._insert_id(
+        return self.conn.insert_id(
             "INSERT INTO snapshots (host_id, taken_us, duration_ms, n_facts, n_changed, "
             "n_errors, errors, state_digest, config_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -550,102 +495,6 @@ class HistoryWriter:
                 digest,
                 config_id,
             ),
-        )
-
-    def _insert_versions(
-        self, host_id: int, snapshot_id: int, rows: list[NewVersion], new_host: bool = False
-    ) -> None:
-        blobs = {row.blob_sha256: row.blob for row in rows if row.blob_sha256 is not None}
-        if blobs:
-            existing: set[str] = set()
-            digests = list(blobs)
-            for i in range(0, len(digests), 500):
-                chunk = digests[i : i + 500]
-                marks = ",".join("?" * len(chunk))
-                existing.update(
-                    r[0]
-                    for r in self.conn.execute(
-                        f"SELECT sha256 FROM blobs WHERE sha256 IN ({marks})", chunk
-                    )
-                )
-            self.conn.insert_rows(
-                "INSERT INTO blobs (sha256, size, content) VALUES (?, ?, ?)",
-                [
-                    (d, len(data), zlib.compress(data, 6))
-                    for d, data in blobs.items()
-                    if d not in existing and data is not None
-                ],
-            )
-        fact_ids = self._fact_ids(
-            host_id, [row.ident for row in rows if row.fact_id is None], new_host
-        )
-        # Collectors share one provenance dict across many facts (one per glob):
-        # serialise each once.
-        serialised = {
-            key: provenance_json(provenance)
-            for key, provenance in {id(row.provenance): row.provenance for row in rows}.items()
-        }
-        self.conn.insert_rows(
-            "INSERT INTO versions (fact_id, value, blob_sha256, secret, first_snapshot_id, "
-            "provenance) VALUES (?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    fact_ids[ident] if fact_id is None else fact_id,
-                    value,
-                    digest,
-                    secret,
-                    snapshot_id,
-                    serialised[id(provenance)],
-                )
-                for ident, provenance, secret, fact_id, value, digest, _data in rows
-            ],
-        )
-
-    def _fact_ids(
-        self, host_id: int, idents: list[tuple[str, str]], new_host: bool = False
-    ) -> dict[tuple[str, str], int]:
-        """Ids for facts without an open version, inserting those never seen before.
-
-        `new_host`: the host had no facts before this record, so none is looked up.
-        """
-        if not new_host and len(idents) < FRESH_MIN:
-            return {(s, k): self._fact_id(host_id, s, k) for s, k in idents}
-        # Many new facts (a first record): read the host's known ids once, then
-        # insert the rest in bulk.
-        select = "SELECT id, subject, key FROM facts WHERE host_id = ?"
-        ids: dict[tuple[str, str], int] = (
-            {}
-            if new_host
-            else {(r[1], r[2]): int(r[0]) for r in self.conn.execute(select, (host_id,))}
-        )
-        missing = [ident for ident in idents if ident not in ids]  # distinct: from a dict's keys
-        if self.conn.dialect == "sqlite":
-            # Inside BEGIN IMMEDIATE no one else can insert, so number the new
-            # rows here instead of reading 36k ids back.
-            start = self._next_fact_id()
-            numbered = range(start, start + len(missing))
-            self.conn.insert_rows(
-                "INSERT INTO facts (id, host_id, subject, key) VALUES (?, ?, ?, ?)",
-                [(i, host_id, s, k) for i, (s, k) in zip(numbered, missing, strict=True)],
-            )
-            ids.update(zip(missing, numbered, strict=True))
-            return ids
-        self.conn.executemany(
-            "INSERT INTO facts (host_id, subject, key) VALUES (?, ?, ?) "
-            "ON CONFLICT (host_id, subject, key) DO NOTHING",
-            [(host_id, s, k) for s, k in missing],
-        )
-        return {(r[1], r[2]): int(r[0]) for r in self.conn.execute(select, (host_id,))}
-
-    def _fact_id(self, host_id: int, subject: str, key: str) -> int:
-        row = self.conn.execute(
-            "SELECT id FROM facts WHERE host_id = ? AND subject = ? AND key = ?",
-            (host_id, subject, key),
-        ).fetchone()
-        if row is not None:  # a fact that was removed and came back
-            return int(row[0])
-        return self._insert_id(
-            "INSERT INTO facts (host_id, subject, key) VALUES (?, ?, ?)", (host_id, subject, key)
         )
 
 
@@ -669,24 +518,6 @@ def _new_errors(errors: list[CollectionError], previous_json: str | None) -> lis
     return [e for e in errors if (e.subject, e.key, e.message) not in seen]
 
 
-def _json_array(values: Iterable[str]) -> str:
-    # ensure_ascii=False: a lone surrogate fails to bind, as it would as a
-    # plain parameter, instead of reaching SQLite as an escape it cannot decode.
-    return json.dumps(list(values), ensure_ascii=False)
-
-
-def _runs(provenances: list[dict[str, Any]]) -> Iterator[tuple[int, int, dict[str, Any]]]:
-    """(start, end, provenance) for each run of equal provenances."""
-    start = 0
-    for j in range(1, len(provenances)):
-        current = provenances[j]
-        if current is not provenances[start] and current != provenances[start]:
-            yield start, j, provenances[start]
-            start = j
-    if provenances:
-        yield start, len(provenances), provenances[start]
-
-
 def add_mark(db: DbUrl, host: str, kind: str, at_us: int, note: str | None) -> int:
     """HistoryWriter.add_mark on the history at `db`, which must exist: a mark belongs to one."""
     with HistoryWriter.open(db, create=False) as writer:
@@ -694,7 +525,10 @@ def add_mark(db: DbUrl, host: str, kind: str, at_us: int, note: str | None) -> i
 
 
 __all__ = [
+    "MARK_KINDS",
+    "ConfigChange",
     "HistoryWriter",
+    "LastSnapshot",
     "SnapshotResult",
     "add_mark",
     "now_us",
