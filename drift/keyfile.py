@@ -64,7 +64,7 @@ def load_key(path: Path) -> SecretKey:
     if found is not None:
         return found
     try:
-        from drift.store.files import make_private_dirs
+        from drift.private_dirs import make_private_dirs
 
         make_private_dirs(path.parent)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")

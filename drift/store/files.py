@@ -12,6 +12,7 @@ import stat
 from pathlib import Path
 
 from drift.errors import StoreError
+from drift.private_dirs import make_private_dirs
 
 
 def sqlite_side_files(path: Path) -> list[Path]:
@@ -75,16 +76,3 @@ def sqlite_privacy(path: Path) -> str:
     else:
         return f"mode {mode:04o}: only its owner can read it"
     return f"mode {mode:04o}: {exposed}; chmod 600 {path}*"
-
-
-def make_private_dirs(folder: Path) -> None:
-    """Create `folder` and any missing parents with mode 0700 (mkdir(parents=True) would not)."""
-    missing: list[Path] = []
-    while not os.path.lexists(folder):
-        missing.append(folder)
-        folder = folder.parent
-    for part in reversed(missing):
-        try:
-            part.mkdir(mode=0o700)
-        except FileExistsError:
-            pass
