@@ -376,25 +376,3 @@ def test_a_mark_goes_through_the_writer_into_an_existing_history_only(tmp_path: 
     with pytest.raises(NoDatabaseError):
         add_mark(resolve_db_url(str(missing)), HOST, "note", 1, None)
     assert not missing.exists()
-
-
-def test_the_store_imports_no_layer_above_it() -> None:
-    # collectors -> facts -> store -> query -> analysis -> report -> cli: the store
-    # hands plain data up and never reaches for what is built on it.
-    import ast
-
-    import drift.store
-
-    above = ("drift.analysis", "drift.report", "drift.render", "drift.display", "drift.cli")
-    above += ("drift.demo", "drift.record")
-    found = {}
-    for path in Path(drift.store.__file__).parent.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module]
-            elif isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            else:
-                continue
-            found.update({name: path.name for name in names if name.startswith(above)})
-    assert found == {}
