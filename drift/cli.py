@@ -319,16 +319,13 @@ def _report_context(
 
     top = None if options["show_all"] else (options["top"] or default_top)
     labels = ("the first WHEN", "the second WHEN") if command == "diff" else ("--stable", "--until")
-    history = obj.history()
-    try:
+    with obj.history() as history:
         return investigate(
             history,
             stable,
             until,
             InvestigateOptions(command=command, top=top, service=options["service"], labels=labels),
         )
-    finally:
-        history.close()
 
 
 def _render(
@@ -386,11 +383,8 @@ def _view(
     from drift.render.envelope import render_json
     from drift.render.jinja import render_template
 
-    history = obj.history()
-    try:
+    with obj.history() as history:
         context = build(history)
-    finally:
-        history.close()
     if fmt == "json":
         emit(render_json(command, context))
     else:
@@ -570,11 +564,8 @@ def mark(obj: DriftContext, kind: str, at: When | None, note: str | None) -> Non
     from drift.timespec import When, describe_when, from_us
 
     # A mark belongs to a recorded history: never start a database (or a host) with one.
-    history = obj.history(hint="run `drift record` first (a mark needs a recorded history)")
-    try:
+    with obj.history(hint="run `drift record` first (a mark needs a recorded history)") as history:
         moment = mark_time(history, at)
-    finally:
-        history.close()
     mark_id = add_mark(obj.db_url(), obj.host_name(), kind, moment, note)
     when_text = describe_when(When(at=from_us(moment)))
     click.echo(f"mark #{mark_id}: {kind} at {when_text} for host {printable(obj.host_name())}")

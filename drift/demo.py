@@ -255,11 +255,8 @@ def run_demo(root: Path, say: Callable[[str], None], *, keep: bool = False) -> I
         snap = record(config, db)
         say(f"       drift record -> snapshot #{snap.snapshot_id}, {snap.changed:,} facts changed")
         say("\n$ drift since\n")
-        history = History.open(db, config.host)
-        try:
+        with History.open(db, config.host) as history:
             return investigate(history, None, None, InvestigateOptions())
-        finally:
-            history.close()
     finally:
         if not keep:
             box.stop_all()

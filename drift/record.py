@@ -117,8 +117,7 @@ def record(
     """
     started = time.monotonic()
     taken = now_us()
-    writer = HistoryWriter.open(db)
-    try:
+    with HistoryWriter.open(db) as writer:
         with writer.record_lock(config.host):
             ctx = CollectContext(
                 file_cache=writer.load_file_cache(config.host),
@@ -163,5 +162,3 @@ def record(
                 ),
                 key_fingerprint=key.fingerprint,
             )
-    finally:
-        writer.close()
