@@ -1,5 +1,11 @@
 """The command line: parse options, call the library, render. Nothing is computed here.
 
+One idea, kept whole past 500 lines: each command is its options, its help
+text and the few lines that call the library and print, and reads best next
+to the others. What commands share lives apart: the options (cli_options.py),
+their resolution into a config, database and host (cli_context.py), the
+progress line (progress.py) and the report's regenerate line (render/).
+
 Imports stay light (click and the config parser): `drift --help` and
 `drift record` must not pay for SQLAlchemy, Alembic or Jinja unless they use them.
 """
