@@ -7,6 +7,7 @@ import os
 import pwd
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -763,3 +764,44 @@ def test_unit_without_systemd_answer_is_a_blind_spot() -> None:
     assert errors[0].covers("service:decode", "env:HF_HOME")
     assert errors[0].covers("service:decode", "unit:exec_start")
     assert "sglang-decode.service" in errors[0].message
+
+
+def test_systemd_s_child_before_its_exec_is_not_taken_for_the_service(tmp_path: Path) -> None:
+    """Mid-restart, a unit's MainPID can be systemd's fork, named `(bash)`, not yet the program.
+
+    Its environment is the manager's: read as the service, every variable would be a
+    false change. Real processes stand in: one whose executable is named systemd and
+    whose argv is `(bash)`, as systemd's child is, and two that each have only one of
+    the two marks.
+    """
+    from drift.collectors.locate import systemd_child
+
+    fake = tmp_path / "systemd"
+    shutil.copy("/bin/cat", fake)  # cat waits on its stdin with no argument but its name
+
+    def start(argv: list[str], executable: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(argv, executable=executable, stdin=subprocess.PIPE)
+
+    procs = {
+        "child": start(["(bash)"], str(fake)),
+        "only named so": start(["(bash)"], "/bin/cat"),
+        "systemd's binary itself": start([str(fake)], str(fake)),
+        "a program with an argument after the title": start(["(bash)", "-"], str(fake)),
+    }
+    try:
+        for proc in procs.values():  # until the exec is done
+            deadline = time.monotonic() + 10
+            while psutil.Process(proc.pid).exe() not in (str(fake), "/usr/bin/cat", "/bin/cat"):
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+        seen = {name: systemd_child(psutil.Process(p.pid)) for name, p in procs.items()}
+        assert seen == {
+            "child": True,
+            "only named so": False,
+            "systemd's binary itself": False,
+            "a program with an argument after the title": False,
+        }
+    finally:
+        for proc in procs.values():
+            proc.kill()
+            proc.communicate()  # closes its stdin

@@ -7,6 +7,8 @@ root at the container's /proc, as a user watching a containerised box would.
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -154,3 +156,63 @@ def test_a_unit_service_writes_only_what_its_collector_declares(
     written = {key.shown for fact in facts if (key := SERVICE.key(fact.key)) is not None}
     assert {key.shown for key in SERVICE.keys if key.key.startswith("unit:")} <= written
     assert {"unit", "fragment", "drop_ins"} <= {name for f in facts for name in f.provenance}
+
+
+WAITER = """[Unit]
+Description=a server whose start waits on its input (test)
+
+[Service]
+ExecStart=/bin/cat
+StandardInput=file:/run/waiter.in
+StandardOutput=null
+"""
+
+
+def test_systemd_s_child_caught_before_its_exec_is_a_blind_spot_not_the_service(
+    systemd_container: SystemdContainer, tmp_path: Path
+) -> None:
+    """Mid-start, the unit's MainPID is systemd's fork, named `(cat)`, with the manager's
+    environment. systemd opens the unit's input before the exec: a FIFO nobody writes
+    holds the fork there for as long as the test needs, as a restart does for an instant."""
+    box = systemd_container
+    fifo = box.root / "run/waiter.in"
+    os.mkfifo(fifo)
+    box.write_unit("waiter.service", WAITER)
+    box.daemon_reload()
+    box.run_systemctl("start", "--no-block", "waiter.service")
+    config = tmp_path / "drift.toml"
+    config.write_text(
+        f'host = "ctr"\nsystemctl = {json.dumps(box.systemctl)}\nproc_root = "{box.proc_root}"\n'
+        '[[services]]\nname = "waiter"\nunit = "waiter.service"\n'
+    )
+    cfg = ["--config", str(config), "--db", str(tmp_path / "drift.db")]
+    deadline = time.monotonic() + 30
+
+    def main_pid() -> int:
+        return int(box.run_systemctl("show", "-p", "MainPID", "--value", "waiter.service").stdout)
+
+    while main_pid() <= 0:
+        assert time.monotonic() < deadline, "systemd did not fork the unit's process"
+        time.sleep(0.05)
+
+    caught = run_drift(["record", *cfg], tmp_path, check=False)
+    assert caught.returncode == 4, caught.stderr  # stored, with a blind spot
+    assert "systemd is still starting waiter.service" in caught.stderr
+    assert "has not run the unit's program yet" in caught.stderr
+    shown = run_drift(["show", "service:waiter", "--format", "json", *cfg], tmp_path).stdout
+    assert '"env:container"' not in shown and "systemd-nspawn" not in shown
+
+    with open(fifo, "wb"):  # the fork's open returns, it runs cat, which reads until we close
+        while not os.readlink(f"{box.proc_root}/{main_pid()}/exe").endswith("/cat"):
+            assert time.monotonic() < deadline, "the unit never ran its program"
+            time.sleep(0.05)
+        run_drift(["record", *cfg], tmp_path)
+        facts = {
+            f["key"]: f["value"]
+            for f in json.loads(
+                run_drift(["show", "service:waiter", "--format", "json", *cfg], tmp_path).stdout
+            )["data"]["subjects"][0]["facts"]
+        }
+    assert facts["running"] == "true" and facts["exe"].endswith("/cat")
+    assert "env:container" not in facts  # the program's environment, not the manager's
+    box.stop_unit("waiter.service")

@@ -4,10 +4,12 @@ A stopped service is a state: the finder says "not running". What cannot say
 which process is the service is an error instead, so the service's facts keep
 their last values: a pidfile that is missing, empty or garbled, one naming
 drift itself, the init process or a kernel thread, a stale one whose pid
-another program has taken since the service was last recorded, and a unit
-whose MainPID is not in `ctx.proc_root`. A service found by regex gets a
-``matches`` fact (how many processes matched); one found by unit gets the
-``unit:*`` facts of systemd (`drift.collectors.systemd`).
+another program has taken since the service was last recorded, a unit
+whose MainPID is not in `ctx.proc_root`, and one whose MainPID is still
+systemd's child that has not run the unit's program (caught mid-restart).
+A service found by regex gets a ``matches`` fact (how many processes
+matched); one found by unit gets the ``unit:*`` facts of systemd
+(`drift.collectors.systemd`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import os
 import re
 import shlex
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -29,6 +32,9 @@ from drift.errors import DriftError
 from drift.facts import CollectContext, CollectionError, Fact
 from drift.timespec import parse_stored_time
 
+# How long to wait, each time, for systemd's child to run the unit's program
+# (a fork-to-exec takes milliseconds): about a quarter of a second in all.
+STARTING_WAITS = (0.01, 0.02, 0.04, 0.08, 0.1)
 # A kernel thread (kworker, kthreadd ...): flags field of /proc/PID/stat.
 _PF_KTHREAD = 0x00200000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -291,7 +297,9 @@ def _from_unit(unit: str, ctx: CollectContext, subject: str) -> Located:
     from drift.collectors.systemd import show_unit, unit_facts
 
     found_by = f"unit {unit}"
-    for _attempt in range(2):
+    waits = iter(STARTING_WAITS)
+    vanished = 0
+    while True:
         try:
             state = show_unit(unit, ctx.systemctl)
         except DriftError as exc:
@@ -302,10 +310,49 @@ def _from_unit(unit: str, ctx: CollectContext, subject: str) -> Located:
         if state.main_pid <= 0:
             return Located(found_by, facts=facts)
         process = _alive(state.main_pid)
-        if process is not None:
+        if process is None:
+            # The MainPID is not in proc_root: it just exited (so ask again), or
+            # systemd's pids are not proc_root's (a namespace mix-up), which must
+            # not read as the service stopping.
+            vanished += 1
+            if vanished < 2:
+                continue
+            message = f"systemd reports MainPID {state.main_pid}, not found in {ctx.proc_root}"
+            break
+        if not systemd_child(process):
             return Located(found_by, process=process, facts=facts)
-        # The MainPID is not in proc_root: it just exited (so ask again), or
-        # systemd's pids are not proc_root's (a namespace mix-up), which must
-        # not read as the service stopping.
-    message = f"systemd reports MainPID {state.main_pid}, not found in {ctx.proc_root}"
+        # Caught between systemd's fork and the exec of the unit's program: what this
+        # process runs with is systemd's own, not the service's. Ask again shortly.
+        wait = next(waits, None)
+        if wait is None:
+            message = (
+                f"systemd is still starting {unit}: pid {process.pid} has not run the "
+                "unit's program yet"
+            )
+            break
+        time.sleep(wait)
     return Located(found_by, facts=facts, error=CollectionError(subject, None, message))
+
+
+def systemd_child(proc: psutil.Process) -> bool:
+    """Whether `proc` is systemd's child for a unit, before it runs the unit's program.
+
+    Between its fork and the exec, systemd names the child after the program
+    to come, ``(bash)``, while its executable is still systemd's, and its
+    environment is the manager's. Read as the service, every fact of it would
+    be a false change.
+    """
+    try:
+        with proc.oneshot():
+            argv = proc.cmdline()
+            exe = proc.exe()
+    except psutil.Error:
+        return False
+    # The title overwrites systemd's own argv in place: words after it are blank, if any.
+    return (
+        bool(argv)
+        and argv[0].startswith("(")
+        and argv[0].endswith(")")
+        and not any(word.strip() for word in argv[1:])
+        and os.path.basename(exe) == "systemd"
+    )
