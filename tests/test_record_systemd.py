@@ -32,6 +32,7 @@ Description=decode server (test)
 [Service]
 ExecStart=/bin/bash /opt/serve/decode.sh
 Environment=CUDA_VISIBLE_DEVICES=4,5,6,7 HF_TOKEN={TOKEN}
+Environment=UNIT_NAME=%n
 """
 
 SCRIPT = """#!/bin/bash
@@ -82,6 +83,16 @@ def test_unit_service_restart_env_and_pending_reload(
     assert facts["env:CUDA_VISIBLE_DEVICES"]["value"] == "4,5,6,7"
     assert facts["unit:environment:CUDA_VISIBLE_DEVICES"]["value"] == "4,5,6,7"
     assert facts["unit:environment:HF_TOKEN"]["secret"] is True
+    # The line that wrote each variable, read from the unit's own files, as systemd merged them.
+    assert facts["unit:environment:CUDA_VISIBLE_DEVICES"]["where"] == (
+        "/etc/systemd/system/decode.service:6"
+    )
+    assert facts["unit:environment:DROPIN"]["where"] == (
+        "/etc/systemd/system/decode.service.d/override.conf:2"
+    )
+    # systemd expanded %n: the line does not read as the value systemd holds, so none is claimed.
+    assert facts["unit:environment:UNIT_NAME"]["value"] == "decode.service"
+    assert facts["unit:environment:UNIT_NAME"]["where"] == "unit decode.service"
     assert facts["unit:need_daemon_reload"]["value"] == "no"
     assert facts["env:DROPIN"]["value"] == "yes"
 
@@ -117,6 +128,8 @@ def test_unit_service_restart_env_and_pending_reload(
     diff = changed(since(tmp_path, cfg, "#2"))
     knob = diff[("service:decode", "unit:environment:NEW_KNOB")]
     assert knob["after"] == "1" and knob["suspect"]["status"] == "pending"
+    assert knob["where"] == "/etc/systemd/system/decode.service.d/override.conf:2"
+    assert knob["provenance"]["text"] == "Environment=DROPIN=yes NEW_KNOB=1"
     assert "not applied yet" in knob["suspect"]["label"]
     assert ("service:decode", "env:NEW_KNOB") not in diff
     assert ("service:decode", "unit:need_daemon_reload") not in diff

@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from drift.errors import DriftError
 from drift.facts import Fact
@@ -146,11 +147,14 @@ def show_unit(
     return parse_unit_state(unit, props)
 
 
-def unit_facts(subject: str, state: UnitState) -> Iterator[Fact]:
+def unit_facts(
+    subject: str, state: UnitState, lines: Mapping[str, Any] | None = None
+) -> Iterator[Fact]:
     """The facts systemd holds about a unit's configuration, with where they come from.
 
     MainPID and timestamps are left out: the services collector records the
-    process itself (pid, started_at).
+    process itself (pid, started_at). `lines` names the unit file line that set
+    an `Environment=` variable (`drift.collectors.unit_files`), where it is known.
     """
     provenance = {
         "unit": state.unit,
@@ -172,7 +176,11 @@ def unit_facts(subject: str, state: UnitState) -> Iterator[Fact]:
     for key, value in values.items():
         yield Fact(subject, key, value, dict(provenance))
     for name, value in state.environment.items():
-        yield Fact(subject, f"unit:environment:{name}", value, dict(provenance))
+        where = dict(provenance)
+        origin = (lines or {}).get(name)
+        if origin is not None:
+            where.update(file=origin.file, line=origin.line, text=origin.text)
+        yield Fact(subject, f"unit:environment:{name}", value, where)
 
 
 _TIMESTAMP = re.compile(
