@@ -208,6 +208,24 @@ def quote_when(w: When, tz: tzinfo | None = None) -> str:
     return f"{w.text} ({', '.join(parts)})" if w.text else describe_when(w, tz)
 
 
+CLOCK_SKEW = timedelta(minutes=1)
+"""How far ahead of this machine's clock a time may be and still count as now."""
+
+
+def refuse_future(w: When | None, label: str, *, now: datetime | None = None) -> None:
+    """Raise a TimeSpecError when `w` names a time that has not happened yet.
+
+    A mark or a state "at" a future time is almost always a mistyped date;
+    taken at its word it would mark, or show, the latest record as that time.
+    """
+    if w is None or w.at is None:
+        return
+    current = now if now is not None else datetime.now(UTC)
+    if w.at > current + CLOCK_SKEW:
+        shown = describe_when(When(at=current))
+        raise TimeSpecError(f"{label} {quote_when(w)} is in the future (now is {shown})")
+
+
 # --- helpers -----------------------------------------------------------------
 
 

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -444,6 +445,22 @@ def test_mark_at_a_snapshot_number_is_the_moment_it_was_taken(tmp_path: Path) ->
         2,
         "drift: --at #7: no snapshot #7 for host 'm'\n",
     )
+
+
+@pytest.mark.parametrize("command", [["mark", "stable"], ["show"]])
+def test_a_time_in_the_future_is_refused_not_taken_as_the_latest_record(
+    recorded: list[str], tmp_path: Path, command: list[str]
+) -> None:
+    future = (datetime.now(UTC) + timedelta(days=400)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    refused = run_drift([*command, "--at", future, *recorded], tmp_path, check=False)
+    assert refused.returncode == 2
+    assert refused.stderr.startswith(f"drift: --at {future} (")
+    assert "is in the future (now is " in refused.stderr
+    assert refused.stderr.count("\n") == 1
+    # A moment that has happened is still taken; a refused mark left nothing behind.
+    taken = run_drift([*command, "--at", "now", *recorded], tmp_path).stdout
+    if command[0] == "mark":
+        assert taken.startswith("mark #1: stable at ")
 
 
 @pytest.mark.parametrize(

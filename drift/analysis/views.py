@@ -13,7 +13,7 @@ from drift.analysis.investigate import snapshot_ref
 from drift.analysis.investigation import SnapshotRef
 from drift.analysis.values import Values, where
 from drift.store.query import History, StoredVersion
-from drift.timespec import When, iso, local_time
+from drift.timespec import When, iso, local_time, refuse_future
 
 
 # Not frozen: there is one per fact of the box, and a frozen dataclass is twice as slow to build.
@@ -51,6 +51,7 @@ class StateView:
 
 def state_view(history: History, at: When | None, pattern: str | None) -> StateView:
     """The state at the snapshot for `at` (default: the latest), only facts matching `pattern`."""
+    refuse_future(at, "--at")
     snap = history.snapshot_for(at) if at is not None else history.latest()
     state = history.state_at(snap.id)
     if pattern:
