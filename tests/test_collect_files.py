@@ -161,7 +161,12 @@ def test_pattern_matching_nothing_is_an_error_that_covers_no_file(tree: Path) ->
     assert list(facts) == [f"file:{tree}/a.py"]
     assert [(e.subject, e.key, e.message) for e in errors] == [
         ("files:conf", None, f"no file matches {missing}"),
-        ("files:conf", None, f"no file matches {directory}"),  # a directory is not a file
+        # A folder is not a file: the error says how to watch the files in it.
+        (
+            "files:conf",
+            None,
+            f"no file matches {directory}: it is a folder; use {directory}/** for the files in it",
+        ),
     ]
     # A file that was recorded before and is gone now must read as removed.
     assert not any(covers(e, f"file:{tree}/nowhere/a.conf", "sha256") for e in errors)

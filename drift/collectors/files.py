@@ -104,7 +104,7 @@ def collect_files(spec: FileSpec, ctx: CollectContext) -> Iterator[Item]:
     yield from facts.add_all(entries, reads)
     yield from found.errors
     for pattern in found.empty:
-        yield CollectionError(f"files:{spec.name}", None, f"no file matches {pattern}")
+        yield CollectionError(f"files:{spec.name}", None, _no_match(pattern))
     for block in (facts.read, facts.unchanged):
         if block.subjects:
             yield block
@@ -406,3 +406,11 @@ def _special_type(mode: int) -> str:
         if test(mode):
             return name
     return "unknown"
+
+
+def _no_match(pattern: str) -> str:
+    """Why a pattern matched nothing, with the fix when it names a folder rather than files."""
+    if os.path.isdir(pattern):
+        inside = os.path.join(pattern, "**")
+        return f"no file matches {pattern}: it is a folder; use {inside} for the files in it"
+    return f"no file matches {pattern}"
