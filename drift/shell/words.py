@@ -298,6 +298,75 @@ _ANSI = {
 }
 
 
+_DIGITS = {
+    ord("0"): re.compile(rb"[0-7]{1,3}"),  # after the backslash: \0, \12, \101
+    ord("x"): re.compile(rb"[0-9a-fA-F]{1,2}"),
+    ord("u"): re.compile(rb"[0-9a-fA-F]{1,4}"),
+    ord("U"): re.compile(rb"[0-9a-fA-F]{1,8}"),
+}
+_ANSI_BYTES = {ord(k): v.encode() for k, v in _ANSI.items()}
+_BACKSLASH = ord("\\")
+
+
 def _ansi_c(text: str) -> str:
-    """The text of ``$'...'`` with its backslash escapes read."""
-    return re.sub(r"\\(.)", lambda m: _ANSI.get(m.group(1), "\\" + m.group(1)), text, flags=re.S)
+    r"""The text of ``$'...'`` with its backslash escapes read as bash reads them.
+
+    bash works on bytes: ``\xHH`` and octal ``\NNN`` are one byte each (a byte
+    that is not UTF-8 comes back as its surrogate escape, as a value read from
+    /proc/PID/environ does), ``\uHHHH``/``\UHHHHHHHH`` are the character in
+    UTF-8 (a UTF-8 locale: in the C locale bash keeps ``\u00E9`` as text, so
+    such a value is then not matched to the live one, never wrongly matched),
+    ``\cX`` is the control character of the byte X, and a NUL ends the string.
+    """
+    if "\\" not in text:
+        return text
+    data = text.encode("utf-8", "surrogateescape")
+    out = bytearray()
+    i = 0
+    while i < len(data):
+        if data[i] != _BACKSLASH or i + 1 == len(data):
+            out.append(data[i])
+            i += 1
+            continue
+        decoded, i = _ansi_escape(data, i + 1)
+        out += decoded
+    return bytes(out).split(b"\x00", 1)[0].decode("utf-8", "surrogateescape")
+
+
+def _ansi_escape(data: bytes, at: int) -> tuple[bytes, int]:
+    """The bytes of the escape whose letter is `data[at]`, and where the text goes on."""
+    code = data[at]
+    if code in _ANSI_BYTES:
+        return _ANSI_BYTES[code], at + 1
+    if ord("0") <= code <= ord("7"):
+        digits = _DIGITS[ord("0")].match(data, at)
+        assert digits is not None
+        return bytes([int(digits[0], 8) & 0xFF]), digits.end()
+    if code in _DIGITS:
+        digits = _DIGITS[code].match(data, at + 1)
+        if digits is None:
+            return bytes([_BACKSLASH, code]), at + 1  # \x with no digit stays as typed
+        number = int(digits[0], 16)
+        return (bytes([number]) if code == ord("x") else _utf8(number)), digits.end()
+    if code == ord("c") and at + 1 < len(data):
+        control = data[at + 1]
+        end = at + 2
+        if control == _BACKSLASH and data[end : end + 1] == b"\\":
+            end += 1  # \c\\ is control-backslash
+        value = 0x7F if control == ord("?") else bytes([control]).upper()[0] & 0x1F
+        return bytes([value]), end
+    return bytes([_BACKSLASH, code]), at + 1
+
+
+def _utf8(number: int) -> bytes:
+    """`number` in UTF-8 as bash writes it: surrogates and values past U+10FFFF included."""
+    if number < 0x80:
+        return bytes([number])
+    tail = []
+    limit = 0x40  # the first byte's room shrinks by one bit per continuation byte
+    while number >= limit:
+        tail.append(0x80 | (number & 0x3F))
+        number >>= 6
+        limit >>= 1
+    lead = (0xFF << (8 - len(tail) - 1)) & 0xFF
+    return bytes([lead | number, *reversed(tail)])
