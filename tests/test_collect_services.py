@@ -27,7 +27,7 @@ from drift.collectors.flags import parse_flags
 from drift.collectors.scripts import collect_script
 from drift.collectors.services import collect_service
 from drift.config import ServiceSpec
-from drift.facts import CollectContext, CollectionError, Fact
+from drift.facts import PROCESS_KEYS, CollectContext, CollectionError, Fact
 
 SLEEPER = "import time; time.sleep(600)"
 FLAGS = [
@@ -640,7 +640,12 @@ def test_match_finds_the_service_and_not_drift_or_its_parents(serve: Serve) -> N
 def test_match_in_process_gives_same_facts_as_pidfile(serve: Serve) -> None:
     by_match, errors = collect(ServiceSpec(name="decode", match=rf"--drift-test {serve.token}$"))
     assert errors == []
-    by_pidfile, _ = collect(ServiceSpec(name="decode", pidfile=str(serve.pidfile)))
+    # The second reading knows the first, as the next record knows the last one: the
+    # same process keeps its recorded start time (the boot moment is only known to a
+    # millisecond, so two readings may round it apart).
+    last = {k: by_match[k].value for k in PROCESS_KEYS if k in by_match}
+    ctx = CollectContext(last_processes={"service:decode": last})
+    by_pidfile, _ = collect(ServiceSpec(name="decode", pidfile=str(serve.pidfile)), ctx)
     assert by_match["pid"].provenance["found_by"] == f"match --drift-test {serve.token}$"
     assert by_match.pop("matches").value == "1"
     assert values(by_match) == values(by_pidfile)
