@@ -100,7 +100,7 @@ def collect_files(spec: FileSpec, ctx: CollectContext) -> Iterator[Item]:
     sink = ctx.progress
     report = None if sink is None or not jobs else HashProgress(sink, spec.name, jobs)
     reads = read_all(jobs, CONTENT_MAX if spec.content else None, report, spec.max_size)
-    facts = _SetFacts(spec, ctx.cache_updates)
+    facts = _SetFacts(spec, ctx.cache_updates, ctx.files.container)
     yield from facts.add_all(entries, reads)
     yield from found.errors
     for pattern in found.empty:
@@ -119,6 +119,7 @@ def _expand_set(spec: FileSpec, ctx: CollectContext) -> Expansion:
         None if sink is None else lambda n: sink(f"listing files of set {spec.name}: {n:,} found"),
         one_file_system=spec.one_file_system,
         max_files=spec.max_files,
+        files=ctx.files,
     )
 
 
@@ -134,8 +135,11 @@ def _list_files(
     entries: list[_Entry] = []
     jobs: list[Job] = []
     errors: list[CollectionError] = []
+    named = found.named if found.naming is not None else None
     for path, (pattern, entry) in sorted(found.matches.items()):
-        name = storable(path)  # the stored path: valid UTF-8 whatever the bytes
+        # The stored path, as the config names it (inside a container, its path there):
+        # valid UTF-8 whatever the bytes.
+        name = storable(path if named is None else named(path, pattern))
         try:
             st = _lstat(entry, lstat_all or name in cache)
         except FileNotFoundError:
@@ -164,9 +168,12 @@ class _SetFacts:
     serialises each distinct dict once.
     """
 
-    def __init__(self, spec: FileSpec, cache_updates: dict[str, CachedStat]) -> None:
+    def __init__(
+        self, spec: FileSpec, cache_updates: dict[str, CachedStat], container: str | None = None
+    ) -> None:
         self.spec = spec
         self.cache_updates = cache_updates
+        self.container = container
         self.read = FactBlock(FILE_KEYS, [], [[], [], []], [])
         self.unchanged = FactBlock(FILE_KEYS, [], [[], [], []], [])
         self.provenances: dict[str, dict[str, str]] = {}
@@ -183,6 +190,8 @@ class _SetFacts:
             provenance = provenances.get(pattern)
             if provenance is None:
                 provenance = provenances[pattern] = {"glob": pattern, "set": self.spec.name}
+                if self.container is not None:
+                    provenance["container"] = self.container
             if st is not None and not stat.S_ISREG(st.st_mode):
                 yield from _not_regular(path, subject, st, provenance)
             elif digest is None:

@@ -30,6 +30,7 @@ from drift.collectors.process import SAME_PROCESS, STAT_FLAGS, Result, stat_fiel
 from drift.config import ServiceSpec
 from drift.errors import DriftError
 from drift.facts import CollectContext, CollectionError, Fact
+from drift.rooted import HOST, Files
 from drift.timespec import parse_stored_time
 
 # How long to wait, each time, for systemd's child to run the unit's program
@@ -61,7 +62,7 @@ class Located:
 def locate(spec: ServiceSpec, ctx: CollectContext, subject: str) -> Located:
     """Find the service's main process the way its config says."""
     if spec.pidfile is not None:
-        return _from_pidfile(spec.pidfile, subject, ctx.proc_root)
+        return _from_pidfile(spec.pidfile, subject, ctx.proc_root, ctx.files)
     if spec.match is not None:
         return _from_match(spec.match, ctx.proc_root, subject)
     if spec.unit is not None:
@@ -69,7 +70,7 @@ def locate(spec: ServiceSpec, ctx: CollectContext, subject: str) -> Located:
     return Located("nothing", error=CollectionError(subject, None, "no unit, pidfile or match"))
 
 
-def _from_pidfile(path: str, subject: str, proc_root: str) -> Located:
+def _from_pidfile(path: str, subject: str, proc_root: str, files: Files = HOST) -> Located:
     found_by = f"pidfile {path}"
     service = subject.removeprefix("service:")
 
@@ -78,7 +79,8 @@ def _from_pidfile(path: str, subject: str, proc_root: str) -> Located:
         return Located(found_by, error=CollectionError(subject, None, message))
 
     try:
-        with open(path, "rb") as f:
+        # In a container, its own pidfile: read inside it, its symlinks too.
+        with os.fdopen(files.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as f:
             data = f.read(64)
             written = os.fstat(f.fileno()).st_mtime_ns
     except FileNotFoundError:
