@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -236,6 +237,28 @@ def test_a_pidfile_older_than_its_process_is_stale(
     ) in out.stderr
 
 
+@needs_root
+def test_a_checkout_in_a_container_without_git_is_a_blind_spot(
+    tmp_path: Path, chrooted: tuple[Path, subprocess.Popen[str]]
+) -> None:
+    root, leader = chrooted
+    (root / "opt/sglang/.git").mkdir(parents=True)
+    (tmp_path / "leader.pid").write_text(f"{leader.pid}\n")
+    config = tmp_path / "drift.toml"
+    config.write_text(
+        '[container]\nname = "sglang"\npidfile = "leader.pid"\n[[repos]]\npath = "/opt/sglang"\n'
+        '[[repos]]\npath = "/opt/nothing"\n'
+    )
+    out = record(tmp_path, config, check=False)
+    assert out.returncode == 4
+    assert "repo:/opt/sglang: cannot run git in the container: nsenter: failed to execute git" in (
+        out.stderr
+    )
+    assert "repo:/opt/nothing: /opt/nothing: no such file or directory in container sglang" in (
+        out.stderr
+    )
+
+
 def test_a_machine_needs_machined(tmp_path: Path) -> None:
     """`machine` asks machinectl; where machined does not run, machinectl says why."""
     if subprocess.run(["which", "machinectl"], capture_output=True).returncode != 0:
@@ -328,12 +351,38 @@ Environment=CUDA_VISIBLE_DEVICES=4,5
 VOLATILE = {"pid", "started_at", "env:INVOCATION_ID", "env:JOURNAL_STREAM", "env:SYSTEMD_EXEC_PID"}
 
 
-def provision(box: SystemdContainer, host_twin: Path) -> None:
-    """The box's state: what `--volatile=overlay` loses at every stop, written again the same."""
+def provision(box: SystemdContainer, host_twin: Path, checkout: Path) -> None:
+    """The box's state: what `--volatile=overlay` loses at every stop, written again the same.
+
+    The rootfs has no git: the host's is copied in (the same Debian release), to read
+    the checkout copied to /opt/sglang.
+    """
     lay_out(box.root, host_twin)
     box.write_unit("decode.service", UNIT)
     box.daemon_reload()
     box.start("decode.service")
+    shutil.copy2("/usr/bin/git", box.root / "usr/local/bin/git")
+    subprocess.run(["cp", "-a", str(checkout), str(box.root / "opt/sglang")], check=True)
+
+
+def make_checkout(where: Path) -> dict[str, str]:
+    """A git checkout with a commit, a modified file and an untracked one; what git says."""
+    where.mkdir()
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(where), *args], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    git("init", "-q", "-b", "main")
+    (where / "server.py").write_text("print('serve')\n")
+    git("add", "server.py")
+    git("-c", "user.email=dev@example.com", "-c", "user.name=dev", "commit", "-qm", "first")
+    (where / "server.py").write_text("print('serve, patched')\n")
+    (where / "notes.txt").write_text("local\n")
+    says = {"head": git("rev-parse", "HEAD"), "branch": "main", "dirty": "yes", "untracked": "1"}
+    os.chown(where, 1000, 1000)  # owned by someone else, as a developer's checkout is
+    return says
 
 
 @pytest.mark.systemd
@@ -342,9 +391,11 @@ def test_a_restarted_container_keeps_its_subjects_and_history(tmp_path: Path) ->
     require_systemd()
     box = SystemdContainer()
     twin = tmp_path / "v2"
+    checkout = tmp_path / "checkout"
+    git_says = make_checkout(checkout)
     try:
         box.boot()
-        provision(box, twin)
+        provision(box, twin, checkout)
         config = tmp_path / "drift.toml"
         leader = [str(CONTAINER_SCRIPT), "leader", str(box.directory), box.name]
         config.write_text(
@@ -352,6 +403,7 @@ def test_a_restarted_container_keeps_its_subjects_and_history(tmp_path: Path) ->
             '[[services]]\nname = "decode"\nunit = "decode.service"\n'
             'script = "/opt/serve/current/decode.sh"\n'
             '[[files]]\nname = "serve"\npaths = ["/opt/serve/current/*.sh", "/etc/serve/*"]\n'
+            '[[repos]]\npath = "/opt/sglang"\n'
         )
         first = record(tmp_path, config).stdout
         assert ", 0 errors," in first
@@ -367,6 +419,10 @@ def test_a_restarted_container_keeps_its_subjects_and_history(tmp_path: Path) ->
             "/etc/systemd/system/decode.service:6 in container sglang"
         )
         assert not [s for s in before if "/proc/" in s]
+        # The checkout, read by git inside the container, says what git says of it.
+        repo = before["repo:/opt/sglang"]
+        assert {key: repo[key]["value"] for key in git_says} == git_says
+        assert repo["head"]["where"] == "/opt/sglang in container sglang"
         old_leader = box.leader_pid
 
         # The container goes away: a blind spot, nothing gone.
@@ -378,7 +434,7 @@ def test_a_restarted_container_keeps_its_subjects_and_history(tmp_path: Path) ->
         # And comes back, under another leader PID, with the same files.
         box.boot()
         assert box.leader_pid != old_leader
-        provision(box, twin)
+        provision(box, twin, checkout)
         record(tmp_path, config)
         after = state(tmp_path, config)
         assert after.keys() == before.keys()
@@ -405,6 +461,7 @@ def test_a_restarted_container_keeps_its_subjects_and_history(tmp_path: Path) ->
             ("service:decode", False),
             ("script:/", False),
             ("file:/", False),
+            ("repo:/", False),
         }
         assert all("container sglang not found" in b["message"] for b in data["blind_spots"])
     finally:
