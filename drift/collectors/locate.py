@@ -30,7 +30,6 @@ from drift.collectors.process import SAME_PROCESS, STAT_FLAGS, Result, stat_fiel
 from drift.config import ServiceSpec
 from drift.errors import DriftError
 from drift.facts import CollectContext, CollectionError, Fact
-from drift.rooted import HOST, Files
 from drift.timespec import parse_stored_time
 
 # How long to wait, each time, for systemd's child to run the unit's program
@@ -62,7 +61,7 @@ class Located:
 def locate(spec: ServiceSpec, ctx: CollectContext, subject: str) -> Located:
     """Find the service's main process the way its config says."""
     if spec.pidfile is not None:
-        return _from_pidfile(spec.pidfile, subject, ctx.proc_root, ctx.files)
+        return _from_pidfile(spec.pidfile, subject, ctx)
     if spec.match is not None:
         return _from_match(spec.match, ctx.proc_root, subject)
     if spec.unit is not None:
@@ -70,7 +69,7 @@ def locate(spec: ServiceSpec, ctx: CollectContext, subject: str) -> Located:
     return Located("nothing", error=CollectionError(subject, None, "no unit, pidfile or match"))
 
 
-def _from_pidfile(path: str, subject: str, proc_root: str, files: Files = HOST) -> Located:
+def _from_pidfile(path: str, subject: str, ctx: CollectContext) -> Located:
     found_by = f"pidfile {path}"
     service = subject.removeprefix("service:")
 
@@ -80,7 +79,8 @@ def _from_pidfile(path: str, subject: str, proc_root: str, files: Files = HOST) 
 
     try:
         # In a container, its own pidfile: read inside it, its symlinks too.
-        with os.fdopen(files.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as f:
+        opened = ctx.files.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(opened, "rb") as f:
             data = f.read(64)
             written = os.fstat(f.fileno()).st_mtime_ns
     except FileNotFoundError:
@@ -105,7 +105,7 @@ def _from_pidfile(path: str, subject: str, proc_root: str, files: Files = HOST) 
     if process is None:
         # The pid of a process that is gone: what a daemon that died leaves behind.
         return Located(found_by)
-    other = _not_a_service(process, proc_root)
+    other = _not_a_service(process, ctx.proc_root)
     if other is not None:
         return blind(f"pidfile {path} holds pid {pid}, {other}, not {service}")
     mtime = _EPOCH + timedelta(microseconds=written // 1000)

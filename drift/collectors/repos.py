@@ -169,12 +169,13 @@ def _read_inside(spec: RepoSpec, ctx: CollectContext) -> list[Fact]:
         raise _GitFailed(f"{spec.path}: no such file or directory in container {container}")
     deadline = time.monotonic() + spec.timeout
     git = _Git("/", [top, f"{top}/.git"], deadline, spec.timeout, (*ctx.enter, "git", "-C", top))
-    words = git.run(["rev-parse", "--absolute-git-dir", "--is-bare-repository"]).split()
-    if len(words) != 2:
-        raise _GitFailed(f"{spec.path}: git rev-parse said {b' '.join(words)!r}")
-    git_dir, bare = os.fsdecode(words[0]), words[1] == b"true"
+    said = git.run(["rev-parse", "--absolute-git-dir", "--is-bare-repository", "--git-common-dir"])
+    lines = said.split(b"\n")
+    if len(lines) < 3:
+        raise _GitFailed(f"{spec.path}: git rev-parse said {said!r}")
+    git_dir, bare = os.fsdecode(lines[0]), lines[1] == b"true"
     # Relative to `top` where git gives it so (--path-format=absolute needs git 2.31).
-    common = os.path.join(top, os.fsdecode(git.run(["rev-parse", "--git-common-dir"]).strip()))
+    common = os.path.join(top, os.fsdecode(lines[2]))
     if not bare:
         toplevel = os.fsdecode(git.run(["rev-parse", "--show-toplevel"])).strip()
         if toplevel != top:
