@@ -118,14 +118,19 @@ def write_config(tmp_path: Path, container: str, files: bool = True) -> Path:
     return config
 
 
+def laid_out_box(tmp_path: Path, root: Path, leader: int) -> Path:
+    """The serve tree in the chroot, its leader in a pidfile, a config naming both."""
+    lay_out(root, tmp_path / "v2")
+    (tmp_path / "leader.pid").write_text(f"{leader}\n")
+    return write_config(tmp_path, 'name = "sglang"\npidfile = "leader.pid"')
+
+
 @needs_root
 def test_paths_are_read_inside_the_container_by_its_own_names(
     tmp_path: Path, chrooted: tuple[Path, subprocess.Popen[str]]
 ) -> None:
     root, leader = chrooted
-    lay_out(root, tmp_path / "v2")
-    (tmp_path / "leader.pid").write_text(f"{leader.pid}\n")
-    config = write_config(tmp_path, 'name = "sglang"\npidfile = "leader.pid"')
+    config = laid_out_box(tmp_path, root, leader.pid)
 
     out = record(tmp_path, config, check=False)
     # A chroot has no /proc: its service alone cannot be read.
@@ -159,10 +164,8 @@ def test_a_container_that_cannot_be_found_is_a_blind_spot_not_a_removal(
     tmp_path: Path, chrooted: tuple[Path, subprocess.Popen[str]]
 ) -> None:
     root, leader = chrooted
-    lay_out(root, tmp_path / "v2")
+    config = laid_out_box(tmp_path, root, leader.pid)
     pidfile = tmp_path / "leader.pid"
-    pidfile.write_text(f"{leader.pid}\n")
-    config = write_config(tmp_path, 'name = "sglang"\npidfile = "leader.pid"')
     record(tmp_path, config, check=False)
     before = state(tmp_path, config)
 
