@@ -121,8 +121,10 @@ def _build(base: Path, layout: dict[str, tuple[str, ...]]) -> None:
     for path in sorted(layout, key=lambda p: p.count("/")):
         kind = layout[path]
         here = base / path
-        if not here.parent.is_dir() or os.path.lexists(here):
-            continue  # a parent that is not a folder: this node cannot exist
+        parts = path.split("/")
+        folders = [base.joinpath(*parts[:i]) for i in range(1, len(parts))]
+        if any(f.is_symlink() or not f.is_dir() for f in folders) or os.path.lexists(here):
+            continue  # below a file or a link (never built through one): this node cannot be
         if kind[0] == "dir":
             here.mkdir()
         elif kind[0] == "file":
