@@ -104,6 +104,25 @@ _Run = TypeVar("_Run", CommandSpec, HealthSpec)
 
 
 @dataclass(frozen=True)
+class ContainerSpec:
+    """The container this box's services, scripts, files and repos live in.
+
+    Its leader (the container's init, by its host PID) is found afresh at
+    every record by exactly one of: `machine` (a machine systemd-machined
+    knows, through machinectl), `pidfile` (a host file holding the PID) or
+    `leader_command` (a command that prints it, such as ``docker inspect``).
+    The other paths of the config are the container's own; `name` is how
+    drift names the container to the user.
+    """
+
+    name: str
+    machine: str | None = None
+    pidfile: str | None = None
+    leader_command: tuple[str, ...] = ()
+    timeout: float = 10.0
+
+
+@dataclass(frozen=True)
 class SecretsSpec:
     """Extra env/flag names to always redact, and names never to redact."""
 
@@ -128,6 +147,7 @@ class Config:
     systemctl: tuple[str, ...] = ("systemctl",)
     proc_root: str = "/proc"
     templates_dir: str | None = None
+    container: ContainerSpec | None = None
 
 
 def find_config(explicit: str | os.PathLike[str] | None = None) -> Path | None:
@@ -197,18 +217,47 @@ class _Reader:
             self.fail(key, "must not be empty")
         return value
 
-    def path_string(self, key: str, *, required: bool = False) -> str | None:
+    def path_string(
+        self, key: str, *, required: bool = False, inside: str | None = None
+    ) -> str | None:
         """A path; relative paths are taken from the config file's folder."""
         value = self.string(key, required=required)
         if value is None:
             return None
-        return self.path_from(key, value)
+        return self.path_from(key, value, inside)
 
-    def path_from(self, key: str, value: str) -> str:
-        """`value` as a path: `~` expanded, relative to the config file's folder."""
+    def path_from(self, key: str, value: str, inside: str | None = None) -> str:
+        """`value` as a path: `~` expanded, relative to the config file's folder.
+
+        A path `inside` a container is the container's own: absolute, as written.
+        """
         if "\x00" in value:  # no file has one: os refuses it, and so does ~user lookup
             self.fail(key, "a path cannot hold a NUL character")
+        if inside is not None:
+            if not value.startswith("/"):
+                self.fail(
+                    key,
+                    f"{_short_repr(value)}: a path in container {inside} must be absolute "
+                    "(it is read inside the container)",
+                )
+            return str(Path(value))
         return str(self.base / os.path.expanduser(value))
+
+    def command(self, key: str) -> tuple[str, ...] | None:
+        """A command line: a list of words, or a string split as a shell would."""
+        raw = self.table.get(key)
+        if raw is None:
+            return None
+        if isinstance(raw, str):
+            try:
+                words = tuple(shlex.split(raw))
+            except ValueError as exc:  # an unclosed quote or a trailing backslash
+                self.fail(key, f"not a command line: {exc}")
+        else:
+            words = self.strings(key)
+        if not words:
+            self.fail(key, "must not be empty")
+        return words
 
     def strings(self, key: str, *, required: bool = False) -> tuple[str, ...]:
         value = self.table.get(key)
@@ -321,8 +370,11 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
             "systemctl",
             "proc_root",
             "templates_dir",
+            "container",
         }
     )
+    container = _container(top)
+    box = None if container is None else container.name
 
     services = []
     service_readers = top.tables("services")
@@ -345,9 +397,9 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
             ServiceSpec(
                 name=_name(r),
                 unit=r.string("unit"),
-                pidfile=r.path_string("pidfile"),
+                pidfile=r.path_string("pidfile", inside=box),
                 match=match,
-                script=r.path_string("script"),
+                script=r.path_string("script", inside=box),
             )
         )
     _unique_names(service_readers, [s.name for s in services])
@@ -358,7 +410,9 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
         r.check_keys(
             {"name", "paths", "content", "format", "max_size", "one_file_system", "max_files"}
         )
-        paths = tuple(r.path_from("paths", p) for p in r.strings("paths", required=True))
+        paths = tuple(
+            r.path_from("paths", p, inside=box) for p in r.strings("paths", required=True)
+        )
         content = r.boolean("content")
         fmt = r.string("format")
         if fmt is not None:
@@ -384,7 +438,8 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
         r.check_keys({"path", "timeout"})
         repos.append(
             RepoSpec(
-                path=r.path_string("path", required=True) or "", timeout=r.number("timeout", 10.0)
+                path=r.path_string("path", required=True, inside=box) or "",
+                timeout=r.number("timeout", 10.0),
             )
         )
 
@@ -397,18 +452,14 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
         r.check_keys({"redact", "allow"})
         secrets = SecretsSpec(redact=r.strings("redact"), allow=r.strings("allow"))
 
-    systemctl: tuple[str, ...] = ("systemctl",)
-    if "systemctl" in data:
-        raw = data["systemctl"]
-        if isinstance(raw, str):
-            try:
-                systemctl = tuple(shlex.split(raw))
-            except ValueError as exc:  # an unclosed quote or a trailing backslash
-                top.fail("systemctl", f"not a command line: {exc}")
-        else:
-            systemctl = top.strings("systemctl")
-        if not systemctl:
-            top.fail("systemctl", "must not be empty")
+    for derived in ("systemctl", "proc_root"):
+        if container is not None and derived in data:
+            top.fail(
+                derived,
+                "not with [container]: drift derives it from the container's leader PID, "
+                "found afresh at every record",
+            )
+    systemctl = top.command("systemctl") or ("systemctl",)
 
     return Config(
         path=path,
@@ -424,6 +475,37 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
         systemctl=systemctl,
         proc_root=top.path_string("proc_root") or "/proc",
         templates_dir=top.path_string("templates_dir"),
+        container=container,
+    )
+
+
+CONTAINER_FINDERS = ("machine", "pidfile", "leader_command")
+_MACHINE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def _container(top: _Reader) -> ContainerSpec | None:
+    """[container]: its name and how to find its leader PID (exactly one way)."""
+    if "container" not in top.table:
+        return None
+    r = _Reader(top.path, "container", top.table["container"], top.base)
+    r.check_keys({"name", "timeout", *CONTAINER_FINDERS})
+    finders = [k for k in CONTAINER_FINDERS if r.table.get(k) is not None]
+    if len(finders) != 1:
+        found = ", ".join(finders) if finders else "none"
+        r.fail("", f"give exactly one of machine, pidfile, leader_command (found: {found})")
+    machine = r.string("machine")
+    if machine is not None and not _MACHINE_NAME.fullmatch(machine):
+        r.fail("machine", f"{_short_repr(machine)} is not a machine name")
+    if r.table.get("name") is None and machine is not None:
+        name = machine
+    else:
+        name = _name(r)
+    return ContainerSpec(
+        name=name,
+        machine=machine,
+        pidfile=r.path_string("pidfile"),
+        leader_command=r.command("leader_command") or (),
+        timeout=r.number("timeout", 10.0),
     )
 
 

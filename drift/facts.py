@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from drift.rooted import HOST, Files
+
 
 @dataclass(slots=True)
 class Fact:
@@ -120,7 +122,10 @@ class CollectContext:
     `last_processes`, read-only input from the store too, holds what was
     last recorded of each service's process (``service:NAME`` -> PROCESS_KEYS
     and ``pidfile_mtime`` -> value), so the services collector can tell the
-    process it finds from the one it saw before.
+    process it finds from the one it saw before. `files` is where the
+    config's paths are read: the host's, or a container's (`[container]`:
+    then `systemctl` and `proc_root` reach into it too, and `enter` is the
+    command prefix that runs a program inside it, ``nsenter -t PID -a --root``).
     """
 
     file_cache: dict[str, CachedStat] = field(default_factory=dict)
@@ -130,3 +135,5 @@ class CollectContext:
     proc_root: str = "/proc"
     progress: Callable[[str], None] | None = None
     last_processes: dict[str, dict[str, str]] = field(default_factory=dict)
+    files: Files = HOST
+    enter: tuple[str, ...] = ()

@@ -82,12 +82,43 @@ def _guarded(scope: str, run: Callable[[], Iterable[Item]]) -> Iterator[Item]:
         yield CollectionError(scope, None, f"collector failed: {type(exc).__name__}: {message}")
 
 
-def collect_all(config: Config, ctx: CollectContext) -> Iterator[Item]:
-    """Every fact and collection error the config asks for, collector by collector."""
+def collect_all(
+    config: Config, ctx: CollectContext, unreachable: str | None = None
+) -> Iterator[Item]:
+    """Every fact and collection error the config asks for, collector by collector.
+
+    `unreachable` says why the config's container could not be found: then
+    nothing in it is read, and all it holds is a blind spot for this record.
+    """
     from drift.collectors.registry import collection_order
 
+    blind: set[str] = set()
     for collector, entry, scope in collection_order(config):
-        yield from _guarded(scope, partial(collector.collect, entry, ctx))
+        if unreachable is None or not collector.in_container:
+            yield from _guarded(scope, partial(collector.collect, entry, ctx))
+            continue
+        # A path kind (script, file, repo) as a whole: a file a script sources is
+        # no scope of its own, and must not read as removed either.
+        for kind in collector.subjects:
+            subject = f"{kind.kind}:/" if kind.name == "PATH" else scope
+            if kind.keys and subject not in blind:
+                blind.add(subject)
+                yield CollectionError(subject, None, unreachable)
+
+
+def find_box(config: Config, ctx: CollectContext) -> str | None:
+    """Point `ctx` at the config's container, found afresh; None, or why it cannot be read."""
+    if config.container is None:
+        return None
+    from drift.collectors.container import ContainerNotFound, find_container
+
+    try:
+        box = find_container(config.container)
+    except ContainerNotFound as exc:
+        return f"{exc}: nothing in it was read"
+    ctx.systemctl, ctx.proc_root, ctx.files = box.systemctl, box.proc_root, box.files()
+    ctx.enter = box.enter
+    return None
 
 
 @contextmanager
@@ -135,9 +166,11 @@ def record(
             # Before collecting: a key drift cannot use fails the record at once.
             key = load_key(secret_key_path(config, db))
             redactor = Redactor(key.key, config.secrets)
+            unreachable = find_box(config, ctx)
             items = redactor.redact(
                 chain(
-                    _key_errors(key, writer.key_fingerprint(config.host)), collect_all(config, ctx)
+                    _key_errors(key, writer.key_fingerprint(config.host)),
+                    collect_all(config, ctx, unreachable),
                 )
             )
             errors = [item for item in items if isinstance(item, CollectionError)]

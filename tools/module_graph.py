@@ -20,7 +20,10 @@ PACKAGE = Path(__file__).resolve().parents[1] / "drift"
 
 # Lowest first. A module may import its own layer and those below it, never one above.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("errors", "display", "timespec", "resources", "atomic", "private_dirs", "facts")),
+    (
+        "base",
+        ("errors", "display", "timespec", "resources", "atomic", "private_dirs", "rooted", "facts"),
+    ),
     ("config", ("config", "scope", "sample_config", "keyfile", "secrets")),
     ("shell", ("shell",)),
     ("collectors", ("collectors",)),

@@ -21,7 +21,17 @@ DIFF_LINES = 40  # unified diff lines kept for one change
 
 
 def where(provenance: dict[str, Any]) -> str:
-    """Provenance in one short phrase: file:line, pid, command or glob."""
+    """Provenance in one short phrase: file:line, pid, command or glob, and the container
+    it was read in, if any (``/opt/serve/decode.sh:3 in container sglang``).
+    """
+    spot = _spot(provenance)
+    container = provenance.get("container")
+    if spot and isinstance(container, str):
+        return f"{spot} in container {container}"
+    return spot
+
+
+def _spot(provenance: dict[str, Any]) -> str:
     if "file" in provenance and "line" in provenance:
         return f"{provenance['file']}:{provenance['line']}"
     if isinstance(provenance.get("possible"), list):

@@ -99,7 +99,8 @@ class Collector(Generic[Entry]):
     """One collector: what it declares, which config entries it reads, and how to run it.
 
     A subclass sets `name`, `section` (the Config attribute holding its
-    entries; several collectors may read one section) and `subjects`, and
+    entries; several collectors may read one section), `subjects` and, for
+    one that never reads the box, `in_container` False, and
     implements `scope` and `collect`. `collect` imports the collector's own
     module, so a config that does not use a collector never loads it.
     """
@@ -107,6 +108,9 @@ class Collector(Generic[Entry]):
     name: ClassVar[str]
     section: ClassVar[str]
     subjects: ClassVar[tuple[SubjectKind, ...]]
+    in_container: ClassVar[bool] = True
+    """Whether it reads the box, which `[container]` moves into a container (commands
+    and health checks run on the host as written)."""
 
     def scope(self, entry: Entry) -> str | None:
         """The subject a crash of `collect(entry)` leaves unknown, or None: nothing to collect."""

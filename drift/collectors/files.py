@@ -48,6 +48,7 @@ from drift.collectors.hashing import (
 from drift.collectors.walk import Expansion, Listed, expand, set_subject
 from drift.config import FileSpec
 from drift.facts import CachedStat, CollectContext, CollectionError, Fact, FactBlock, storable
+from drift.rooted import HOST, Files
 
 FILE_KEYS = ("sha256", "size", "mode")
 # What a regular file records, in this order.
@@ -99,8 +100,8 @@ def collect_files(spec: FileSpec, ctx: CollectContext) -> Iterator[Item]:
     yield from unstatable
     sink = ctx.progress
     report = None if sink is None or not jobs else HashProgress(sink, spec.name, jobs)
-    reads = read_all(jobs, CONTENT_MAX if spec.content else None, report, spec.max_size)
-    facts = _SetFacts(spec, ctx.cache_updates)
+    reads = read_all(jobs, CONTENT_MAX if spec.content else None, report, spec.max_size, ctx.files)
+    facts = _SetFacts(spec, ctx.cache_updates, ctx.files)
     yield from facts.add_all(entries, reads)
     yield from found.errors
     for pattern in found.empty:
@@ -119,6 +120,7 @@ def _expand_set(spec: FileSpec, ctx: CollectContext) -> Expansion:
         None if sink is None else lambda n: sink(f"listing files of set {spec.name}: {n:,} found"),
         one_file_system=spec.one_file_system,
         max_files=spec.max_files,
+        files=ctx.files,
     )
 
 
@@ -134,8 +136,11 @@ def _list_files(
     entries: list[_Entry] = []
     jobs: list[Job] = []
     errors: list[CollectionError] = []
+    named = found.named if found.naming is not None else None
     for path, (pattern, entry) in sorted(found.matches.items()):
-        name = storable(path)  # the stored path: valid UTF-8 whatever the bytes
+        # The stored path, as the config names it (inside a container, its path there):
+        # valid UTF-8 whatever the bytes.
+        name = storable(path if named is None else named(path, pattern))
         try:
             st = _lstat(entry, lstat_all or name in cache)
         except FileNotFoundError:
@@ -164,9 +169,12 @@ class _SetFacts:
     serialises each distinct dict once.
     """
 
-    def __init__(self, spec: FileSpec, cache_updates: dict[str, CachedStat]) -> None:
+    def __init__(
+        self, spec: FileSpec, cache_updates: dict[str, CachedStat], files: Files = HOST
+    ) -> None:
         self.spec = spec
         self.cache_updates = cache_updates
+        self.files = files
         self.read = FactBlock(FILE_KEYS, [], [[], [], []], [])
         self.unchanged = FactBlock(FILE_KEYS, [], [[], [], []], [])
         self.provenances: dict[str, dict[str, str]] = {}
@@ -183,8 +191,10 @@ class _SetFacts:
             provenance = provenances.get(pattern)
             if provenance is None:
                 provenance = provenances[pattern] = {"glob": pattern, "set": self.spec.name}
+                if self.files.container is not None:
+                    provenance["container"] = self.files.container
             if st is not None and not stat.S_ISREG(st.st_mode):
-                yield from _not_regular(path, subject, st, provenance)
+                yield from _not_regular(path, subject, st, provenance, self.files)
             elif digest is None:
                 yield from self._add_read(path, name, st, reads.pop(), pattern)
             elif digest == _TOO_LARGE:
@@ -209,7 +219,7 @@ class _SetFacts:
             yield from _unhashed(self.read, subject, done.error, done.st, provenance, content)
             return
         if done.kind != "ok":
-            yield from _read_facts(done, path, listed, subject, provenance, content)
+            yield from _read_facts(done, path, listed, subject, provenance, content, self.files)
             return
         after = done.st
         assert after is not None
@@ -240,11 +250,11 @@ class _SetFacts:
 
 
 def _not_regular(
-    path: str, subject: str, st: os.stat_result, provenance: dict[str, str]
+    path: str, subject: str, st: os.stat_result, provenance: dict[str, str], files: Files
 ) -> Iterator[Fact | CollectionError]:
     """The facts of a symlink (its target) or a special file (its type and mode)."""
     if stat.S_ISLNK(st.st_mode):
-        yield from _symlink(path, subject, provenance)
+        yield from _symlink(path, subject, provenance, files)
         return
     # Never opened: opening a device can have side effects (a watchdog
     # starts ticking, a tape rewinds) and a FIFO would block.
@@ -323,6 +333,7 @@ def _read_facts(
     subject: str,
     provenance: dict[str, str],
     content: bool = False,
+    files: Files = HOST,
 ) -> Iterator[Fact | CollectionError]:
     """The facts of a read that did not simply work (gone, replaced, unreadable, changing)."""
     kind = read.kind
@@ -331,9 +342,9 @@ def _read_facts(
         return  # deleted since it was listed: simply not there any more
     if kind == "symlink":
         # Replaced by a symlink since it was listed; record what is there now.
-        yield from _symlink(path, subject, provenance)
+        yield from _symlink(path, subject, provenance, files)
     elif kind == "unopenable":
-        yield from _unopenable(read, path, listed, subject, provenance, content)
+        yield from _unopenable(read, path, listed, subject, provenance, content, files)
     elif kind == "special":
         assert read.st is not None
         yield Fact(subject, "type", _special_type(read.st.st_mode), provenance)
@@ -351,6 +362,7 @@ def _unopenable(
     subject: str,
     provenance: dict[str, str],
     content: bool,
+    files: Files = HOST,
 ) -> Iterator[Fact | CollectionError]:
     """A file that cannot be opened: lstat works, so size and mode are known.
 
@@ -358,7 +370,7 @@ def _unopenable(
     """
     if listed is None:
         try:
-            listed = os.lstat(path)
+            listed = files.stat(files.inner_path(path), follow_symlinks=False)
         except OSError:
             yield CollectionError(subject, None, f"cannot read: {read.error}")
             return
@@ -374,10 +386,10 @@ def _too_large(subject: str, size: int) -> CollectionError:
 
 
 def _symlink(
-    path: str, subject: str, provenance: dict[str, str]
+    path: str, subject: str, provenance: dict[str, str], files: Files = HOST
 ) -> Iterator[Fact | CollectionError]:
     try:
-        target = os.readlink(path)
+        target = files.readlink(files.inner_path(path))
     except FileNotFoundError:
         return
     except OSError as exc:

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from drift.config import MAX_SIZE, SIZE_UNITS
+from drift.rooted import HOST, Files
 
 if TYPE_CHECKING:
     import queue
@@ -118,27 +119,33 @@ def larger_than(max_size: int) -> str:
 
 
 def read_all(
-    jobs: list[Job], keep: int | None, report: HashProgress | None, max_size: int = MAX_SIZE
+    jobs: list[Job],
+    keep: int | None,
+    report: HashProgress | None,
+    max_size: int = MAX_SIZE,
+    files: Files = HOST,
 ) -> list[Read]:
     """Read every job; the results are in job order.
 
     The bytes of a file of at most `keep` bytes come back too (None: of none).
     A file over `max_size` or sparse is only opened and fstat'ed (see
     _read_opened). Two threads share the work when there are two cores for
-    them (see _TwoReaders).
+    them (see _TwoReaders). A job's path is where the walk found the file on
+    the host; `files` opens it (in a container, by its path there, so a folder
+    swapped for a link since the walk cannot lead out of the container).
     """
     if HASH_THREADS < 2 or len(jobs) < 2 or len(os.sched_getaffinity(0)) < 2:
-        return _read_in_turn(jobs, keep, report, max_size)
-    return _TwoReaders(jobs, keep, report, max_size).run()
+        return _read_in_turn(jobs, keep, report, max_size, files)
+    return _TwoReaders(jobs, keep, report, max_size, files).run()
 
 
 def _read_in_turn(
-    jobs: list[Job], keep: int | None, report: HashProgress | None, max_size: int
+    jobs: list[Job], keep: int | None, report: HashProgress | None, max_size: int, files: Files
 ) -> list[Read]:
     """Read every job on this thread, in order."""
     results: list[Read] = []
     for path, size in jobs:
-        read = _read_file(path, keep, max_size)
+        read = _read_file(path, keep, max_size, files)
         results.append(read)
         if report is not None:
             report.read(_read_size(read, size))
@@ -165,10 +172,16 @@ class _TwoReaders:
     """
 
     def __init__(
-        self, jobs: list[Job], keep: int | None, report: HashProgress | None, max_size: int
+        self,
+        jobs: list[Job],
+        keep: int | None,
+        report: HashProgress | None,
+        max_size: int,
+        files: Files = HOST,
     ) -> None:
         import queue
 
+        self.files = files
         self.jobs = jobs
         self.keep = keep
         self.report = report
@@ -212,7 +225,7 @@ class _TwoReaders:
         for i, (path, size) in enumerate(self.jobs):
             if i in taken:
                 continue
-            opened = _open(path)
+            opened = _open(path, self.files)
             if isinstance(opened, Read):
                 read = results[i] = opened
             elif (
@@ -238,7 +251,7 @@ class _TwoReaders:
             i, opened = item
             path, size = jobs[i]
             read = results[i] = (
-                _read_file(path, keep, max_size)
+                _read_file(path, keep, max_size, self.files)
                 if opened is None
                 else _read_opened(opened, keep, max_size)
             )
@@ -280,10 +293,10 @@ def _read_size(read: Read, listed: int) -> int | None:
     return None if listed == UNKNOWN_SIZE else listed
 
 
-def _open(path: str) -> _Opened | Read:
+def _open(path: str, files: Files = HOST) -> _Opened | Read:
     """Open a listed file without following a symlink; a Read says why it could not be."""
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        fd = files.open(files.inner_path(path), _OPEN_FLAGS)
     except FileNotFoundError:
         return Read("gone")
     except OSError as exc:
@@ -322,9 +335,9 @@ def _read_opened(opened: _Opened, keep: int | None, max_size: int = MAX_SIZE) ->
     return Read("ok", digest, after, cacheable, data)
 
 
-def _read_file(path: str, keep: int | None, max_size: int = MAX_SIZE) -> Read:
+def _read_file(path: str, keep: int | None, max_size: int = MAX_SIZE, files: Files = HOST) -> Read:
     """Open and hash one listed file (see _read_opened)."""
-    opened = _open(path)
+    opened = _open(path, files)
     return opened if isinstance(opened, Read) else _read_opened(opened, keep, max_size)
 
 

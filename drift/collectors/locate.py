@@ -61,7 +61,7 @@ class Located:
 def locate(spec: ServiceSpec, ctx: CollectContext, subject: str) -> Located:
     """Find the service's main process the way its config says."""
     if spec.pidfile is not None:
-        return _from_pidfile(spec.pidfile, subject, ctx.proc_root)
+        return _from_pidfile(spec.pidfile, subject, ctx)
     if spec.match is not None:
         return _from_match(spec.match, ctx.proc_root, subject)
     if spec.unit is not None:
@@ -69,7 +69,7 @@ def locate(spec: ServiceSpec, ctx: CollectContext, subject: str) -> Located:
     return Located("nothing", error=CollectionError(subject, None, "no unit, pidfile or match"))
 
 
-def _from_pidfile(path: str, subject: str, proc_root: str) -> Located:
+def _from_pidfile(path: str, subject: str, ctx: CollectContext) -> Located:
     found_by = f"pidfile {path}"
     service = subject.removeprefix("service:")
 
@@ -78,7 +78,9 @@ def _from_pidfile(path: str, subject: str, proc_root: str) -> Located:
         return Located(found_by, error=CollectionError(subject, None, message))
 
     try:
-        with open(path, "rb") as f:
+        # In a container, its own pidfile: read inside it, its symlinks too.
+        opened = ctx.files.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(opened, "rb") as f:
             data = f.read(64)
             written = os.fstat(f.fileno()).st_mtime_ns
     except FileNotFoundError:
@@ -103,7 +105,7 @@ def _from_pidfile(path: str, subject: str, proc_root: str) -> Located:
     if process is None:
         # The pid of a process that is gone: what a daemon that died leaves behind.
         return Located(found_by)
-    other = _not_a_service(process, proc_root)
+    other = _not_a_service(process, ctx.proc_root)
     if other is not None:
         return blind(f"pidfile {path} holds pid {pid}, {other}, not {service}")
     mtime = _EPOCH + timedelta(microseconds=written // 1000)

@@ -246,6 +246,7 @@ class CommandsCollector(Collector[CommandSpec]):
     name = "commands"
     section = "commands"
     subjects = (COMMAND,)
+    in_container = False  # runs on the host, as written
 
     def scope(self, entry: CommandSpec) -> str:
         return f"command:{entry.name}"
@@ -262,6 +263,7 @@ class HealthCollector(Collector[HealthSpec]):
     name = "health"
     section = "health"
     subjects = (HEALTH,)
+    in_container = False  # runs on the host, as written
 
     def scope(self, entry: HealthSpec) -> str:
         return f"health:{entry.name}"

@@ -65,6 +65,7 @@ from typing import TYPE_CHECKING, Any
 from drift.collectors.commands import stream_bounded
 from drift.config import RepoSpec
 from drift.facts import CollectContext, CollectionError, Fact
+from drift.rooted import HOST, Files
 
 if TYPE_CHECKING:
     from git import Repo
@@ -102,7 +103,7 @@ def collect_repo(spec: RepoSpec, ctx: CollectContext) -> Iterator[Fact | Collect
     """Facts for one [[repos]] entry, or one CollectionError for the whole repository."""
     subject = f"repo:{spec.path}"
     try:
-        facts = _read_repo(spec)
+        facts = _read_repo(spec) if ctx.files.container is None else _read_inside(spec, ctx)
     except _GitFailed as exc:
         yield CollectionError(subject, None, str(exc))
         return
@@ -147,6 +148,54 @@ def _read_repo(spec: RepoSpec) -> list[Fact]:
     # records alone only say "somewhere between two records".
     moved_at = _head_moved_at(git_dir, head)
     head_provenance = provenance if moved_at is None else {**provenance, "moved_at": moved_at}
+    return [
+        Fact(subject, key, value, head_provenance if key == "head" else provenance)
+        for key, value in values.items()
+    ]
+
+
+def _read_inside(spec: RepoSpec, ctx: CollectContext) -> list[Fact]:
+    """A checkout inside a container: git run in it, its files read through `ctx.files`.
+
+    Neither GitPython nor the host's git can read a checkout through
+    /proc/PID/root: both resolve real paths, and the road through the
+    container's root leads back to the host's /. So every question goes to
+    git inside the container (``nsenter ... git -C PATH``), hardened as on
+    the host; a container without git is a blind spot.
+    """
+    files, container = ctx.files, ctx.files.container
+    top = files.realpath(spec.path)
+    if not files.exists(top):
+        raise _GitFailed(f"{spec.path}: no such file or directory in container {container}")
+    deadline = time.monotonic() + spec.timeout
+    git = _Git("/", [top, f"{top}/.git"], deadline, spec.timeout, (*ctx.enter, "git", "-C", top))
+    said = git.run(["rev-parse", "--absolute-git-dir", "--is-bare-repository", "--git-common-dir"])
+    lines = said.split(b"\n")
+    if len(lines) < 3:
+        raise _GitFailed(f"{spec.path}: git rev-parse said {said!r}")
+    git_dir, bare = os.fsdecode(lines[0]), lines[1] == b"true"
+    # Relative to `top` where git gives it so (--path-format=absolute needs git 2.31).
+    common = os.path.join(top, os.fsdecode(lines[2]))
+    if not bare:
+        toplevel = os.fsdecode(git.run(["rev-parse", "--show-toplevel"])).strip()
+        if toplevel != top:
+            raise _GitFailed(f"{spec.path}: not the top of a checkout (that is {toplevel})")
+    head = git.run(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], ok_codes=(0, 1))
+    branch = git.run(["symbolic-ref", "--quiet", "HEAD"], ok_codes=(0, 1)).decode().strip()
+    values = {
+        "head": head.decode("ascii", errors="replace").strip(),
+        "branch": branch.removeprefix("refs/heads/") if branch else "(detached)",
+    }
+    if not bare:
+        git.neutralise_filters()
+        digest = _diff_digest(git, values["head"])
+        values.update(dirty="yes" if digest else "no", diff=digest, untracked=_untracked(git))
+    values["state"] = _state(git_dir, values["head"], files)
+    values["shallow"] = "yes" if files.exists(os.path.join(common, "shallow")) else "no"
+    provenance: dict[str, Any] = {"path": spec.path, "git_dir": git_dir, "container": container}
+    moved_at = _head_moved_at(git_dir, values["head"], files)
+    head_provenance = provenance if moved_at is None else {**provenance, "moved_at": moved_at}
+    subject = f"repo:{spec.path}"
     return [
         Fact(subject, key, value, head_provenance if key == "head" else provenance)
         for key, value in values.items()
@@ -199,7 +248,7 @@ def _head_sha(repo: Repo, git: _Git) -> str:
     return out.decode("ascii", errors="replace").strip()
 
 
-def _head_moved_at(git_dir: str, head: str) -> str | None:
+def _head_moved_at(git_dir: str, head: str, files: Files = HOST) -> str | None:
     """When HEAD last moved to `head`, from the last entry of its reflog (whole seconds, UTC).
 
     None without a reflog (``core.logAllRefUpdates=false``, a bare
@@ -210,7 +259,7 @@ def _head_moved_at(git_dir: str, head: str) -> str | None:
     try:
         # Non-blocking and regular files only: a FIFO or a device planted in
         # .git/logs must not hang or flood the record.
-        fd = os.open(os.path.join(git_dir, "logs", "HEAD"), os.O_RDONLY | os.O_NONBLOCK)
+        fd = files.open(os.path.join(git_dir, "logs", "HEAD"), os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return None
     try:
@@ -241,9 +290,9 @@ def _branch(repo: Repo) -> str:
     return path.removeprefix("refs/heads/")
 
 
-def _state(git_dir: str, head: str) -> str:
+def _state(git_dir: str, head: str, files: Files = HOST) -> str:
     for name, state in _STATE_MARKERS:
-        if os.path.exists(os.path.join(git_dir, name)):
+        if files.exists(os.path.join(git_dir, name)):
             return state
     return "clean" if head else "empty"
 
@@ -295,8 +344,18 @@ def _untracked(git: _Git) -> str:
 class _Git:
     """Runs hardened git commands in one repository within one deadline."""
 
-    def __init__(self, cwd: str, trusted: list[str], deadline: float, timeout: float) -> None:
+    def __init__(
+        self,
+        cwd: str,
+        trusted: list[str],
+        deadline: float,
+        timeout: float,
+        command: tuple[str, ...] = ("git",),
+    ) -> None:
         self.cwd = cwd
+        # How git is run: ("git",), or in a container ("nsenter", ..., "git", "-C", PATH).
+        self.command = command
+        self.where = command[-1] if len(command) > 1 else cwd
         self.deadline = deadline
         self.timeout = timeout
         self.overrides: list[tuple[str, str]] = list(_HARDENING)
@@ -326,7 +385,7 @@ class _Git:
             self.overrides.append((f"filter.{name}.required", "false"))
 
     def _argv(self, args: list[str]) -> list[str]:
-        argv = ["git", "--no-optional-locks"]
+        argv = [*self.command, "--no-optional-locks"]
         for key, value in self.overrides:
             argv += ["-c", f"{key}={value}"]
         return argv + args
@@ -350,9 +409,11 @@ class _Git:
             return
         if run.exit_code not in ok_codes:
             last = run.stderr_last_line
+            if run.exit_code == 127 and len(self.command) > 1:
+                raise _GitFailed(f"cannot run git in the container: {last or 'not found'}")
             if "dubious ownership" in run.stderr.decode("utf-8", errors="replace"):
                 raise _GitFailed(
-                    f"git refuses {self.cwd}: owned by another user (dubious ownership) and "
+                    f"git refuses {self.where}: owned by another user (dubious ownership) and "
                     "not the repository drift trusts; point [[repos]] path at the top of the "
                     "checkout itself"
                 )

@@ -26,11 +26,12 @@ from typing import Any
 
 from drift.collectors.script_facts import script_facts
 from drift.facts import CollectContext, CollectionError, Fact, storable
+from drift.rooted import HOST, Files
 
 MAX_SCRIPT_BYTES = 8 << 20
 """A "script" larger than this is a misconfiguration (a log, a binary), not read each minute."""
 
-_CACHE: dict[tuple[str, bytes], tuple[Any, tuple[tuple[str, bytes], ...]]] = {}
+_CACHE: dict[tuple[str, str, bytes], tuple[Any, tuple[tuple[str, bytes], ...]]] = {}
 
 
 def collect_script(
@@ -38,17 +39,18 @@ def collect_script(
 ) -> Iterator[Fact | CollectionError]:
     """Facts about a service's serve script; an unreadable or missing script is a blind spot."""
     subject = f"script:{script_path}"
-    if os.path.abspath(script_path) in ctx.exclude:
+    files = ctx.files
+    if files.root + os.path.abspath(script_path) in ctx.exclude:
         yield CollectionError(subject, None, f"{script_path} is one of drift's own files")
         return
     try:
-        data = _read_regular_file(script_path)
+        data = _read_regular_file(script_path, files)
     except IsASymlink:
         # Never followed: as root, a script swapped for a link to /etc/shadow
         # would put the password hashes in the history. The link is recorded
         # as the files collector records one; what the script said keeps its
         # last values.
-        yield from _symlink_facts(subject, script_path, service_name)
+        yield from _symlink_facts(subject, script_path, service_name, files)
         return
     except FileNotFoundError:
         # A serve script that vanished is suspicious, but it must not read as
@@ -62,9 +64,9 @@ def collect_script(
         yield CollectionError(subject, None, f"cannot read {script_path}: {exc.strerror or exc}")
         return
 
-    where = {"file": script_path, "service": service_name}
+    where = _where(script_path, service_name, files)
     yield Fact(subject, "content", data.decode("utf-8", "backslashreplace"), dict(where))
-    model = script_model(script_path, data, ctx.exclude)
+    model = script_model(script_path, data, ctx.exclude, files)
     for sourced in model.sourced:
         if sourced.path == script_path:
             continue
@@ -73,8 +75,7 @@ def collect_script(
             "content",
             sourced.data.decode("utf-8", "backslashreplace"),
             {
-                "file": sourced.path,
-                "service": service_name,
+                **_where(sourced.path, service_name, files),
                 "sourced_by": f"{sourced.origin.file}:{sourced.origin.line}",
             },
         )
@@ -90,25 +91,36 @@ def collect_script(
     yield from script_facts(subject, model, where)
 
 
-def script_model(path: str, data: bytes, exclude: Iterable[str] = ()) -> Any:
-    """The evaluated script, from a cache while neither it nor a file it sources changed."""
-    from drift.shell.evaluate import evaluate, read_regular
-    from drift.shell.syntax import bash_refuses
+def _where(path: str, service_name: str, files: Files) -> dict[str, str]:
+    """The provenance of a script's facts: its file, its service, the container it is in."""
+    if files.container is None:
+        return {"file": path, "service": service_name}
+    return {"file": path, "service": service_name, "container": files.container}
 
-    key = (path, hashlib.blake2b(data, digest_size=16).digest())
+
+def script_model(path: str, data: bytes, exclude: Iterable[str] = (), files: Files = HOST) -> Any:
+    """The evaluated script, from a cache while neither it nor a file it sources changed.
+
+    `files` is where the paths it names are read (a container's, seen from the host).
+    """
+    from drift.shell.evaluate import evaluate
+    from drift.shell.syntax import bash_refuses
+    from drift.shell.walk import MAX_SOURCED_BYTES
+
+    key = (files.root, path, hashlib.blake2b(data, digest_size=16).digest())
     cached = _CACHE.get(key)
     if cached is not None:
         model, sourced = cached
-        if all(read_regular(p) == content for p, content in sourced):
+        if all(files.read_regular(p, MAX_SOURCED_BYTES) == content for p, content in sourced):
             return model
     excluded = frozenset(exclude)
 
     def read(target: str) -> bytes | None:
-        if os.path.abspath(target) in excluded:
+        if files.root + os.path.abspath(target) in excluded:
             return None
-        return read_regular(target)
+        return files.read_regular(target, MAX_SOURCED_BYTES)
 
-    model = evaluate(path, data, read)
+    model = evaluate(path, data, read, files)
     if not model.broken:
         refused = bash_refuses(data)
         if refused is not None:
@@ -123,16 +135,16 @@ class IsASymlink(OSError):
     """The path's last component is a symbolic link, which drift does not follow."""
 
 
-def _read_regular_file(path: str) -> bytes:
+def _read_regular_file(path: str, files: Files = HOST) -> bytes:
     """The file's bytes; a FIFO or device is refused instead of blocking the record.
 
     The last component must not be a symlink (IsASymlink); folders above it
     may be (``/opt/current -> /opt/v2`` is a common deployment).
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
+        fd = files.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError as exc:
-        if exc.errno == errno.ELOOP and os.path.islink(path):
+        if exc.errno == errno.ELOOP and files.islink(path):
             raise IsASymlink(errno.ELOOP, "is a symlink", path) from None
         raise
     with os.fdopen(fd, "rb") as f:
@@ -144,15 +156,17 @@ def _read_regular_file(path: str) -> bytes:
         return f.read(MAX_SCRIPT_BYTES + 1)
 
 
-def _symlink_facts(subject: str, path: str, service_name: str) -> Iterator[Fact | CollectionError]:
+def _symlink_facts(
+    subject: str, path: str, service_name: str, files: Files
+) -> Iterator[Fact | CollectionError]:
     """A serve script that is a symlink: its target as a ``symlink`` fact, the rest kept."""
     try:
-        target = storable(os.readlink(path))
+        target = storable(files.readlink(path))
     except OSError as exc:
         # Swapped again while we looked (EINVAL: no longer a link) or gone.
         yield CollectionError(subject, None, f"cannot read {path}: {exc.strerror or exc}")
         return
-    yield Fact(subject, "symlink", target, {"file": path, "service": service_name})
+    yield Fact(subject, "symlink", target, _where(path, service_name, files))
     yield CollectionError(
         subject,
         None,

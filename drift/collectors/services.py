@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import psutil
 
@@ -29,6 +30,7 @@ from drift.collectors.locate import locate, stale_pidfile
 from drift.collectors.process import Result, boot_time_ns, process_facts
 from drift.config import ServiceSpec
 from drift.facts import CollectContext, CollectionError, Fact
+from drift.rooted import Files
 
 # psutil.PROCFS_PATH is process-global; collecting two services from two
 # threads with different proc roots must not interleave.
@@ -48,7 +50,29 @@ def collect_service(spec: ServiceSpec, ctx: CollectContext) -> Iterator[Result]:
             results = _collect(spec, ctx, subject, boot_ns)
         finally:
             psutil.PROCFS_PATH = saved
+    if ctx.files.container is not None:
+        _in_container(results, ctx.files)
     yield from results
+
+
+def _in_container(results: list[Result], files: Files) -> None:
+    """A container's process: its /proc files named as the container names them
+    (``/proc/53/environ``, not the host's road to it), and the container in the provenance.
+    """
+    # Many facts share one provenance: one copy of each (the original kept, so its id stays its).
+    moved: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+    for item in results:
+        if not isinstance(item, Fact):
+            continue
+        original = item.provenance
+        pair = moved.get(id(original))
+        if pair is None:
+            provenance = dict(original, container=files.container)
+            source = provenance.get("source")
+            if isinstance(source, str):
+                provenance["source"] = files.inner_path(source)
+            pair = moved[id(original)] = (original, provenance)
+        item.provenance = pair[1]
 
 
 def _collect(spec: ServiceSpec, ctx: CollectContext, subject: str, boot_ns: int) -> list[Result]:

@@ -28,6 +28,7 @@ from fnmatch import translate
 from typing import NamedTuple
 
 from drift.facts import CollectionError, storable
+from drift.rooted import HOST, Files
 
 _GLOB_CHARS = frozenset("*?[")
 _PSEUDO = frozenset({"/proc", "/sys", "/dev"})
@@ -53,13 +54,25 @@ class Expansion(NamedTuple):
     """What a walk found: (first pattern, entry) by path, unreadable places, empty patterns.
 
     `overflow` is the pattern that took the matches past the limit, if one
-    did: the walk stopped there, so `matches` is incomplete.
+    did: the walk stopped there, so `matches` is incomplete. Paths are where
+    the host reads the files; in a container, `naming` holds, for each
+    pattern, where its walk started on the host and the folder that is in
+    the container's terms (`named` gives a path's name there).
     """
 
     matches: dict[str, tuple[str, Listed]]
     errors: list[CollectionError]
     empty: list[str]
     overflow: str | None = None
+    naming: dict[str, tuple[str, str]] | None = None
+
+    def named(self, path: str, pattern: str) -> str:
+        """What a matched `path` is called in the config (inside the container, if any)."""
+        mapping = None if self.naming is None else self.naming.get(pattern)
+        if mapping is None:
+            return path
+        start, base = mapping
+        return base if path == start else base.rstrip("/") + path[len(start) :]
 
 
 class _TooMany(Exception):
@@ -136,10 +149,12 @@ def expand(
     *,
     one_file_system: bool = True,
     max_files: int | None = None,
+    files: Files = HOST,
 ) -> Expansion:
     """Walk the patterns; `listed`, if given, hears how many files are found so far.
 
     Past `max_files` distinct files the walk stops and says which pattern it was on.
+    The patterns name paths in `files` (a container's, whose symlinks resolve inside it).
     """
     excluded = _exclusion_set(exclude)
     stops = _OTHER_FILESYSTEM if one_file_system else _PSEUDO
@@ -147,24 +162,55 @@ def expand(
     matches: dict[str, tuple[str, Listed]] = {}
     errors: list[CollectionError] = []
     empty: list[str] = []
+    naming: dict[str, tuple[str, str]] | None = None if files.container is None else {}
     for pattern in patterns:
         glob = Glob(pattern)
         before = len(errors)
+        start = _start(glob, files, errors)
+        if naming is not None and start is not None:
+            naming[pattern] = (start, glob.base)
         try:
-            found = (
-                _walk_literal(glob, excluded, matches, errors)
-                if glob.literal
-                else _Walk(glob, excluded, stops, one_file_system).run(
-                    matches, errors, listed, limit
-                )
-            )
+            if start is None:
+                found = False
+            elif glob.literal:
+                found = _walk_literal(glob, excluded, matches, errors, start)
+            else:
+                walk = _Walk(glob, excluded, stops, one_file_system, start, files)
+                found = walk.run(matches, errors, listed, limit)
         except _TooMany:
-            return Expansion(matches, errors, empty, pattern)
+            return Expansion(matches, errors, empty, pattern, naming)
         if len(matches) > limit:
-            return Expansion(matches, errors, empty, pattern)
+            return Expansion(matches, errors, empty, pattern, naming)
         if not found and len(errors) == before:
             empty.append(pattern)
-    return Expansion(matches, errors, empty)
+    return Expansion(matches, errors, empty, None, naming)
+
+
+def _start(glob: Glob, files: Files, errors: list[CollectionError]) -> str | None:
+    """Where the host finds a glob's fixed part; None when it is not there (or is unreadable:
+    then an error says so).
+
+    On the host that is the path as written. In a container, every symlink
+    on the way is resolved inside it (the fixed folder itself too, as the
+    kernel follows one the user named; a literal file's own link is recorded,
+    not followed).
+    """
+    if files.container is None:
+        return glob.base
+    try:
+        return files.host_path(glob.base, follow_last=not glob.literal)
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # nothing there: the pattern matches nothing
+    except OSError as exc:
+        where = glob.base if glob.literal else glob.base.rstrip("/") + "/"
+        errors.append(
+            CollectionError(
+                "file:" + storable(where),
+                None,
+                f"cannot look up in container {files.container}: {exc.strerror or exc}",
+            )
+        )
+        return None
 
 
 def set_subject(patterns: Sequence[str]) -> str:
@@ -195,14 +241,17 @@ def _device(entry: os.DirEntry[str]) -> int | None:
         return None  # gone: listing it finds nothing either
 
 
-def _mount_points() -> frozenset[str] | None:
-    """Where filesystems are mounted in this process's view, or None if /proc cannot say.
+def _mount_points(mountinfo: str = "/proc/self/mountinfo") -> frozenset[str] | None:
+    """Where filesystems are mounted in this process's view (or, from a container's
+    mountinfo, in the container's), or None if /proc cannot say.
 
     Read once a walk, so only the directories named here cost an lstat to
     compare devices (1,900 of them were 3% of an unchanged record).
     """
+    if not mountinfo:
+        return None
     try:
-        with open("/proc/self/mountinfo", "rb") as f:
+        with open(mountinfo, "rb") as f:
             text = f.read()
     except OSError:
         return None
@@ -221,8 +270,9 @@ def _walk_literal(
     excluded: frozenset[str],
     matches: dict[str, tuple[str, Listed]],
     errors: list[CollectionError],
+    path: str,
 ) -> bool:
-    path = glob.base
+    """A pattern without wildcards: the file at `path` (where the host finds it), if any."""
     head, tail = os.path.split(path)
     if path in excluded or os.path.join(os.path.realpath(head), tail) in excluded:
         return False
@@ -232,7 +282,7 @@ def _walk_literal(
         return False
     except OSError as exc:
         errors.append(
-            CollectionError("file:" + storable(path), None, f"cannot stat: {exc.strerror}")
+            CollectionError("file:" + storable(glob.base), None, f"cannot stat: {exc.strerror}")
         )
         return False
     if stat.S_ISDIR(st.st_mode):
@@ -248,7 +298,9 @@ class _Walk:
     `one_file_system`, one on another device than the fixed directory: a
     mount point. The fixed part may pass through symlinks (the user named
     it), so a path is also compared by what it is called below the real
-    location of the fixed directory.
+    location of the fixed directory. In a container the walk starts at
+    `start`, the fixed directory as the host finds it, and that real
+    location is the container's (its /proc, its mounts).
     """
 
     def __init__(
@@ -257,16 +309,20 @@ class _Walk:
         excluded: frozenset[str],
         stops: frozenset[str] = _OTHER_FILESYSTEM,
         one_file_system: bool = True,
+        start: str | None = None,
+        files: Files = HOST,
     ) -> None:
         self.glob = glob
         self.excluded = excluded
         self.stops = stops
-        base = glob.base
-        real_base = os.path.realpath(base)
+        base = self.start = start or glob.base
+        real_base = os.path.realpath(base) if files.container is None else files.inner_path(base)
         self.aliased = real_base != base
-        # What a path below `base` is called below `real_base`: real_root + path[len(base):]
+        # What a path below `start` is called below `real_base`: real_root + path[len(start):]
         # ("" for /, whose paths already start with a slash).
         self.real_root = real_base.rstrip("/")
+        # drift's own files are host paths: a real path in a container is below its root.
+        self.host_root = files.root
         self.device: int | None = None
         self.mounts: frozenset[str] | None = None
         if one_file_system:
@@ -274,7 +330,7 @@ class _Walk:
                 self.device = os.stat(base).st_dev
             except OSError:
                 pass  # listing it fails too, and says why
-            self.mounts = _mount_points()
+            self.mounts = _mount_points(files.mountinfo)
 
     def run(
         self,
@@ -288,7 +344,7 @@ class _Walk:
         Raises _TooMany once `matches` holds more than `limit` files.
         """
         found = False
-        stack: list[tuple[str, frozenset[int]]] = [(self.glob.base, self.glob.closure[0])]
+        stack: list[tuple[str, frozenset[int]]] = [(self.start, self.glob.closure[0])]
         while stack:
             if listed is not None:
                 listed(len(matches))
@@ -302,9 +358,10 @@ class _Walk:
             except (FileNotFoundError, NotADirectoryError):
                 continue  # gone, or never a directory: nothing below it
             except OSError as exc:
+                named = self.glob.base.rstrip("/") + prefix[len(self.start.rstrip("/")) :]
                 errors.append(
                     CollectionError(
-                        f"file:{storable(prefix)}", None, f"cannot list directory: {exc.strerror}"
+                        f"file:{storable(named)}", None, f"cannot list directory: {exc.strerror}"
                     )
                 )
                 continue
@@ -355,7 +412,7 @@ class _Walk:
                 if (len(next_states) > 1 or end not in next_states) and self._enters(path, entry):
                     stack.append((path, next_states))
             elif end in next_states and not (
-                path in excluded or (aliased and self._real(path) in excluded)
+                path in excluded or (aliased and self.host_root + self._real(path) in excluded)
             ):
                 found = True
                 if path not in matches:
@@ -364,7 +421,7 @@ class _Walk:
 
     def _real(self, path: str) -> str:
         """What `path`, below the fixed directory, is called below its real location."""
-        return self.real_root + path[len(self.glob.base) :]
+        return self.real_root + path[len(self.start) :]
 
     def _enters(self, path: str, entry: os.DirEntry[str]) -> bool:
         """Whether to walk into a directory: not a kernel view, not another filesystem."""

@@ -60,7 +60,9 @@ class Builtins(Assignments):
         data = self._read_source(path, origin) if path else None
         if data is None or path is None:
             written = path_text or shown(target.pattern)
-            self._unknown_assignments(st, origin, f"sources {written}, {unreadable(path)}")
+            self._unknown_assignments(
+                st, origin, f"sources {written}, {unreadable(path, self.files)}"
+            )
             return
         if self.depth >= MAX_DEPTH:
             self._unknown_assignments(st, origin, f"sources {path} too deeply")

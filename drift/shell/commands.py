@@ -12,6 +12,8 @@ import os
 import re
 from collections.abc import Sequence
 
+from drift.rooted import HOST, Files
+
 # Commands that prepare the ground, wait or report: never the service.
 HOUSEKEEPING = frozenset(
     """. : [ [[ alias awk basename bg break builtin caller cat cd chgrp chmod chown command
@@ -99,12 +101,10 @@ MEANINGFUL = frozenset(
 )
 
 
-def is_shell_script(path: str) -> bool:
+def is_shell_script(path: str, files: Files = HOST) -> bool:
     """A file whose first line names a shell (``#!/bin/bash``, ``#!/usr/bin/env sh``)."""
-    try:
-        with open(path, "rb") as f:
-            first = f.readline(200)
-    except OSError:
+    first = files.first_line(path, 200)
+    if first is None:
         return False
     if not first.startswith(b"#!"):
         return path.endswith(".sh")

@@ -11,7 +11,6 @@ value through ``[ -z "$X" ] && X=d``.
 from __future__ import annotations
 
 import fnmatch
-import os
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -119,7 +118,7 @@ class Conditions(Words):
             # A file the script tests for: if it is there now, it was there at start.
             path = self._literal_word(operand, st)
             resolved = self._resolve(path, st) if path else None
-            return True if resolved is not None and os.path.exists(resolved) else None
+            return True if resolved is not None and self.files.exists(resolved) else None
         if op not in ("-z", "-n"):
             return None
         values = self._literals(operand, st)

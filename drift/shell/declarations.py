@@ -9,7 +9,6 @@ file it names.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 
 from drift.shell.assignments import Assignments
@@ -143,7 +142,7 @@ class Declarations(Assignments):
             return
         data = self._read_source(path, origin)
         if data is None:
-            self._unknown_assignments(st, origin, f"reads {path}, {unreadable(path)}")
+            self._unknown_assignments(st, origin, f"reads {path}, {unreadable(path, self.files)}")
             return
         self.lines.setdefault(path, data.decode("utf-8", "surrogateescape").split("\n"))
         for number, raw in enumerate(data.decode("utf-8", "surrogateescape").split("\n"), 1):
@@ -181,7 +180,7 @@ class Declarations(Assignments):
                     candidates.append(text)
         for text in candidates:
             path = self._resolve(text, st)
-            if path is not None and os.path.isfile(path):
+            if path is not None and self.files.isfile(path):
                 return path
         return None
 

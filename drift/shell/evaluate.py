@@ -28,9 +28,9 @@ tables, which room handles which kind of statement and of word.
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Callable
 
+from drift.rooted import HOST, Files
 from drift.shell.assignments import Assignments
 from drift.shell.declarations import Declarations
 from drift.shell.expansion import ParameterExpansion
@@ -77,22 +77,18 @@ class _Evaluator(Launches, Declarations, ControlFlow, CommandSubstitution, Param
 
 def read_regular(path: str, limit: int = MAX_SOURCED_BYTES) -> bytes | None:
     """A file's bytes if it is a regular file (never a FIFO, device or symlink), else None."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
-            return None
-        return f.read(limit + 1)
+    return HOST.read_regular(path, limit)
 
 
 def evaluate(
-    path: str, data: bytes, read: Callable[[str], bytes | None] = read_regular
+    path: str,
+    data: bytes,
+    read: Callable[[str], bytes | None] = read_regular,
+    files: Files = HOST,
 ) -> ScriptModel:
     """What the script at `path` (contents `data`) may launch, with which environment.
 
-    `read` fetches files the script sources (None if it cannot be read).
+    `read` fetches files the script sources (None if it cannot be read);
+    `files` answers what the script asks of other paths (``[ -f X ]``, ``realpath``).
     """
-    return _Evaluator(os.path.abspath(path), read).run_file(data)
+    return _Evaluator(os.path.abspath(path), read, files).run_file(data)

@@ -153,7 +153,7 @@ class Launches(Builtins):
                 return
         if head is not None and head.startswith(("/", "./", "../")) and self.depth < MAX_DEPTH:
             path = self._resolve(head, st)
-            if path is not None and is_shell_script(path):
+            if path is not None and is_shell_script(path, self.files):
                 if self._child_script(path, program[1:], env, st, how, via_exec, origin):
                     return
         if via_exec:

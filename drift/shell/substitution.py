@@ -62,7 +62,7 @@ class CommandSubstitution(Words):
             and (name == "realpath" or any(w.startswith("-") and "f" in w for w in words[1:]))
         ):
             path = self._resolve(args[0], st)
-            return os.path.realpath(path) if path else None
+            return self.files.realpath(path) if path else None
         if name == "echo" and all(not w.startswith("-") for w in words[1:]):
             return " ".join(words[1:])
         return None

@@ -8,10 +8,10 @@ node type (the evaluator fills the table from its rooms).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
+from drift.rooted import HOST, Files
 from drift.shell.model import Launch, ScriptModel, SourcedFile
 from drift.shell.state import State
 from drift.shell.syntax import Node, UnsafeToParse, parse, syntax_problem
@@ -36,9 +36,10 @@ class Walker(Words):
     STATEMENTS: ClassVar[Mapping[str, Statement]]
     """Node type -> its handler; any other statement is read for ``${X:=d}`` alone."""
 
-    def __init__(self, path: str, read: Callable[[str], bytes | None]) -> None:
+    def __init__(self, path: str, read: Callable[[str], bytes | None], files: Files = HOST) -> None:
         self.top = path
         self.read = read
+        self.files = files
         self.launches: list[Launch] = []
         self.sourced: list[SourcedFile] = []
         self.gaps: list[str] = []
@@ -181,11 +182,11 @@ class Walker(Words):
                 self._expressions(child, st)
 
 
-def unreadable(path: str | None) -> str:
+def unreadable(path: str | None, files: Files = HOST) -> str:
     """Why read_regular gave nothing for `path`, as the end of a gap's sentence."""
-    if path is not None and os.path.islink(path):
+    if path is not None and files.islink(path):
         try:
-            target = os.readlink(path)
+            target = files.readlink(path)
         except OSError:
             target = "?"
         return f"a symlink to {target}, which drift does not follow"

@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
+from drift.rooted import Files
 from drift.shell.fields import merge_options, split_fields
 from drift.shell.patterns import Hole
 from drift.shell.state import State, caller_bindings
@@ -46,6 +47,7 @@ class Words:
     """Node type -> its expansion; any other type is one hole with its text."""
 
     top: str
+    files: Files  # where the paths the script names are looked at
     file: str
     offset: int
     lines: dict[str, list[str]]
