@@ -340,10 +340,11 @@ def _from_unit(unit: str, ctx: CollectContext, subject: str) -> Located:
 def systemd_child(proc: psutil.Process) -> bool:
     """Whether `proc` is systemd's child for a unit, before it runs the unit's program.
 
-    Between its fork and the exec, systemd names the child after the program
-    to come, ``(bash)``, while its executable is still systemd's, and its
-    environment is the manager's. Read as the service, every fact of it would
-    be a false change.
+    Between its fork and the exec, the child runs systemd's own executable
+    (systemd-executor from systemd 255 on) with the manager's environment.
+    It names itself after the program to come, ``(bash)``, a moment after the
+    fork; before that it is a copy of the manager, argv and all. Read as the
+    service, every fact of it would be a false change.
     """
     try:
         with proc.oneshot():
@@ -351,11 +352,24 @@ def systemd_child(proc: psutil.Process) -> bool:
             exe = proc.exe()
     except psutil.Error:
         return False
+    program = os.path.basename(exe.removesuffix(" (deleted)"))
+    if program == "systemd-executor":
+        return True  # it only ever runs to exec a unit's program
+    if program != "systemd":
+        return False
     # The title overwrites systemd's own argv in place: words after it are blank, if any.
-    return (
-        bool(argv)
-        and argv[0].startswith("(")
-        and argv[0].endswith(")")
-        and not any(word.strip() for word in argv[1:])
-        and os.path.basename(exe) == "systemd"
-    )
+    if argv and argv[0].startswith("(") and argv[0].endswith(")"):
+        return not any(word.strip() for word in argv[1:])
+    return _copy_of_parent(proc, argv, exe)
+
+
+def _copy_of_parent(proc: psutil.Process, argv: list[str], exe: str) -> bool:
+    """Whether `proc` still runs its parent's program with its parent's argv: a fork not yet named.
+
+    `systemd --user` under PID 1 runs the same executable with other words, so it stays a service.
+    """
+    try:
+        parent = proc.parent()
+        return parent is not None and parent.exe() == exe and parent.cmdline() == argv
+    except psutil.Error:
+        return False
