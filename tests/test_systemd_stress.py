@@ -6,12 +6,15 @@ systemd's executable, PID 1's environment. Recorded as the service, that child
 once gave 32 false suspects. The storm and what it records are in
 tests/systemd_stress.py; this test reads the history it left, as a user would
 (`drift since`) and through drift's query layer, and prints the figures.
-`benchmarks/stress_systemd.py` runs longer storms with the same checks.
+`benchmarks/stress_systemd.py` runs longer storms with the same checks. The
+last test holds still another moment a restart hides: a MainPID that has exited
+and that systemd has not reaped yet.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -74,3 +77,56 @@ def check_history(run: StressRun) -> None:
         assert f'"env:{name}"' not in told, name
     for trace in ("systemd-nspawn", '"/usr/lib/systemd/systemd"', "(bash)", "(timeout)"):
         assert trace not in told, trace
+
+
+# Type=forking with a PIDFile naming a process that is not systemd's child: when it
+# exits, its parent (a sleep) never reaps it and systemd, as it warns, does not
+# notice. The MainPID stays a zombie for good: the moment a restart hides, held still.
+UNREAPED_UNIT = """[Service]
+Type=forking
+PIDFile=/run/unreaped.pid
+ExecStart=/bin/bash /opt/serve/unreaped.sh
+"""
+
+UNREAPED_SCRIPT = """#!/bin/bash
+bash -c '( echo $BASHPID > /run/unreaped.pid; exec sleep 2 ) & exec sleep infinity' &
+while [ ! -s /run/unreaped.pid ]; do sleep 0.01; done
+"""
+
+
+def test_a_main_pid_that_has_exited_is_a_blind_spot_that_says_so(
+    systemd_container: SystemdContainer, tmp_path: Path
+) -> None:
+    """systemd still names a MainPID that has exited (mid-restart, it reaps it a moment
+    later): drift asks again, then says the pid has exited, not that it is missing from
+    /proc (which would point at a wrong proc_root) and not that the service stopped."""
+    box = systemd_container
+    box.write_file("/opt/serve/unreaped.sh", UNREAPED_SCRIPT)
+    box.write_unit("unreaped.service", UNREAPED_UNIT)
+    box.daemon_reload()
+    box.start("unreaped.service")
+    config = tmp_path / "drift.toml"
+    config.write_text(
+        f'host = "ctr"\nsystemctl = {json.dumps(box.systemctl)}\nproc_root = "{box.proc_root}"\n'
+        '[[services]]\nname = "unreaped"\nunit = "unreaped.service"\n'
+    )
+    cfg = ["--config", str(config), "--db", str(tmp_path / "drift.db")]
+    try:
+        pid = box.run_systemctl("show", "-p", "MainPID", "--value", "unreaped.service").stdout
+        run_drift(["record", *cfg], tmp_path)
+        stat = Path(f"{box.proc_root}/{pid.strip()}/stat")
+        deadline = time.monotonic() + 10
+        while stat.read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the unit's main process did not exit"
+            time.sleep(0.05)
+        caught = run_drift(["record", *cfg], tmp_path, check=False)
+        assert caught.returncode == 4, caught.stderr  # stored, with a blind spot
+        assert f"systemd reports MainPID {pid.strip()}, which has exited" in caught.stderr
+        assert "not found in" not in caught.stderr
+        shown = json.loads(
+            run_drift(["show", "service:unreaped", "--format", "json", *cfg], tmp_path).stdout
+        )["data"]["subjects"][0]["facts"]
+        facts = {f["key"]: f["value"] for f in shown}
+        assert (facts["running"], facts["pid"]) == ("true", pid.strip())  # kept, not "stopped"
+    finally:
+        box.stop_unit("unreaped.service")

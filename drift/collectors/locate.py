@@ -237,6 +237,14 @@ def _alive(pid: int) -> psutil.Process | None:
     return proc
 
 
+def _zombie(pid: int) -> bool:
+    """Whether the process with this pid has exited and is waiting for its parent to reap it."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def _from_match(pattern: str, proc_root: str, subject: str) -> Located:
     found_by = f"match {pattern}"
     regex = re.compile(pattern)
@@ -314,13 +322,19 @@ def _from_unit(unit: str, ctx: CollectContext, subject: str) -> Located:
             return Located(found_by, facts=facts)
         process = _alive(state.main_pid)
         if process is None:
-            # The MainPID is not in proc_root: it just exited (so ask again), or
-            # systemd's pids are not proc_root's (a namespace mix-up), which must
-            # not read as the service stopping.
-            vanished += 1
-            if vanished < 2:
+            # The MainPID has exited: systemd reaps it in a moment (mid-restart), so
+            # ask again shortly; or it is not in proc_root, as when systemd's pids are
+            # not proc_root's (a namespace mix-up). Neither may read as the service stopping.
+            exited = _zombie(state.main_pid)
+            wait = next(waits, None) if exited else None
+            if wait is not None:
+                time.sleep(wait)
                 continue
-            message = f"systemd reports MainPID {state.main_pid}, not found in {ctx.proc_root}"
+            vanished += 1
+            if vanished < 2 and not exited:
+                continue
+            where = "which has exited" if exited else f"not found in {ctx.proc_root}"
+            message = f"systemd reports MainPID {state.main_pid}, {where}"
             break
         if not systemd_child(process):
             return Located(found_by, process=process, facts=facts)
