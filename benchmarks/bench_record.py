@@ -457,6 +457,33 @@ def bench_first_record(bench: Path, conf: Path, tree: Path, reps: int, s: dict[s
     return db
 
 
+def alternated_pairs(
+    bench: Path, commands: dict[str, list[str | os.PathLike[str]]], runs: int
+) -> list[dict[str, float]]:
+    """Wall seconds of each command, once a round for `runs` rounds, the order reversed each round.
+
+    Alternating who goes first means neither always gets the warmer machine. With two
+    commands each round also gets ``ratio``: the second one's time over the first one's.
+    """
+    names = list(commands)
+    log(f"  {'pair':>4}  {'order':<24}  " + "  ".join(f"{n[:10]:>10}" for n in names) + "   ratio")
+    pairs: list[dict[str, float]] = []
+    for i in range(runs):
+        order = names if i % 2 == 0 else names[::-1]
+        times = {name: run(commands[name], cwd=bench, what=name)[0] for name in order}
+        pair = dict(times)
+        if len(names) == 2:
+            pair["ratio"] = times[names[1]] / times[names[0]]
+        pairs.append(pair)
+        ratio = f"{pair['ratio']:>6.3f}" if "ratio" in pair else "     -"
+        log(
+            f"  {i + 1:>4}  {','.join(order)[:24]:<24}  "
+            + "  ".join(f"{fmt_s(times[n]):>10}" for n in names)
+            + f"  {ratio}"
+        )
+    return pairs
+
+
 def bench_unchanged(
     bench: Path,
     conf: Path,
@@ -483,26 +510,11 @@ def bench_unchanged(
                 + (proc.stdout + proc.stderr)[-2000:]
             )
         log(f"  warm-up: aide --check {seconds:.3f}s (exit 0: no changes)")
-    pairs: list[dict[str, float]] = []
-    log(f"  {'pair':>4}  {'order':<11}  {'aide':>8}  {'drift':>8}  {'ratio':>6}")
-    commands: dict[str, list[str | os.PathLike[str]]] = {
-        "drift": [DRIFT, "record", "--quiet", *drift_args(conf, db)]
-    }
+    commands: dict[str, list[str | os.PathLike[str]]] = {}
     if aide and aide_conf:
         commands["aide"] = [aide, f"--config={aide_conf}", "--check"]
-    for i in range(runs):
-        # Alternate who goes first, so neither always gets the warmer machine.
-        order = ("aide", "drift") if i % 2 == 0 else ("drift", "aide")
-        times = {
-            name: run(commands[name], cwd=bench, what=name)[0] for name in order if name in commands
-        }
-        ratio = times["drift"] / times["aide"] if "aide" in times else None
-        pairs.append({**times, "ratio": ratio} if ratio is not None else times)
-        log(
-            f"  {i + 1:>4}  {'aide,drift' if i % 2 == 0 else 'drift,aide':<11}  "
-            f"{fmt_s(times.get('aide')):>8}  {fmt_s(times['drift']):>8}  "
-            f"{'-' if ratio is None else f'{ratio:.3f}':>6}"
-        )
+    commands["drift"] = [DRIFT, "record", "--quiet", *drift_args(conf, db)]
+    pairs = alternated_pairs(bench, commands, runs)
     # What the record itself reports: the rest of the wall time is start-up and imports.
     inside = []
     for _ in range(3):
@@ -569,16 +581,7 @@ def bench_git(bench: Path, conf: Path, db: Path, tree: Path, runs: int, s: dict[
         "git": [*base, "status", "--porcelain"],
         "drift": [DRIFT, "record", "--quiet", *drift_args(conf, db)],
     }
-    pairs: list[dict[str, float]] = []
-    log(f"  {'pair':>4}  {'order':<11}  {'git':>8}  {'drift':>8}  {'ratio':>6}")
-    for i in range(runs):
-        order = ("git", "drift") if i % 2 == 0 else ("drift", "git")
-        times = {name: run(commands[name], cwd=bench, what=name)[0] for name in order}
-        pairs.append({**times, "ratio": times["drift"] / times["git"]})
-        log(
-            f"  {i + 1:>4}  {','.join(order):<11}  {fmt_s(times['git']):>8}  "
-            f"{fmt_s(times['drift']):>8}  {pairs[-1]['ratio']:>6.2f}"
-        )
+    pairs = alternated_pairs(bench, commands, runs)
     version = subprocess.run([git, "--version"], capture_output=True, text=True).stdout
     s["git"] = {
         "version": version.strip(),
@@ -687,6 +690,38 @@ def profile_record(bench: Path, conf: Path, db: Path) -> str:
     return buf.getvalue()
 
 
+def prepare_tree(tree: Path, spec: gen_tree.TreeSpec) -> None:
+    """Generate the tree, or reuse the one already there with the same spec."""
+    stats = gen_tree.generate(tree, spec, quiet=True)
+    log(
+        f"tree {tree}: {stats.files} files, {stats.bytes / gen_tree.MB:.0f} MiB "
+        f"({'reused' if stats.reused else f'written in {stats.seconds:.1f}s'})"
+    )
+
+
+def prepare_aide(bench: Path, tree: Path, s: dict[str, Any]) -> tuple[str, Path]:
+    """Install AIDE if needed and build its database of the tree; (aide binary, aide.conf)."""
+    aide = ensure_aide()
+    s["aide_version"] = aide_version(aide)
+    aide_conf = write_aide_conf(bench, tree)
+    seconds, _ = run([aide, f"--config={aide_conf}", "--init"], cwd=bench, what="aide --init")
+    (bench / "aide.db.new").replace(bench / "aide.db")
+    log(f"aide {s['aide_version']} ({aide}): --init {seconds:.1f}s")
+    return aide, aide_conf
+
+
+def warm_up(bench: Path, tree: Path) -> None:
+    """Compile drift once and read the tree once, untimed, as on an installed, running box."""
+    run(
+        [sys.executable, "-c", "import drift.cli, drift.record, drift.collectors.files"],
+        cwd=bench,
+        what="python -c 'import drift.cli'",
+    )
+    run([DRIFT, "--help"], cwd=bench, what="drift --help")
+    files, total = warm_cache(tree)
+    log(f"page cache warmed: read {files} files, {total / gen_tree.MB:.0f} MiB")
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -742,33 +777,10 @@ def main(argv: list[str] | None = None) -> int:
     profile_text = ""
     try:
         log(f"bench dir {bench}")
-        stats = gen_tree.generate(
-            tree, gen_tree.TreeSpec(args.files, args.mb, args.seed), quiet=True
-        )
-        log(
-            f"tree {tree}: {stats.files} files, {stats.bytes / gen_tree.MB:.0f} MiB "
-            f"({'reused' if stats.reused else f'written in {stats.seconds:.1f}s'})"
-        )
-        aide = aide_conf = None
-        if not args.no_aide:
-            aide = ensure_aide()
-            s["aide_version"] = aide_version(aide)
-            aide_conf = write_aide_conf(bench, tree)
-            seconds, _ = run(
-                [aide, f"--config={aide_conf}", "--init"], cwd=bench, what="aide --init"
-            )
-            (bench / "aide.db.new").replace(bench / "aide.db")
-            log(f"aide {s['aide_version']} ({aide}): --init {seconds:.1f}s")
+        prepare_tree(tree, gen_tree.TreeSpec(args.files, args.mb, args.seed))
+        aide, aide_conf = (None, None) if args.no_aide else prepare_aide(bench, tree, s)
         conf = write_drift_toml(bench, tree)
-        # Compile drift and its imports once, untimed, as an installed drift would be.
-        run(
-            [sys.executable, "-c", "import drift.cli, drift.record, drift.collectors.files"],
-            cwd=bench,
-            what="python -c 'import drift.cli'",
-        )
-        run([DRIFT, "--help"], cwd=bench, what="drift --help")
-        files, total = warm_cache(tree)
-        log(f"page cache warmed: read {files} files, {total / gen_tree.MB:.0f} MiB")
+        warm_up(bench, tree)
 
         log(f"first record (empty stat cache) vs hashlib, {args.first_runs} fresh databases:")
         db = bench_first_record(bench, conf, tree, args.first_runs, s)

@@ -39,3 +39,31 @@ def test_bench_runs_on_a_small_tree_and_reports_what_the_issue_asks(tmp_path: Pa
     assert 0 < out["used_bytes_per_unchanged_record"] <= 200
     assert out["heavy_imports_in_record"] == []
     assert "first record drift / hashlib" in result.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.systemd
+def test_systemd_bench_runs_with_a_unit_on_a_real_systemd(tmp_path: Path) -> None:
+    from systemd_container import require_systemd
+
+    require_systemd()
+    summary = tmp_path / "bench.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "bench_systemd.py"),
+            *("--tree", str(tmp_path / "tree"), "--files", "150", "--mb", "5"),
+            *("--services", "1", "--runs", "1", "--no-aide", "--no-profile"),
+            *("--json", str(summary)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    # Exit 1 also when an unchanged record of the unit changed a fact or had an error.
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = json.loads(summary.read_text())
+    assert out["units_alone"]["facts"] > 0
+    assert out["units_added"]["tree_s"] > 0 and out["units_added"]["units_tree_s"] > 0
+    assert "added by the units (1)" in result.stdout
