@@ -722,6 +722,42 @@ def warm_up(bench: Path, tree: Path) -> None:
     log(f"page cache warmed: read {files} files, {total / gen_tree.MB:.0f} MiB")
 
 
+def new_summary(args: argparse.Namespace, **fields: Any) -> dict[str, Any]:
+    """The summary's opening fields: when, on what, the tree, the load; then `fields`."""
+    return {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{os.cpu_count()} cores, {platform.system()} {platform.release()}, "
+        f"Python {platform.python_version()}",
+        "tree": {"files": args.files, "mb": args.mb, "seed": args.seed},
+        # Other work on a 2-core box skews every number; the load says how much there was.
+        "load_avg_start": round(os.getloadavg()[0], 2),
+        **fields,
+    }
+
+
+def print_heading(title: str, s: dict[str, Any]) -> None:
+    """The results' first line: what, when, on what, and the load at start and end."""
+    s["load_avg_end"] = round(os.getloadavg()[0], 2)
+    print()
+    print(
+        f"{title}, {s['date']}, {s['machine']}, "
+        f"load average {s['load_avg_start']} at start, {s['load_avg_end']} at end"
+    )
+
+
+def finish(s: dict[str, Any], failed: str | None, json_path: Path | None) -> int:
+    """Print the failure if any and the one-line JSON summary (also to `json_path`); exit code."""
+    if failed:
+        s["error"] = failed
+        print(f"\nbench: FAILED: {failed}", file=sys.stderr)
+    line = json.dumps({k: v for k, v in s.items() if k != "growth_note"})
+    print()
+    print(line)
+    if json_path:
+        json_path.write_text(line + "\n", encoding="utf-8")
+    return 1 if failed else 0
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -764,15 +800,7 @@ def main(argv: list[str] | None = None) -> int:
     bench = Path(tempfile.mkdtemp(prefix="drift-bench-"))
     bytecode_on(bench)
     tree = args.tree.resolve() if args.tree else bench / "tree"
-    s: dict[str, Any] = {
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{os.cpu_count()} cores, {platform.system()} {platform.release()}, "
-        f"Python {platform.python_version()}",
-        "tree": {"files": args.files, "mb": args.mb, "seed": args.seed},
-        # Other work on a 2-core box skews every number; the load says how much there was.
-        "load_avg_start": round(os.getloadavg()[0], 2),
-        **dict.fromkeys(HEADLINE),
-    }
+    s = new_summary(args, **dict.fromkeys(HEADLINE))
     failed: str | None = None
     profile_text = ""
     try:
@@ -805,12 +833,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(bench, ignore_errors=True)
 
-    s["load_avg_end"] = round(os.getloadavg()[0], 2)
-    print()
-    print(
-        f"drift record benchmark, {s['date']}, {s['machine']}, "
-        f"load average {s['load_avg_start']} at start, {s['load_avg_end']} at end"
-    )
+    print_heading("drift record benchmark", s)
     print(
         f"tree: {args.files} files, {args.mb} MiB (seed {args.seed}); aide "
         f"{s.get('aide_version', '-')}; both read from the page cache (warmed first)"
@@ -827,19 +850,9 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print("cProfile of one unchanged drift record (whole process, imports included):")
         print(profile_text.rstrip())
-    if failed:
-        s["error"] = failed
-        print(f"\nbench: FAILED: {failed}", file=sys.stderr)
     # The headline figures first, then the details.
-    line = json.dumps(
-        {k: s[k] for k in HEADLINE}
-        | {k: v for k, v in s.items() if k not in HEADLINE and k != "growth_note"}
-    )
-    print()
-    print(line)
-    if args.json:
-        args.json.write_text(line + "\n", encoding="utf-8")
-    return 1 if failed else 0
+    shown = {k: s[k] for k in HEADLINE} | {k: v for k, v in s.items() if k not in HEADLINE}
+    return finish(shown, failed, args.json)
 
 
 if __name__ == "__main__":

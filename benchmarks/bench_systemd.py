@@ -24,10 +24,8 @@ The harness measures whatever the collectors do: rerun it when they change.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import platform
 import pstats
 import shutil
 import statistics
@@ -285,15 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     bench = Path(tempfile.mkdtemp(prefix="drift-bench-systemd-"))
     br.bytecode_on(bench)
-    s: dict[str, Any] = {
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{os.cpu_count()} cores, {platform.system()} {platform.release()}, "
-        f"Python {platform.python_version()}",
-        "tree": {"files": args.files, "mb": args.mb, "seed": args.seed},
-        "services": args.services,
-        "load_avg_start": round(os.getloadavg()[0], 2),
-        "ratio_vs_aide": None,
-    }
+    s = br.new_summary(args, services=args.services, ratio_vs_aide=None)
     failed: str | None = None
     profile_text = ""
     box = SystemdContainer(name=f"drift-bench-{os.getpid()}")
@@ -312,12 +302,7 @@ def main(argv: list[str] | None = None) -> int:
             br.log(f"kept {bench}")
         else:
             shutil.rmtree(bench, ignore_errors=True)
-    s["load_avg_end"] = round(os.getloadavg()[0], 2)
-    print()
-    print(
-        f"drift record with {args.services} systemd units, {s['date']}, {s['machine']}, "
-        f"load average {s['load_avg_start']} at start, {s['load_avg_end']} at end"
-    )
+    br.print_heading(f"drift record with {args.services} systemd units", s)
     aide = s.get("aide_version", "-")
     print(f"tree: {args.files} files, {args.mb} MiB (seed {args.seed}); aide {aide}")
     br.print_table(summary_rows(s))
@@ -325,15 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\ncProfile of one unchanged record of the units alone, drift's collectors")
         print("and shell reader (cumulative, generators counted at each resumption):")
         print(profile_text)
-    if failed:
-        s["error"] = failed
-        print(f"\nbench: FAILED: {failed}", file=sys.stderr)
-    line = json.dumps(s)
-    print()
-    print(line)
-    if args.json:
-        args.json.write_text(line + "\n", encoding="utf-8")
-    return 1 if failed else 0
+    return br.finish(s, failed, args.json)
 
 
 if __name__ == "__main__":
