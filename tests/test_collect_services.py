@@ -815,9 +815,12 @@ def test_systemd_s_fork_before_it_names_itself_and_its_executor_are_not_the_serv
     For an instant after the fork, before it takes the `(bash)` title, the child is a
     copy of the manager: its executable, its argv, its environment (the stress test in
     tests/test_systemd_stress.py sees it on systemd 252). From systemd 255 on, the child
-    runs systemd-executor until the exec. A bash named systemd stands in for the manager:
-    its subshell is a fork that runs no other program, and the same executable started
-    again with other words is what `systemd --user` under PID 1 is: a service.
+    runs systemd-executor until the exec (on a Debian trixie rootfs, systemd 257, the
+    FIFO test of tests/test_record_systemd.py holds it there: `(cat)`, executable
+    /usr/lib/systemd/systemd-executor, PID 1's environment). A bash named systemd stands
+    in for the manager: its subshell is a fork that runs no other program, and the same
+    executable started again with other words is what `systemd --user` under PID 1 is: a
+    service.
     """
     from drift.collectors.locate import systemd_child
 
