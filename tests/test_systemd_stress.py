@@ -64,7 +64,7 @@ def check_history(run: StressRun) -> None:
     )
     # The race was run: the records fell between restarts, and drift's finder met the child.
     for name in run.services:
-        assert len(run.pids_recorded(name)) >= 10, (name, run.pids_recorded(name))
+        assert len(run.pids_recorded(name)) >= 5, (name, run.pids_recorded(name))
     assert run.children_met, "the finder never met systemd's child: the race was not run"
     # And `drift since` from the first record tells no story of PID 1's environment.
     data = json.loads(
