@@ -49,8 +49,13 @@ TARGETS = {
     "first_record_vs_hashlib": 1.5,
     "help_ms": 150.0,
 }
-HEADLINE = ("ratio_vs_aide", "first_record_vs_hashlib", "bytes_per_unchanged_record", "help_ms",
-            "heavy_imports_in_record")
+HEADLINE = (
+    "ratio_vs_aide",
+    "first_record_vs_hashlib",
+    "bytes_per_unchanged_record",
+    "help_ms",
+    "heavy_imports_in_record",
+)
 DRIFT = Path(sys.executable).with_name("drift")
 
 HASHLIB_SCRIPT = r"""
@@ -95,12 +100,19 @@ def bytecode_on(bench: Path) -> None:
     os.environ["PYTHONPYCACHEPREFIX"] = str(bench / "pycache")
 
 
-def run(cmd: Sequence[str | os.PathLike[str]], *, cwd: Path, check: bool = True,
-        what: str = "") -> tuple[float, subprocess.CompletedProcess[str]]:
+def run(
+    cmd: Sequence[str | os.PathLike[str]], *, cwd: Path, check: bool = True, what: str = ""
+) -> tuple[float, subprocess.CompletedProcess[str]]:
     """Run a command, capturing its output; (wall seconds, result). Raises BenchError if check."""
     started = time.perf_counter()
-    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, env=clean_env(), capture_output=True,
-                          text=True, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [str(c) for c in cmd],
+        cwd=cwd,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     seconds = time.perf_counter() - started
     if check and proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
@@ -173,10 +185,7 @@ def write_drift_toml(bench: Path, tree: Path) -> Path:
     """A drift.toml with one [[files]] set covering the whole tree."""
     path = bench / "drift.toml"
     path.write_text(
-        'host = "bench"\n\n'
-        "[[files]]\n"
-        'name = "tree"\n'
-        f"paths = [{json.dumps(str(tree) + '/**')}]\n",
+        f'host = "bench"\n\n[[files]]\nname = "tree"\npaths = [{json.dumps(str(tree) + "/**")}]\n',
         encoding="utf-8",
     )
     return path
@@ -198,8 +207,13 @@ def parse_record_line(text: str) -> dict[str, float]:
     if not match:
         raise BenchError(f"unexpected drift record output: {text.strip()[:300]!r}")
     snap, facts, changed, errors, seconds = (g.replace(",", "") for g in match.groups())
-    return {"snapshot": int(snap), "facts": int(facts), "changed": int(changed),
-            "errors": int(errors), "seconds": float(seconds)}
+    return {
+        "snapshot": int(snap),
+        "facts": int(facts),
+        "changed": int(changed),
+        "errors": int(errors),
+        "seconds": float(seconds),
+    }
 
 
 def sqlite_size(db: Path) -> int:
@@ -227,8 +241,12 @@ def row_counts(db: Path) -> dict[str, int]:
     """Rows per table (for showing what an unchanged record writes)."""
     con = sqlite3.connect(db)
     try:
-        names = [r[0] for r in con.execute(
-            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'")]
+        names = [
+            r[0]
+            for r in con.execute(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
+            )
+        ]
         return {n: con.execute(f'SELECT count(*) FROM "{n}"').fetchone()[0] for n in names}
     finally:
         con.close()
@@ -241,7 +259,7 @@ def heavy_imports(stderr: str) -> tuple[list[str], float, list[tuple[str, int]]]
     for line in stderr.splitlines():
         if not line.startswith("import time:") or "|" not in line:
             continue
-        parts = line[len("import time:"):].split("|")
+        parts = line[len("import time:") :].split("|")
         if len(parts) != 3 or not parts[0].strip().isdigit():
             continue  # the header line
         self_us = int(parts[0])
@@ -284,41 +302,95 @@ def summary_rows(s: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     fr = s.get("first_record")
     if fr:
         rows.append(("first record, drift (median)", fmt_s(fr["drift_s"]), "", ""))
-        rows.append(("first record, hashlib subprocess", fmt_s(fr["hashlib_s"]),
-                     "", f"in-process {fr['hashlib_inproc_s']:.3f}s"))
+        rows.append(
+            (
+                "first record, hashlib subprocess",
+                fmt_s(fr["hashlib_s"]),
+                "",
+                f"in-process {fr['hashlib_inproc_s']:.3f}s",
+            )
+        )
         ratio = s["first_record_vs_hashlib"]
-        rows.append(("first record drift / hashlib", f"{ratio:.2f}x", "<= 1.5x",
-                     verdict(ratio, TARGETS["first_record_vs_hashlib"])))
+        rows.append(
+            (
+                "first record drift / hashlib",
+                f"{ratio:.2f}x",
+                "<= 1.5x",
+                verdict(ratio, TARGETS["first_record_vs_hashlib"]),
+            )
+        )
     un = s.get("unchanged")
     if un:
         rows.append(("unchanged: aide --check (median)", fmt_s(un["aide_s"]), "", ""))
-        rows.append(("unchanged: drift record (median)", fmt_s(un["drift_s"]), "",
-                     f"{un['drift_inproc_s']:.3f}s inside record()"))
+        rows.append(
+            (
+                "unchanged: drift record (median)",
+                fmt_s(un["drift_s"]),
+                "",
+                f"{un['drift_inproc_s']:.3f}s inside record()",
+            )
+        )
         ratio = s["ratio_vs_aide"]
-        rows.append(("unchanged drift / aide (median)",
-                     "-" if ratio is None else f"{ratio:.3f}", "<= 0.10",
-                     verdict(ratio, TARGETS["ratio_vs_aide"])))
+        rows.append(
+            (
+                "unchanged drift / aide (median)",
+                "-" if ratio is None else f"{ratio:.3f}",
+                "<= 0.10",
+                verdict(ratio, TARGETS["ratio_vs_aide"]),
+            )
+        )
     gi = s.get("git")
     if gi:
-        rows.append(("git add -A of the tree (one run)", fmt_s(gi["add_s"]), "",
-                     f"first record drift / git add: {s['first_record_vs_git_add']:.2f}x"
-                     if s.get("first_record_vs_git_add") is not None else ""))
+        rows.append(
+            (
+                "git add -A of the tree (one run)",
+                fmt_s(gi["add_s"]),
+                "",
+                f"first record drift / git add: {s['first_record_vs_git_add']:.2f}x"
+                if s.get("first_record_vs_git_add") is not None
+                else "",
+            )
+        )
         rows.append(("unchanged: git status (median)", fmt_s(gi["status_s"]), "", gi["version"]))
-        rows.append(("unchanged drift / git status (median)",
-                     f"{s['unchanged_vs_git_status']:.2f}", "", "for scale: no target"))
+        rows.append(
+            (
+                "unchanged drift / git status (median)",
+                f"{s['unchanged_vs_git_status']:.2f}",
+                "",
+                "for scale: no target",
+            )
+        )
     if s.get("bytes_per_unchanged_record") is not None:
         used = s.get("used_bytes_per_unchanged_record")
-        rows.append(("DB growth per unchanged record",
-                     f"{s['bytes_per_unchanged_record']:.0f} B file"
-                     + ("" if used is None else f", {used:.0f} B used"), "", s["growth_note"]))
+        rows.append(
+            (
+                "DB growth per unchanged record",
+                f"{s['bytes_per_unchanged_record']:.0f} B file"
+                + ("" if used is None else f", {used:.0f} B used"),
+                "",
+                s["growth_note"],
+            )
+        )
     if s.get("help_ms") is not None:
-        rows.append(("drift --help (median of 10)", f"{s['help_ms']:.0f} ms", "< 150 ms",
-                     verdict(s["help_ms"], TARGETS["help_ms"])))
+        rows.append(
+            (
+                "drift --help (median of 10)",
+                f"{s['help_ms']:.0f} ms",
+                "< 150 ms",
+                verdict(s["help_ms"], TARGETS["help_ms"]),
+            )
+        )
         rows.append(("python -c pass (for scale)", f"{s['python_startup_ms']:.0f} ms", "", ""))
     if s.get("heavy_imports_in_record") is not None:
         heavy = s["heavy_imports_in_record"]
-        rows.append(("heavy imports in drift record", ", ".join(heavy) or "none", "none",
-                     "ok" if not heavy else "MISSED"))
+        rows.append(
+            (
+                "heavy imports in drift record",
+                ", ".join(heavy) or "none",
+                "none",
+                "ok" if not heavy else "MISSED",
+            )
+        )
     return rows
 
 
@@ -337,8 +409,7 @@ def warm_cache(tree: Path) -> tuple[int, int]:
     return files, total
 
 
-def bench_first_record(bench: Path, conf: Path, tree: Path, reps: int,
-                       s: dict[str, Any]) -> Path:
+def bench_first_record(bench: Path, conf: Path, tree: Path, reps: int, s: dict[str, Any]) -> Path:
     """Fresh database each time (init untimed), then the timed first record; vs hashlib."""
     hash_script = bench / "hash_tree.py"
     hash_script.write_text(HASHLIB_SCRIPT, encoding="utf-8")
@@ -354,62 +425,96 @@ def bench_first_record(bench: Path, conf: Path, tree: Path, reps: int,
         # Alternate who goes first, so neither always gets the warmer machine.
         for who in ("drift", "hashlib") if i % 2 == 0 else ("hashlib", "drift"):
             if who == "drift":
-                seconds, proc = run([DRIFT, "record", *drift_args(conf, db)], cwd=bench,
-                                    what="drift record (first)")
+                seconds, proc = run(
+                    [DRIFT, "record", *drift_args(conf, db)], cwd=bench, what="drift record (first)"
+                )
                 info = parse_record_line(proc.stdout)
                 drift_times.append(seconds)
                 s.setdefault("first_record_facts", info["facts"])
-                log(f"  first record #{i + 1}: drift {seconds:.3f}s ({info['facts']} facts, "
-                    f"{info['errors']} errors, {info['seconds']:.3f}s inside record())")
+                log(
+                    f"  first record #{i + 1}: drift {seconds:.3f}s ({info['facts']} facts, "
+                    f"{info['errors']} errors, {info['seconds']:.3f}s inside record())"
+                )
             else:
-                seconds, proc = run([sys.executable, hash_script, tree], cwd=bench,
-                                    what="hashlib")
+                seconds, proc = run([sys.executable, hash_script, tree], cwd=bench, what="hashlib")
                 data = json.loads(proc.stdout)
                 hash_times.append(seconds)
                 inproc.append(data["seconds"])
-                log(f"  first record #{i + 1}: hashlib {seconds:.3f}s ({data['files']} files, "
-                    f"{data['seconds']:.3f}s hashing in-process)")
+                log(
+                    f"  first record #{i + 1}: hashlib {seconds:.3f}s ({data['files']} files, "
+                    f"{data['seconds']:.3f}s hashing in-process)"
+                )
     s["first_record"] = {
-        "drift_s": statistics.median(drift_times), "hashlib_s": statistics.median(hash_times),
-        "hashlib_inproc_s": statistics.median(inproc), "drift_runs": drift_times,
+        "drift_s": statistics.median(drift_times),
+        "hashlib_s": statistics.median(hash_times),
+        "hashlib_inproc_s": statistics.median(inproc),
+        "drift_runs": drift_times,
         "hashlib_runs": hash_times,
     }
     s["first_record_vs_hashlib"] = round(
-        statistics.median(d / h for d, h in zip(drift_times, hash_times, strict=True)), 3)
+        statistics.median(d / h for d, h in zip(drift_times, hash_times, strict=True)), 3
+    )
     return db
 
 
-def bench_unchanged(bench: Path, conf: Path, db: Path, aide: str | None, aide_conf: Path | None,
-                    runs: int, s: dict[str, Any]) -> None:
+def alternated_pairs(
+    bench: Path, commands: dict[str, list[str | os.PathLike[str]]], runs: int
+) -> list[dict[str, float]]:
+    """Wall seconds of each command, once a round for `runs` rounds, the order reversed each round.
+
+    Alternating who goes first means neither always gets the warmer machine. With two
+    commands each round also gets ``ratio``: the second one's time over the first one's.
+    """
+    names = list(commands)
+    log(f"  {'pair':>4}  {'order':<24}  " + "  ".join(f"{n[:10]:>10}" for n in names) + "   ratio")
+    pairs: list[dict[str, float]] = []
+    for i in range(runs):
+        order = names if i % 2 == 0 else names[::-1]
+        times = {name: run(commands[name], cwd=bench, what=name)[0] for name in order}
+        pair = dict(times)
+        if len(names) == 2:
+            pair["ratio"] = times[names[1]] / times[names[0]]
+        pairs.append(pair)
+        ratio = f"{pair['ratio']:>6.3f}" if "ratio" in pair else "     -"
+        log(
+            f"  {i + 1:>4}  {','.join(order)[:24]:<24}  "
+            + "  ".join(f"{fmt_s(times[n]):>10}" for n in names)
+            + f"  {ratio}"
+        )
+    return pairs
+
+
+def bench_unchanged(
+    bench: Path,
+    conf: Path,
+    db: Path,
+    aide: str | None,
+    aide_conf: Path | None,
+    runs: int,
+    s: dict[str, Any],
+) -> None:
     """Paired runs on the unchanged tree, alternating which of aide and drift goes first."""
     # One untimed record proves the tree reads as unchanged and the cache is full.
     _, proc = run([DRIFT, "record", *drift_args(conf, db)], cwd=bench, what="drift record")
     info = parse_record_line(proc.stdout)
     if info["changed"] or info["errors"]:
-        raise BenchError(f"the unchanged tree recorded {info['changed']} changes and "
-                         f"{info['errors']} errors: {proc.stdout.strip()}")
+        raise BenchError(
+            f"the unchanged tree recorded {info['changed']} changes and "
+            f"{info['errors']} errors: {proc.stdout.strip()}"
+        )
     if aide and aide_conf:
         seconds, proc = run([aide, f"--config={aide_conf}", "--check"], cwd=bench, check=False)
         if proc.returncode != 0:
-            raise BenchError(f"aide --check on the unchanged tree exited {proc.returncode}:\n"
-                             + (proc.stdout + proc.stderr)[-2000:])
+            raise BenchError(
+                f"aide --check on the unchanged tree exited {proc.returncode}:\n"
+                + (proc.stdout + proc.stderr)[-2000:]
+            )
         log(f"  warm-up: aide --check {seconds:.3f}s (exit 0: no changes)")
-    pairs: list[dict[str, float]] = []
-    log(f"  {'pair':>4}  {'order':<11}  {'aide':>8}  {'drift':>8}  {'ratio':>6}")
-    commands: dict[str, list[str | os.PathLike[str]]] = {
-        "drift": [DRIFT, "record", "--quiet", *drift_args(conf, db)]}
+    commands: dict[str, list[str | os.PathLike[str]]] = {}
     if aide and aide_conf:
         commands["aide"] = [aide, f"--config={aide_conf}", "--check"]
-    for i in range(runs):
-        # Alternate who goes first, so neither always gets the warmer machine.
-        order = ("aide", "drift") if i % 2 == 0 else ("drift", "aide")
-        times = {name: run(commands[name], cwd=bench, what=name)[0]
-                 for name in order if name in commands}
-        ratio = times["drift"] / times["aide"] if "aide" in times else None
-        pairs.append({**times, "ratio": ratio} if ratio is not None else times)
-        log(f"  {i + 1:>4}  {'aide,drift' if i % 2 == 0 else 'drift,aide':<11}  "
-            f"{fmt_s(times.get('aide')):>8}  {fmt_s(times['drift']):>8}  "
-            f"{'-' if ratio is None else f'{ratio:.3f}':>6}")
+    commands["drift"] = [DRIFT, "record", "--quiet", *drift_args(conf, db)]
+    pairs = alternated_pairs(bench, commands, runs)
     # What the record itself reports: the rest of the wall time is start-up and imports.
     inside = []
     for _ in range(3):
@@ -441,12 +546,33 @@ def bench_git(bench: Path, conf: Path, db: Path, tree: Path, runs: int, s: dict[
     os.environ["GIT_CONFIG_GLOBAL"] = os.devnull
     # No automatic gc: 12k loose objects would start a background repack that
     # eats a core through every later measurement.
-    base = [git, f"--git-dir={bench / 'git'}", f"--work-tree={tree}", "-c", "gc.auto=0",
-            "-c", "maintenance.auto=false"]
+    base = [
+        git,
+        f"--git-dir={bench / 'git'}",
+        f"--work-tree={tree}",
+        "-c",
+        "gc.auto=0",
+        "-c",
+        "maintenance.auto=false",
+    ]
     run([*base, "init", "-q"], cwd=bench, what="git init")
     add_s, _ = run([*base, "add", "-A"], cwd=bench, what="git add -A")
-    run([*base, "-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-q",
-         "--no-verify", "-m", "tree"], cwd=bench, what="git commit")
+    run(
+        [
+            *base,
+            "-c",
+            "user.name=bench",
+            "-c",
+            "user.email=bench@localhost",
+            "commit",
+            "-q",
+            "--no-verify",
+            "-m",
+            "tree",
+        ],
+        cwd=bench,
+        what="git commit",
+    )
     _, proc = run([*base, "status", "--porcelain"], cwd=bench, what="git status")
     if proc.stdout.strip():
         raise BenchError(f"git status of the committed tree is not clean:\n{proc.stdout[:500]}")
@@ -455,14 +581,7 @@ def bench_git(bench: Path, conf: Path, db: Path, tree: Path, runs: int, s: dict[
         "git": [*base, "status", "--porcelain"],
         "drift": [DRIFT, "record", "--quiet", *drift_args(conf, db)],
     }
-    pairs: list[dict[str, float]] = []
-    log(f"  {'pair':>4}  {'order':<11}  {'git':>8}  {'drift':>8}  {'ratio':>6}")
-    for i in range(runs):
-        order = ("git", "drift") if i % 2 == 0 else ("drift", "git")
-        times = {name: run(commands[name], cwd=bench, what=name)[0] for name in order}
-        pairs.append({**times, "ratio": times["drift"] / times["git"]})
-        log(f"  {i + 1:>4}  {','.join(order):<11}  {fmt_s(times['git']):>8}  "
-            f"{fmt_s(times['drift']):>8}  {pairs[-1]['ratio']:>6.2f}")
+    pairs = alternated_pairs(bench, commands, runs)
     version = subprocess.run([git, "--version"], capture_output=True, text=True).stdout
     s["git"] = {
         "version": version.strip(),
@@ -488,20 +607,33 @@ def bench_growth(bench: Path, conf: Path, db: Path, records: int, s: dict[str, A
     after = sqlite_size(db)
     used_after = used_bytes(db)
     rows_after = row_counts(db)
-    used = None if used_before is None or used_after is None else \
-        round((used_after - used_before) / records, 1)
-    grew = {t: rows_after.get(t, 0) - rows_before.get(t, 0) for t in rows_after
-            if rows_after.get(t, 0) != rows_before.get(t, 0)}
+    used = (
+        None
+        if used_before is None or used_after is None
+        else round((used_after - used_before) / records, 1)
+    )
+    grew = {
+        t: rows_after.get(t, 0) - rows_before.get(t, 0)
+        for t in rows_after
+        if rows_after.get(t, 0) != rows_before.get(t, 0)
+    }
     s["bytes_per_unchanged_record"] = round((after - before) / records, 1)
     s["used_bytes_per_unchanged_record"] = used
-    s["growth"] = {"records": records, "db_bytes_before": before, "db_bytes_after": after,
-                   "used_bytes_per_record": used, "rows_added": grew,
-                   "seconds_per_record": round(elapsed / records, 4)}
+    s["growth"] = {
+        "records": records,
+        "db_bytes_before": before,
+        "db_bytes_after": after,
+        "used_bytes_per_record": used,
+        "rows_added": grew,
+        "seconds_per_record": round(elapsed / records, 4),
+    }
     added = ", ".join(f"{n}+{c}" for n, c in sorted(grew.items())) or "no rows"
     # The file grows a page at a time; dbstat's used bytes show what each record really adds.
     s["growth_note"] = f"file {before}->{after} B over {records} records; rows {added}"
-    log(f"  {records} unchanged records: {before} -> {after} bytes, rows added: {added}, "
-        f"{elapsed / records:.3f}s each")
+    log(
+        f"  {records} unchanged records: {before} -> {after} bytes, rows added: {added}, "
+        f"{elapsed / records:.3f}s each"
+    )
 
 
 def bench_startup(bench: Path, conf: Path, db: Path, s: dict[str, Any]) -> None:
@@ -511,8 +643,20 @@ def bench_startup(bench: Path, conf: Path, db: Path, s: dict[str, Any]) -> None:
     s["help_ms"] = round(statistics.median(help_times) * 1000, 1)
     s["python_startup_ms"] = round(statistics.median(bare) * 1000, 1)
     # With -c, sys.argv is ['-c', 'record', ...] and click reads sys.argv[1:].
-    _, proc = run([sys.executable, "-X", "importtime", "-c", RUN_DRIFT_SCRIPT, "record",
-                   "--quiet", *drift_args(conf, db)], cwd=bench, what="drift record (importtime)")
+    _, proc = run(
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-c",
+            RUN_DRIFT_SCRIPT,
+            "record",
+            "--quiet",
+            *drift_args(conf, db),
+        ],
+        cwd=bench,
+        what="drift record (importtime)",
+    )
     found, total_ms, top = heavy_imports(proc.stderr)
     s["heavy_imports_in_record"] = found
     s["record_import_ms"] = round(total_ms, 1)
@@ -524,13 +668,94 @@ def profile_record(bench: Path, conf: Path, db: Path) -> str:
     script = bench / "run_drift.py"
     script.write_text(RUN_DRIFT_SCRIPT, encoding="utf-8")
     out = bench / "record.prof"
-    run([sys.executable, "-m", "cProfile", "-o", out, script, "record", "--quiet",
-         *drift_args(conf, db)], cwd=bench, what="drift record (cProfile)")
+    run(
+        [
+            sys.executable,
+            "-m",
+            "cProfile",
+            "-o",
+            out,
+            script,
+            "record",
+            "--quiet",
+            *drift_args(conf, db),
+        ],
+        cwd=bench,
+        what="drift record (cProfile)",
+    )
     buf = io.StringIO()
     stats = pstats.Stats(str(out), stream=buf)
     stats.strip_dirs().sort_stats("cumulative").print_stats(30)
     stats.sort_stats("tottime").print_stats(15)
     return buf.getvalue()
+
+
+def prepare_tree(tree: Path, spec: gen_tree.TreeSpec) -> None:
+    """Generate the tree, or reuse the one already there with the same spec."""
+    stats = gen_tree.generate(tree, spec, quiet=True)
+    log(
+        f"tree {tree}: {stats.files} files, {stats.bytes / gen_tree.MB:.0f} MiB "
+        f"({'reused' if stats.reused else f'written in {stats.seconds:.1f}s'})"
+    )
+
+
+def prepare_aide(bench: Path, tree: Path, s: dict[str, Any]) -> tuple[str, Path]:
+    """Install AIDE if needed and build its database of the tree; (aide binary, aide.conf)."""
+    aide = ensure_aide()
+    s["aide_version"] = aide_version(aide)
+    aide_conf = write_aide_conf(bench, tree)
+    seconds, _ = run([aide, f"--config={aide_conf}", "--init"], cwd=bench, what="aide --init")
+    (bench / "aide.db.new").replace(bench / "aide.db")
+    log(f"aide {s['aide_version']} ({aide}): --init {seconds:.1f}s")
+    return aide, aide_conf
+
+
+def warm_up(bench: Path, tree: Path) -> None:
+    """Compile drift once and read the tree once, untimed, as on an installed, running box."""
+    run(
+        [sys.executable, "-c", "import drift.cli, drift.record, drift.collectors.files"],
+        cwd=bench,
+        what="python -c 'import drift.cli'",
+    )
+    run([DRIFT, "--help"], cwd=bench, what="drift --help")
+    files, total = warm_cache(tree)
+    log(f"page cache warmed: read {files} files, {total / gen_tree.MB:.0f} MiB")
+
+
+def new_summary(args: argparse.Namespace, **fields: Any) -> dict[str, Any]:
+    """The summary's opening fields: when, on what, the tree, the load; then `fields`."""
+    return {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{os.cpu_count()} cores, {platform.system()} {platform.release()}, "
+        f"Python {platform.python_version()}",
+        "tree": {"files": args.files, "mb": args.mb, "seed": args.seed},
+        # Other work on a 2-core box skews every number; the load says how much there was.
+        "load_avg_start": round(os.getloadavg()[0], 2),
+        **fields,
+    }
+
+
+def print_heading(title: str, s: dict[str, Any]) -> None:
+    """The results' first line: what, when, on what, and the load at start and end."""
+    s["load_avg_end"] = round(os.getloadavg()[0], 2)
+    print()
+    print(
+        f"{title}, {s['date']}, {s['machine']}, "
+        f"load average {s['load_avg_start']} at start, {s['load_avg_end']} at end"
+    )
+
+
+def finish(s: dict[str, Any], failed: str | None, json_path: Path | None) -> int:
+    """Print the failure if any and the one-line JSON summary (also to `json_path`); exit code."""
+    if failed:
+        s["error"] = failed
+        print(f"\nbench: FAILED: {failed}", file=sys.stderr)
+    line = json.dumps({k: v for k, v in s.items() if k != "growth_note"})
+    print()
+    print(line)
+    if json_path:
+        json_path.write_text(line + "\n", encoding="utf-8")
+    return 1 if failed else 0
 
 
 # --------------------------------------------------------------------------- main
@@ -540,21 +765,31 @@ def main(argv: list[str] | None = None) -> int:
     """Run every benchmark, print a table and a one-line JSON summary."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="unchanged pairs (default 7)")
-    parser.add_argument("--first-runs", type=int, default=5,
-                        help="first-record repetitions, each on a fresh database (default 5)")
-    parser.add_argument("--growth-records", type=int, default=50,
-                        help="unchanged records for the growth measure (default 50)")
+    parser.add_argument(
+        "--first-runs",
+        type=int,
+        default=5,
+        help="first-record repetitions, each on a fresh database (default 5)",
+    )
+    parser.add_argument(
+        "--growth-records",
+        type=int,
+        default=50,
+        help="unchanged records for the growth measure (default 50)",
+    )
     parser.add_argument("--files", type=int, default=12000, help="files in the tree")
     parser.add_argument("--mb", type=int, default=400, help="tree size in MiB")
     parser.add_argument("--seed", type=int, default=1, help="tree seed")
-    parser.add_argument("--tree", type=Path,
-                        help="generate the tree here, or reuse it if it is already there")
+    parser.add_argument(
+        "--tree", type=Path, help="generate the tree here, or reuse it if it is already there"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the bench directory")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the summary here")
     parser.add_argument("--no-aide", action="store_true", help="skip AIDE (no ratio)")
     parser.add_argument("--no-git", action="store_true", help="skip git (git add, git status)")
-    parser.add_argument("--no-profile", action="store_true",
-                        help="skip the importtime and cProfile breakdown")
+    parser.add_argument(
+        "--no-profile", action="store_true", help="skip the importtime and cProfile breakdown"
+    )
     args = parser.parse_args(argv)
     if min(args.runs, args.first_runs, args.growth_records, args.files, args.mb) < 1:
         parser.error("--runs, --first-runs, --growth-records, --files and --mb must be >= 1")
@@ -565,39 +800,15 @@ def main(argv: list[str] | None = None) -> int:
     bench = Path(tempfile.mkdtemp(prefix="drift-bench-"))
     bytecode_on(bench)
     tree = args.tree.resolve() if args.tree else bench / "tree"
-    s: dict[str, Any] = {
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{os.cpu_count()} cores, {platform.system()} {platform.release()}, "
-                   f"Python {platform.python_version()}",
-        "tree": {"files": args.files, "mb": args.mb, "seed": args.seed},
-        # Other work on a 2-core box skews every number; the load says how much there was.
-        "load_avg_start": round(os.getloadavg()[0], 2),
-        **dict.fromkeys(HEADLINE),
-    }
+    s = new_summary(args, **dict.fromkeys(HEADLINE))
     failed: str | None = None
     profile_text = ""
     try:
         log(f"bench dir {bench}")
-        stats = gen_tree.generate(tree, gen_tree.TreeSpec(args.files, args.mb, args.seed),
-                                  quiet=True)
-        log(f"tree {tree}: {stats.files} files, {stats.bytes / gen_tree.MB:.0f} MiB "
-            f"({'reused' if stats.reused else f'written in {stats.seconds:.1f}s'})")
-        aide = aide_conf = None
-        if not args.no_aide:
-            aide = ensure_aide()
-            s["aide_version"] = aide_version(aide)
-            aide_conf = write_aide_conf(bench, tree)
-            seconds, _ = run([aide, f"--config={aide_conf}", "--init"], cwd=bench,
-                             what="aide --init")
-            (bench / "aide.db.new").replace(bench / "aide.db")
-            log(f"aide {s['aide_version']} ({aide}): --init {seconds:.1f}s")
+        prepare_tree(tree, gen_tree.TreeSpec(args.files, args.mb, args.seed))
+        aide, aide_conf = (None, None) if args.no_aide else prepare_aide(bench, tree, s)
         conf = write_drift_toml(bench, tree)
-        # Compile drift and its imports once, untimed, as an installed drift would be.
-        run([sys.executable, "-c", "import drift.cli, drift.record, drift.collectors.files"],
-            cwd=bench, what="python -c 'import drift.cli'")
-        run([DRIFT, "--help"], cwd=bench, what="drift --help")
-        files, total = warm_cache(tree)
-        log(f"page cache warmed: read {files} files, {total / gen_tree.MB:.0f} MiB")
+        warm_up(bench, tree)
 
         log(f"first record (empty stat cache) vs hashlib, {args.first_runs} fresh databases:")
         db = bench_first_record(bench, conf, tree, args.first_runs, s)
@@ -622,33 +833,26 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(bench, ignore_errors=True)
 
-    s["load_avg_end"] = round(os.getloadavg()[0], 2)
-    print()
-    print(f"drift record benchmark, {s['date']}, {s['machine']}, "
-          f"load average {s['load_avg_start']} at start, {s['load_avg_end']} at end")
-    print(f"tree: {args.files} files, {args.mb} MiB (seed {args.seed}); aide "
-          f"{s.get('aide_version', '-')}; both read from the page cache (warmed first)")
+    print_heading("drift record benchmark", s)
+    print(
+        f"tree: {args.files} files, {args.mb} MiB (seed {args.seed}); aide "
+        f"{s.get('aide_version', '-')}; both read from the page cache (warmed first)"
+    )
     print_table(summary_rows(s))
     if profile_text and s.get("record_import_top"):
         print()
-        print(f"imports of an unchanged drift record: {s['record_import_ms']:.0f} ms in total "
-              "(self time, summed by top-level package):")
+        print(
+            f"imports of an unchanged drift record: {s['record_import_ms']:.0f} ms in total "
+            "(self time, summed by top-level package):"
+        )
         for item in s["record_import_top"]:
             print(f"  {item['ms']:8.1f} ms  {item['package']}")
         print()
         print("cProfile of one unchanged drift record (whole process, imports included):")
         print(profile_text.rstrip())
-    if failed:
-        s["error"] = failed
-        print(f"\nbench: FAILED: {failed}", file=sys.stderr)
     # The headline figures first, then the details.
-    line = json.dumps({k: s[k] for k in HEADLINE}
-                      | {k: v for k, v in s.items() if k not in HEADLINE and k != "growth_note"})
-    print()
-    print(line)
-    if args.json:
-        args.json.write_text(line + "\n", encoding="utf-8")
-    return 1 if failed else 0
+    shown = {k: s[k] for k in HEADLINE} | {k: v for k, v in s.items() if k not in HEADLINE}
+    return finish(shown, failed, args.json)
 
 
 if __name__ == "__main__":

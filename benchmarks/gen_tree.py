@@ -33,8 +33,10 @@ BINARY_TARGET = 25  # how many binaries when the size budget allows
 SMALL_MIN = 1 * KB
 SMALL_MAX = 20 * KB
 
-_WORDS = ("core util model layer attention kernel server router config runtime cache "
-          "batch decode prefill sched memory io net test data tools ops").split()
+_WORDS = (
+    "core util model layer attention kernel server router config runtime cache "
+    "batch decode prefill sched memory io net test data tools ops"
+).split()
 _EXTENSIONS = (".py", ".py", ".py", ".txt", ".json")
 # Random bytes mapped onto letters, spaces and newlines: text-like and as cheap
 # to make as random bytes (one bytes.translate per file).
@@ -138,8 +140,9 @@ def generate(root: Path, spec: TreeSpec, *, quiet: bool = False) -> TreeStats:
         if found == spec:
             return TreeStats(len(files), total, time.perf_counter() - started, reused=True)
         if found is None:
-            raise SystemExit(f"gen_tree: {root} is not empty and has no {MANIFEST}; "
-                             "refusing to write into it")
+            raise SystemExit(
+                f"gen_tree: {root} is not empty and has no {MANIFEST}; refusing to write into it"
+            )
         shutil.rmtree(root)  # a tree we generated earlier with other arguments
     root.mkdir(parents=True, exist_ok=True)
     made: set[str] = set()
@@ -151,12 +154,16 @@ def generate(root: Path, spec: TreeSpec, *, quiet: bool = False) -> TreeStats:
         with open(root / rel, "wb") as out:
             out.write(_content(kind, size, seed))
     # The manifest is written last: a tree cut short by ^C is not reused.
-    (root / MANIFEST).write_text(json.dumps({"spec": asdict(spec), "files": len(files),
-                                             "bytes": total}) + "\n", encoding="utf-8")
+    (root / MANIFEST).write_text(
+        json.dumps({"spec": asdict(spec), "files": len(files), "bytes": total}) + "\n",
+        encoding="utf-8",
+    )
     seconds = time.perf_counter() - started
     if not quiet:
-        print(f"gen_tree: wrote {len(files)} files, {total / MB:.0f} MiB to {root} "
-              f"in {seconds:.1f}s", file=sys.stderr)
+        print(
+            f"gen_tree: wrote {len(files)} files, {total / MB:.0f} MiB to {root} in {seconds:.1f}s",
+            file=sys.stderr,
+        )
     return TreeStats(len(files), total, seconds, reused=False)
 
 
@@ -170,8 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     stats = generate(args.dir, TreeSpec(files=args.files, mb=args.mb, seed=args.seed))
     if stats.reused:
-        print(f"gen_tree: reused {args.dir} ({stats.files} files, {stats.bytes / MB:.0f} MiB)",
-              file=sys.stderr)
+        print(
+            f"gen_tree: reused {args.dir} ({stats.files} files, {stats.bytes / MB:.0f} MiB)",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -14,23 +14,13 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.mark.slow
 def test_bench_runs_on_a_small_tree_and_reports_what_the_issue_asks(tmp_path: Path) -> None:
-    summary = tmp_path / "bench.json"
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "benchmarks" / "bench_record.py"),
-            # Over 1,000 facts: the record line prints its counts with thousands separators.
-            *("--tree", str(tmp_path / "tree"), "--files", "400", "--mb", "10"),
-            *("--runs", "1", "--first-runs", "1", "--growth-records", "2"),
-            *("--no-aide", "--no-git", "--no-profile", "--json", str(summary)),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
+    result, out = run_bench(
+        "bench_record.py",
+        # Over 1,000 facts: the record line prints its counts with thousands separators.
+        *("--files", "400", "--mb", "10", "--runs", "1", "--first-runs", "1"),
+        *("--growth-records", "2", "--no-aide", "--no-git", "--no-profile"),
+        tmp_path=tmp_path,
     )
-    assert result.returncode == 0, result.stderr[-2000:]
-    out = json.loads(summary.read_text())
     # Three facts (sha256, size, mode) per generated file, plus the tree's manifest.
     assert out["first_record_facts"] == 3 * (out["tree"]["files"] + 1)
     assert out["first_record_vs_hashlib"] > 0
@@ -39,3 +29,41 @@ def test_bench_runs_on_a_small_tree_and_reports_what_the_issue_asks(tmp_path: Pa
     assert 0 < out["used_bytes_per_unchanged_record"] <= 200
     assert out["heavy_imports_in_record"] == []
     assert "first record drift / hashlib" in result.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.systemd
+def test_systemd_bench_runs_with_a_unit_on_a_real_systemd(tmp_path: Path) -> None:
+    from systemd_container import require_systemd
+
+    require_systemd()
+    # Exit 1 also when an unchanged record of the unit changed a fact or had an error.
+    result, out = run_bench(
+        "bench_systemd.py",
+        *("--files", "150", "--mb", "5", "--services", "1", "--runs", "1"),
+        *("--no-aide", "--no-profile"),
+        tmp_path=tmp_path,
+    )
+    assert out["units_alone"]["facts"] > 0
+    assert out["units_added"]["tree_s"] > 0 and out["units_added"]["units_tree_s"] > 0
+    assert "added by the units (1)" in result.stdout
+
+
+def run_bench(
+    script: str, *args: str, tmp_path: Path
+) -> tuple[subprocess.CompletedProcess[str], dict]:
+    """Run a bench script on a tree in `tmp_path`; its output and its JSON summary."""
+    summary = tmp_path / "bench.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / script),
+            *("--tree", str(tmp_path / "tree"), "--json", str(summary), *args),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result, json.loads(summary.read_text())

@@ -810,3 +810,61 @@ def test_systemd_s_child_before_its_exec_is_not_taken_for_the_service(tmp_path: 
         for proc in procs.values():
             proc.kill()
             proc.communicate()  # closes its stdin
+
+
+def test_systemd_s_fork_before_it_names_itself_and_its_executor_are_not_the_service(
+    tmp_path: Path,
+) -> None:
+    """The two other shapes of systemd's child, before it runs the unit's program.
+
+    For an instant after the fork, before it takes the `(bash)` title, the child is a
+    copy of the manager: its executable, its argv, its environment (the stress test in
+    tests/test_systemd_stress.py sees it on systemd 252). From systemd 255 on, the child
+    runs systemd-executor until the exec (on a Debian trixie rootfs, systemd 257, the
+    FIFO test of tests/test_record_systemd.py holds it there: `(cat)`, executable
+    /usr/lib/systemd/systemd-executor, PID 1's environment). A bash named systemd stands
+    in for the manager: its subshell is a fork that runs no other program, and the same
+    executable started again with other words is what `systemd --user` under PID 1 is: a
+    service.
+    """
+    from drift.collectors.locate import systemd_child
+
+    manager = tmp_path / "systemd"
+    shutil.copy("/bin/bash", manager)
+    executor = tmp_path / "systemd-executor"
+    shutil.copy("/bin/bash", executor)
+    # Each child reads the manager's stdin (fd 3) until the test closes it.
+    script = 'exec 3<&0; ( read -r _ <&3 ) & "$0" -c "read -r _ <&3" --user & wait'
+    procs = [
+        subprocess.Popen([str(manager), "-c", script], stdin=subprocess.PIPE),
+        subprocess.Popen([str(executor), "-c", "read -r _"], stdin=subprocess.PIPE),
+    ]
+    try:
+        deadline = time.monotonic() + 10
+        ran = psutil.Process(procs[0].pid)
+        while {len(c.cmdline()) for c in ran.children()} != {3, 4}:  # the fork, and --user
+            assert time.monotonic() < deadline, "bash did not start its two children"
+            time.sleep(0.01)
+        assert ran.cmdline() == [str(manager), "-c", script]
+        by_argv = {tuple(c.cmdline()): c for c in ran.children()}
+        fork = by_argv[(str(manager), "-c", script)]
+        user = by_argv[(str(manager), "-c", "read -r _ <&3", "--user")]
+        assert fork.exe() == user.exe() == ran.exe() == str(manager)
+        while psutil.Process(procs[1].pid).exe() != str(executor):  # until its exec is done
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        seen = {
+            "the manager": systemd_child(ran),
+            "the manager's fork": systemd_child(fork),
+            "systemd --user": systemd_child(user),
+            "the executor": systemd_child(psutil.Process(procs[1].pid)),
+        }
+        assert seen == {
+            "the manager": False,
+            "the manager's fork": True,
+            "systemd --user": False,
+            "the executor": True,
+        }
+    finally:
+        for proc in procs:
+            proc.communicate(timeout=10)  # closes stdin: every reader ends

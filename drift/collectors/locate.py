@@ -239,6 +239,14 @@ def _alive(pid: int) -> psutil.Process | None:
     return proc
 
 
+def _zombie(pid: int) -> bool:
+    """Whether the process with this pid has exited and is waiting for its parent to reap it."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def _from_match(pattern: str, proc_root: str, subject: str) -> Located:
     found_by = f"match {pattern}"
     regex = re.compile(pattern)
@@ -316,13 +324,19 @@ def _from_unit(unit: str, ctx: CollectContext, subject: str) -> Located:
             return Located(found_by, facts=facts)
         process = _alive(state.main_pid)
         if process is None:
-            # The MainPID is not in proc_root: it just exited (so ask again), or
-            # systemd's pids are not proc_root's (a namespace mix-up), which must
-            # not read as the service stopping.
-            vanished += 1
-            if vanished < 2:
+            # The MainPID has exited: systemd reaps it in a moment (mid-restart), so
+            # ask again shortly; or it is not in proc_root, as when systemd's pids are
+            # not proc_root's (a namespace mix-up). Neither may read as the service stopping.
+            exited = _zombie(state.main_pid)
+            wait = next(waits, None) if exited else None
+            if wait is not None:
+                time.sleep(wait)
                 continue
-            message = f"systemd reports MainPID {state.main_pid}, not found in {ctx.proc_root}"
+            vanished += 1
+            if vanished < 2 and not exited:
+                continue
+            where = "which has exited" if exited else f"not found in {ctx.proc_root}"
+            message = f"systemd reports MainPID {state.main_pid}, {where}"
             break
         if not systemd_child(process):
             return Located(found_by, process=process, facts=facts)
@@ -342,10 +356,11 @@ def _from_unit(unit: str, ctx: CollectContext, subject: str) -> Located:
 def systemd_child(proc: psutil.Process) -> bool:
     """Whether `proc` is systemd's child for a unit, before it runs the unit's program.
 
-    Between its fork and the exec, systemd names the child after the program
-    to come, ``(bash)``, while its executable is still systemd's, and its
-    environment is the manager's. Read as the service, every fact of it would
-    be a false change.
+    Between its fork and the exec, the child runs systemd's own executable
+    (systemd-executor from systemd 255 on) with the manager's environment.
+    It names itself after the program to come, ``(bash)``, a moment after the
+    fork; before that it is a copy of the manager, argv and all. Read as the
+    service, every fact of it would be a false change.
     """
     try:
         with proc.oneshot():
@@ -353,11 +368,24 @@ def systemd_child(proc: psutil.Process) -> bool:
             exe = proc.exe()
     except psutil.Error:
         return False
+    program = os.path.basename(exe.removesuffix(" (deleted)"))
+    if program == "systemd-executor":
+        return True  # it only ever runs to exec a unit's program
+    if program != "systemd":
+        return False
     # The title overwrites systemd's own argv in place: words after it are blank, if any.
-    return (
-        bool(argv)
-        and argv[0].startswith("(")
-        and argv[0].endswith(")")
-        and not any(word.strip() for word in argv[1:])
-        and os.path.basename(exe) == "systemd"
-    )
+    if argv and argv[0].startswith("(") and argv[0].endswith(")"):
+        return not any(word.strip() for word in argv[1:])
+    return _copy_of_parent(proc, argv, exe)
+
+
+def _copy_of_parent(proc: psutil.Process, argv: list[str], exe: str) -> bool:
+    """Whether `proc` still runs its parent's program with its parent's argv: a fork not yet named.
+
+    `systemd --user` under PID 1 runs the same executable with other words, so it stays a service.
+    """
+    try:
+        parent = proc.parent()
+        return parent is not None and parent.exe() == exe and parent.cmdline() == argv
+    except psutil.Error:
+        return False
