@@ -27,9 +27,23 @@ CATEGORY_ORDER = (
     "service state",
     "command",
     "health",
+    "unit runtime",
     "process id",
 )
 
+# What systemd says about a unit's runs: volatile context of restarts and
+# crash loops, never a suspect of its own.
+UNIT_RUNTIME_KEYS = frozenset(
+    {
+        "unit:sub_state",
+        "unit:result",
+        "unit:n_restarts",
+        "unit:exec_main_status",
+        "unit:invocation_id",
+        "unit:exec_main_start",
+        "unit:journal",
+    }
+)
 # The facts of a running process that make up its command line.
 COMMAND_LINE_KEYS = ("exe", "argv", "cwd", "user")
 # The facts of a git checkout about what is not committed.
@@ -57,6 +71,8 @@ def category(subject: str, key: str) -> str:
             return "unit environment"
         if key in ("unit:active_state", "unit:load_state", "running"):
             return "service state"
+        if key in UNIT_RUNTIME_KEYS:
+            return "unit runtime"
         if key.startswith("unit:"):
             return "unit"
         if key in COMMAND_LINE_KEYS:

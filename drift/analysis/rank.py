@@ -72,6 +72,7 @@ class Weights:
                 "service state": 0.5,
                 "command": 0.3,
                 "health": 0.1,
+                "unit runtime": 0.05,
                 "process id": 0.05,
             }
         )
@@ -259,6 +260,7 @@ _KIND_WORDS = {
     "service state": "whether the service runs",
     "command": "a command's output, often noise",
     "health": "a health check: a symptom, not a cause",
+    "unit runtime": "what systemd says about a run, volatile",
     "process id": "a process id or time, volatile",
 }
 

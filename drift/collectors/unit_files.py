@@ -104,3 +104,43 @@ def _environment_lines(lines: list[str]) -> list[tuple[int, str, str]]:
         if section == "[Service]" and sep and key.strip() == "Environment":
             out.append((start + 1, lines[start].strip(), value.strip()))
     return out
+
+
+def limits_set(paths: list[str], root: str | None) -> frozenset[str] | None:
+    """The `Limit*=` settings (`LimitNOFILE` ...) the unit's files leave set, or None: unknown.
+
+    systemd reports every limit, set or not; the files say which the unit
+    sets. The last assignment wins, and an empty one (`LimitNOFILE=`) unsets.
+    """
+    if root is None:
+        return None
+    last: dict[str, str] = {}
+    for path in paths:
+        lines = _read_lines(os.path.join(root, path.lstrip("/")))
+        if lines is None:
+            return None
+        for key, value in _service_settings(lines, "Limit"):
+            last[key] = value
+    return frozenset(key for key, value in last.items() if value)
+
+
+def _service_settings(lines: list[str], prefix: str) -> list[tuple[str, str]]:
+    """(key, value) of each [Service] setting whose key starts with `prefix`, in file order."""
+    out = []
+    section = ""
+    index = 0
+    while index < len(lines):
+        text = lines[index].strip()
+        while text.endswith("\\") and index + 1 < len(lines):
+            index += 1  # a line ending in a backslash continues on the next
+            text = text[:-1] + " " + lines[index].strip()
+        index += 1
+        if not text or text[0] in "#;":
+            continue
+        if text.startswith("["):
+            section = text
+            continue
+        key, sep, value = text.partition("=")
+        if section == "[Service]" and sep and key.strip().startswith(prefix):
+            out.append((key.strip(), value.strip()))
+    return out
