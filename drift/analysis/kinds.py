@@ -44,6 +44,25 @@ UNIT_RUNTIME_KEYS = frozenset(
         "unit:journal",
     }
 )
+# A unit's settings its process starts with, beyond its environment and
+# ExecStart (and ``unit:limit:NAME``): each a suspect of its own when changed.
+UNIT_SETTING_KEYS = frozenset(
+    {
+        "unit:exec_start_pre",
+        "unit:user",
+        "unit:working_directory",
+        "unit:cpu_affinity",
+        "unit:device_allow",
+        "unit:restart",
+    }
+)
+
+
+def unit_setting(key: str) -> bool:
+    """Whether `key` is one of a unit's launch settings (UNIT_SETTING_KEYS, ``unit:limit:*``)."""
+    return key in UNIT_SETTING_KEYS or key.startswith("unit:limit:")
+
+
 # The facts of a running process that make up its command line.
 COMMAND_LINE_KEYS = ("exe", "argv", "cwd", "user")
 # The facts of a git checkout about what is not committed.
