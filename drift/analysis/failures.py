@@ -69,7 +69,7 @@ class Failure:
     def details(self) -> str:
         """``4 restarts, exit 1``: what the count and the exit say, in words."""
         parts = []
-        if self.restarts is not None:
+        if self.restarts:
             parts.append(f"{self.restarts} restart{'' if self.restarts == 1 else 's'}")
         elif len(self.failing_starts) > 1:
             parts.append(f"{len(self.failing_starts)} failed runs seen")
@@ -81,7 +81,7 @@ class Failure:
         since = "before the baseline" if self.before_baseline else clock(self.since_us)
         if not self.loop:
             head = f"failed at {since} ({self.details()})"
-        elif self.ongoing:
+        elif self.state == "failing":
             head = f"crash-looping since {since} ({self.details()})"
         else:
             head = f"crash-looped from {since} to {clock(self.last_us)} ({self.details()})"
@@ -89,9 +89,8 @@ class Failure:
 
     def _now(self) -> str:
         if self.state == "gave up":
-            return f"; systemd gave up ({self.result})"
-        if self.state == "failing" and not self.loop:
-            return "; not restarted"
+            # SubState failed: after a loop, systemd stopped restarting it (its start limit).
+            return "; systemd stopped restarting it" if self.loop else "; not restarted"
         pid = f" (pid {self.running_pid})" if self.running_pid else ""
         since = clock(self.running_since_us) if self.running_since_us is not None else ""
         if self.state == "running again":
@@ -158,7 +157,7 @@ def _failure(
         state=state,
         running_since_us=running_since,
         running_pid=pid,
-        journal=journal_lines(runs, baseline.id, text),
+        journal=journal_lines(runs, baseline.id, before.taken_us, text),
         before_baseline=_failing(runs, baseline.id),
     )
 
@@ -214,21 +213,27 @@ def exit_words(stored: str | None) -> str:
 
 
 def journal_lines(
-    runs: ServiceRuns, baseline_id: int, text: Callable[[StoredVersion], str]
+    runs: ServiceRuns,
+    baseline_id: int,
+    after_us: int,
+    text: Callable[[StoredVersion], str],
 ) -> tuple[str, ...]:
-    """The unit's journal lines recorded in the window: of the first failing run and the latest.
+    """The unit's journal lines of its failing runs: the first one and the latest.
 
     Each record kept the lines of the unit's last few runs; together they
-    hold each line once. The first run shows how the failing began, the
-    latest how it goes now.
+    hold each line once. Lines from before `after_us` (the last record that
+    saw no failure) belong to runs before the failing began. The first
+    failing run shows how it began, the latest how it goes now.
     """
     lines: dict[str, str] = {}  # line -> its run (the second word)
     for version in runs.inside("unit:journal", baseline_id):
         for line in text(version).splitlines():
-            if line.strip():
-                words = line.split(" ", 2)
-                lines.setdefault(line, words[1] if len(words) > 1 else "")
-    ordered = sorted(lines)  # each line starts with its time, ISO 8601 UTC
+            words = line.split(" ", 2)
+            at = parse_time_us(words[0])
+            if len(words) == 3 and at is not None and at >= after_us:
+                lines.setdefault(line, words[1])
+    # Each line starts with its time; a record's lines of one moment keep their order.
+    ordered = sorted(lines, key=lambda line: line.split(" ", 1)[0])
     run_order = list(dict.fromkeys(lines[line] for line in ordered))
     kept_runs = set(run_order[:1] + run_order[1:][-(JOURNAL_RUNS - 1) :])
     kept = [line for line in ordered if lines[line] in kept_runs]
@@ -251,8 +256,16 @@ def failing_status(
     order = [Span(s, s).order(change) for s in failure.failing_starts]
     after = [s for s, o in zip(failure.failing_starts, order, strict=True) if o == "after"]
     if after:
-        when = f"every start of {name} since" if failure.loop else f"the start of {name} at"
-        return "failing", f"applied at {when} {clock(min(after))}: {told}"
+        first = clock(min(after))
+        if not failure.loop:
+            return "failing", f"applied at the start of {name} at {first}: {told}"
+        if len(after) == len(order):
+            return "failing", f"applied at every start of {name} since {first}: {told}"
+        # The first failing starts came about when the change did: in no known order.
+        return (
+            "failing",
+            f"applied at the failing starts of {name} (every one since {first}): {told}",
+        )
     if order and all(o == "before" for o in order):
         return "pending", f"{NOT_APPLIED} ({told}, its failing runs started before this change)"
     return (

@@ -526,7 +526,7 @@ class _Grouper:
         if new is not None and old is not None and live.value in old:
             pid = _value(self.after.get((subject, "pid")))
             where = f"{service} (pid {pid})" if pid else service
-            return "pending", f"{NOT_APPLIED} ({where} still runs with the old value)"
+            return "pending", f"{NOT_APPLIED}; {where} still runs with the old value"
         return None
 
     # ------------------------------------------------------------ running or not

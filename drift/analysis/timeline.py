@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from drift.analysis.failures import Failure
 from drift.analysis.investigation import TimelineEntry, TimelineKind
+from drift.analysis.kinds import service_name
 from drift.analysis.rank import RankedStory
 from drift.analysis.restarts import CO_RESTART_US, RestartEvent
 from drift.analysis.scope import ConfigSwitch
@@ -44,8 +45,14 @@ def timeline_entries(
         if v.subject.startswith("health:") and v.key == "ok":
             state = "passing" if v.value == "true" else "failing"
             entries.append((v.first_taken_us, "health", f"health check {v.subject[7:]} {state}"))
+    # A failing service's process went and came back: its facts flap together, one line.
+    gone_and_back: dict[str, int] = {}
     for (subject, key), count in sorted(flapped.items()):
         if subject.startswith("health:"):
+            continue
+        name = service_name(subject)
+        if name is not None and name in (failures or {}):
+            gone_and_back[name] = gone_and_back.get(name, 0) + 1
             continue
         entries.append(
             (
@@ -53,6 +60,16 @@ def timeline_entries(
                 "flapping",
                 f"{subject} {key} changed {count:,} time{'' if count == 1 else 's'} and is back "
                 "to its baseline value",
+            )
+        )
+    for name, facts in sorted(gone_and_back.items()):
+        entries.append(
+            (
+                current.taken_us,
+                "flapping",
+                f"{facts:,} {'fact' if facts == 1 else 'facts'} of {name} changed and "
+                f"{'is' if facts == 1 else 'are'} back at the baseline: its process went and "
+                "came back while it failed",
             )
         )
     for mark in history.marks():
