@@ -15,8 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from collector_contract import facts_of, run_collector, undeclared
 from conftest import run_drift
 from systemd_container import SystemdContainer, systemd_container_fixture
+
+from drift.collectors.registry import COLLECTORS
+from drift.config import ServiceSpec
+from drift.facts import CollectContext
 
 pytestmark = pytest.mark.systemd
 
@@ -160,6 +165,19 @@ def test_a_crash_loop_is_told_with_its_cause_first(
     else:
         raise AssertionError("no record caught decode between two runs")
     restarts = int(after["NRestarts"])
+    # What the services collector writes of a failing unit is all declared, the journal too.
+    wait_for(
+        lambda: show(box, "decode.service", "SubState")["SubState"] == "auto-restart",
+        "decode between runs",
+    )
+    items = run_collector(
+        COLLECTORS[0],
+        ServiceSpec("decode", unit="decode.service"),
+        CollectContext(systemctl=tuple(box.systemctl), proc_root=box.proc_root),
+    )
+    assert undeclared(COLLECTORS[0], items) == []
+    keys = {f.key for f in facts_of(items)}
+    assert {"unit:exec_main_status", "unit:journal", "unit:sub_state", "unit:result"} <= keys
     assert restarts >= 3 and after["ExecMainStatus"] == "1" and after["ExecMainCode"] == "1"
 
     data = drift.since("#2")
