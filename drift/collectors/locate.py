@@ -327,7 +327,8 @@ def _journal(subject: str, unit: str, ctx: CollectContext) -> Result:
 def _ask_systemd(unit: str, ctx: CollectContext, subject: str) -> tuple[Located, UnitState | None]:
     """The unit's main process as systemd names it (asked again while it is mid-start)."""
     from drift.collectors.systemd import show_unit, unit_facts
-    from drift.collectors.unit_files import environment_origins, files_root, limits_set
+    from drift.collectors.unit_files import environment_origins, files_root
+    from drift.collectors.unit_limits import limit_facts
 
     found_by = f"unit {unit}"
     waits = iter(STARTING_WAITS)
@@ -342,8 +343,8 @@ def _ask_systemd(unit: str, ctx: CollectContext, subject: str) -> tuple[Located,
             return Located(found_by, error=error), None
         paths = [p for p in (state.fragment_path, *state.drop_in_paths) if p]
         lines = environment_origins(paths, state.environment, files_root(ctx.proc_root))
-        limits = limits_set(paths, files_root(ctx.proc_root)) or ()
-        facts: list[Result] = list(unit_facts(subject, state, lines, limits))
+        facts: list[Result] = list(unit_facts(subject, state, lines))
+        facts += limit_facts(subject, state, files_root(ctx.proc_root))
         if state.main_pid <= 0:
             return Located(found_by, facts=facts), state
         process = _alive(state.main_pid)

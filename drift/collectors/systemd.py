@@ -13,7 +13,7 @@ import re
 import shlex
 import signal
 import subprocess
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -236,18 +236,15 @@ def show_unit(
 
 
 def unit_facts(
-    subject: str,
-    state: UnitState,
-    lines: Mapping[str, Any] | None = None,
-    set_limits: Collection[str] = (),
+    subject: str, state: UnitState, lines: Mapping[str, Any] | None = None
 ) -> Iterator[Fact]:
     """The facts systemd holds about a unit's configuration, with where they come from.
 
     MainPID is left out: the services collector records the process itself
-    (pid, started_at). `lines` names the unit file line that set an
-    `Environment=` variable (`drift.collectors.unit_files`), where it is known;
-    `set_limits` the `Limit*=` settings the unit's files set (only those are
-    recorded: systemd reports every limit, set or not).
+    (pid, started_at); how the unit's runs went is context. `lines` names the
+    unit file line that set an `Environment=` variable
+    (`drift.collectors.unit_files`), where it is known. The `Limit*=` its files
+    set are `drift.collectors.unit_limits`'s.
     """
     provenance = {
         "unit": state.unit,
@@ -268,7 +265,7 @@ def unit_facts(
     }
     for key, value in values.items():
         yield Fact(subject, key, value, dict(provenance))
-    yield from _setting_facts(subject, state.settings, provenance, set_limits)
+    yield from _setting_facts(subject, state.settings, provenance)
     yield from _runtime_facts(subject, state, provenance)
     for name, value in state.environment.items():
         where = dict(provenance)
@@ -469,9 +466,9 @@ def _integer(text: str) -> int | None:
 
 
 def _setting_facts(
-    subject: str, settings: UnitSettings, provenance: dict[str, Any], set_limits: Collection[str]
+    subject: str, settings: UnitSettings, provenance: dict[str, Any]
 ) -> Iterator[Fact]:
-    """``unit:user``, ``unit:limit:NOFILE`` ...: each setting the unit sets (unset ones: none)."""
+    """``unit:user``, ``unit:restart`` ...: each setting the unit sets (unset ones: none)."""
     values = {
         "unit:exec_start_pre": "\n".join(settings.exec_start_pre),
         "unit:user": settings.user,
@@ -481,11 +478,6 @@ def _setting_facts(
         # Restart=no is systemd's default: recorded as unset, like the others.
         "unit:restart": "" if settings.restart == "no" else settings.restart,
     }
-    values.update(
-        (f"unit:limit:{name}", settings.limits[name])
-        for name in LIMITS
-        if f"Limit{name}" in set_limits and name in settings.limits
-    )
     for key, value in values.items():
         if value:
             yield Fact(subject, key, value, dict(provenance))
