@@ -11,22 +11,10 @@ the question open, and no limit is recorded rather than a guess.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from drift.collectors.systemd import LIMITS, UnitState
+from drift.collectors.unit_files import MAX_UNIT_FILE, service_assignments
 from drift.facts import Fact
-
-MAX_UNIT_FILE = 1 << 20  # a unit file or drop-in larger than this is not read
-
-
-@dataclass(frozen=True)
-class Assignment:
-    """One `KEY=value` of a unit file's [Service] section, and the line it starts on."""
-
-    line: int
-    text: str  # the line as written (its first line, for one continued with a backslash)
-    key: str
-    value: str
 
 
 def limit_facts(subject: str, state: UnitState, root: str | None) -> list[Fact]:
@@ -61,33 +49,6 @@ def limits_set(paths: list[str], root: str | None) -> frozenset[str] | None:
             if assignment.key.startswith("Limit"):
                 last[assignment.key] = assignment.value
     return frozenset(key for key, value in last.items() if value)
-
-
-def service_assignments(lines: list[str]) -> list[Assignment]:
-    """Every assignment of the [Service] section, in file order.
-
-    A line ending in a backslash continues on the next; comments start with
-    # or ;, as systemd reads them.
-    """
-    out = []
-    section = ""
-    index = 0
-    while index < len(lines):
-        start = index
-        text = lines[index].strip()
-        while text.endswith("\\") and index + 1 < len(lines):
-            index += 1
-            text = text[:-1] + " " + lines[index].strip()
-        index += 1
-        if not text or text[0] in "#;":
-            continue
-        if text.startswith("["):
-            section = text
-            continue
-        key, sep, value = text.partition("=")
-        if section == "[Service]" and sep:
-            out.append(Assignment(start + 1, lines[start].strip(), key.strip(), value.strip()))
-    return out
 
 
 def _read(path: str) -> str | None:
