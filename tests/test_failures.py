@@ -219,3 +219,16 @@ def test_a_change_is_applied_at_the_failing_starts_that_came_after_it() -> None:
     after = Span(T0 + 100 * SEC, T0 + 110 * SEC)
     status, label = failing_status(failure, after) or ("", "")
     assert status == "pending" and label.startswith("not applied yet")
+
+
+def test_a_unit_failing_since_before_the_baseline_was_not_caused_inside_the_window() -> None:
+    w = Window()
+    w.record(**between_runs(T0 - 30 * SEC, 7))
+    w.record(**between_runs(T0 + 30 * SEC, 8))
+    (failure,) = w.failures().values()
+    assert failure.before_baseline and failure.since_us == T0 - 30 * SEC
+    assert failure.summary().startswith("crash-looping since before the baseline (1 restart,")
+    # A change of the window reached the later failing runs, and the label says the
+    # failing began before the baseline (the ranking's failure signal: no cause).
+    status, label = failing_status(failure, Span(T0 + SEC, T0 + 2 * SEC)) or ("", "")
+    assert status == "failing" and "crash-looping since before the baseline" in label

@@ -80,7 +80,8 @@ class Failure:
         """``crash-looping since 12:01:05 (4 restarts, exit 1)``, and what it does now."""
         since = "before the baseline" if self.before_baseline else clock(self.since_us)
         if not self.loop:
-            head = f"failed at {since} ({self.details()})"
+            at = since if self.before_baseline else f"at {since}"
+            head = f"failed {at} ({self.details()})"
         elif self.state == "failing":
             head = f"crash-looping since {since} ({self.details()})"
         else:
@@ -128,9 +129,11 @@ def _failing(runs: ServiceRuns, snapshot_id: int) -> bool:
 def _failure(
     runs: ServiceRuns, records: list[SnapshotInfo], text: Callable[[StoredVersion], str]
 ) -> Failure | None:
-    baseline, window = records[0], records[1:]
-    failing = [r for r in window if _failing(runs, r.id)]
-    if not failing:
+    baseline = records[0]
+    # A unit already failing at the baseline failed before it: the baseline's
+    # run is the first failing one, and no change of the window came before it.
+    failing = [r for r in records if _failing(runs, r.id)]
+    if not failing or failing[-1].id == baseline.id:
         return None
     starts = sorted(
         {
@@ -142,7 +145,7 @@ def _failure(
     )
     first, last = failing[0], failing[-1]
     since = starts[0] if starts else first.taken_us
-    before = records[records.index(first) - 1]
+    before = records[max(records.index(first) - 1, 0)]
     status = runs.at("unit:exec_main_status", last.id)
     result = runs.at("unit:result", last.id)
     state, running_since, pid = _state_now(runs, records, last)
@@ -158,7 +161,7 @@ def _failure(
         running_since_us=running_since,
         running_pid=pid,
         journal=journal_lines(runs, baseline.id, before.taken_us, text),
-        before_baseline=_failing(runs, baseline.id),
+        before_baseline=first.id == baseline.id,
     )
 
 
@@ -226,7 +229,9 @@ def journal_lines(
     failing run shows how it began, the latest how it goes now.
     """
     lines: dict[str, str] = {}  # line -> its run (the second word)
-    for version in runs.inside("unit:journal", baseline_id):
+    versions = runs.inside("unit:journal", baseline_id)
+    # The first and the latest runs are in the first and the latest records' lines.
+    for version in versions if len(versions) <= 4 else versions[:2] + versions[-2:]:
         for line in text(version).splitlines():
             words = line.split(" ", 2)
             at = parse_time_us(words[0])
