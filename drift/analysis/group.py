@@ -497,7 +497,9 @@ class _Grouper:
             if compared is not None:
                 status, label = compared
             elif change.key == "unit:restart":
-                status, label = "live", "systemd acts on it at the next exit, once it has loaded it"
+                # systemd reports what it has loaded: in effect at the process's next exit.
+                status = "live"
+                label = f"in effect: systemd acts on it when {service}'s process next exits"
             else:
                 status, label = self.restarted_status(service, change)
             self.add(change, [], status, label, unit_title(change), [service])
