@@ -23,6 +23,7 @@ from conftest import run_drift
 from systemd_container import SCRIPT as CONTAINER_SCRIPT
 from systemd_container import SystemdContainer, require_systemd
 
+from drift.collectors.registry import SERVICE
 from drift.config import load_config
 from drift.errors import ConfigError
 
@@ -352,7 +353,16 @@ ExecStartPost=/bin/sh -c 'echo $MAINPID > /run/decode.pid'
 Environment=CUDA_VISIBLE_DEVICES=4,5
 """
 
-VOLATILE = {"pid", "started_at", "env:INVOCATION_ID", "env:JOURNAL_STREAM", "env:SYSTEMD_EXEC_PID"}
+# What a restart changes: the process, the variables systemd sets per start, and
+# systemd's own account of the unit's runs (declared as such in the registry).
+VOLATILE = {
+    "pid",
+    "started_at",
+    "env:INVOCATION_ID",
+    "env:JOURNAL_STREAM",
+    "env:SYSTEMD_EXEC_PID",
+    *(k.key for k in SERVICE.keys if k.category == "unit runtime"),
+}
 
 
 def provision(box: SystemdContainer, host_twin: Path, checkout: Path) -> None:

@@ -135,9 +135,12 @@ def restart_of(
         first = min(moved, key=lambda c: c.changed_us)
         at_us, span = first.changed_us, records.span(first)
     now = after.get((subject, "pid"))
+    before_pid = pid.before.value if pid is not None and pid.before is not None else None
+    if pid is None and now is not None:
+        before_pid = now.value  # a new process under the same pid (a restarted container)
     return Restart(
         service=service_name(subject) or subject,
-        before_pid=pid.before.value if pid is not None and pid.before is not None else None,
+        before_pid=before_pid,
         after_pid=None if now is None else now.value,
         at_us=at_us,
         changes=tuple(taken),

@@ -15,7 +15,7 @@ from drift.analysis.failures import Failure
 from drift.analysis.investigation import TimelineEntry, TimelineKind
 from drift.analysis.kinds import service_name
 from drift.analysis.rank import RankedStory
-from drift.analysis.restarts import CO_RESTART_US, RestartEvent
+from drift.analysis.restarts import CO_RESTART_US, Restart, RestartEvent
 from drift.analysis.scope import ConfigSwitch
 from drift.store.query import History, SnapshotInfo, StoredVersion
 from drift.timespec import clock, iso, local_time
@@ -98,21 +98,18 @@ def restart_entries(events: list[RestartEvent]) -> list[tuple[int, TimelineKind,
             entries.append((r.times[0], "restart", f"{r.service} restarted {many} ({span})"))
     for event in events:
         if len(event.restarts) > 1:
-            names = ", ".join(r.service for r in event.restarts)
-            entries.append(
-                (
-                    event.at_us,
-                    "restart",
-                    f"co-restart of {names} (started within {CO_RESTART_US // 1_000_000} s)",
-                )
+            # Pids only for a service restarted once: a repeated one's ends are not this event's.
+            names = ", ".join(
+                f"{r.service} ({_pids(r)})" if r.count == 1 else r.service for r in event.restarts
             )
+            within = f"started within {CO_RESTART_US // 1_000_000} s"
+            entries.append((event.at_us, "restart", f"co-restart of {names}, {within}"))
         elif event.restarts[0].count == 1:
             r = event.restarts[0]
-            entries.append(
-                (
-                    event.at_us,
-                    "restart",
-                    f"restart of {r.service} (pids {r.before_pid or '-'} -> {r.after_pid or '-'})",
-                )
-            )
+            entries.append((event.at_us, "restart", f"restart of {r.service} ({_pids(r)})"))
     return entries
+
+
+def _pids(r: Restart) -> str:
+    """``pids 54 -> 61``: the process before and after, ``-`` where there was none."""
+    return f"pids {r.before_pid or '-'} -> {r.after_pid or '-'}"
