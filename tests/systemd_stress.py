@@ -13,7 +13,7 @@ a little work before it execs the server, as launchers do:
 
 Meanwhile real `drift record` processes write one SQLite history, one after
 another with no pause, as cron would if a record took a minute. Beside them,
-drift's own service collector runs in this process as often as it can, with a
+drift's own service collector runs in a forked process as often as it can, with a
 spy on `systemd_child` that counts each time the finder met systemd's child and
 asked again: the proof that the race is run, since a record that met the child
 and then found the program says nothing of it. `StressRun` reads the history
@@ -24,7 +24,9 @@ benchmarks/stress_systemd.py.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
+import queue
 import random
 import threading
 import time
@@ -33,6 +35,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 from conftest import run_drift
@@ -373,7 +376,10 @@ def run_stress(
         while not stop.is_set() and router_restarts[0] < restarts:
             result = box.run_systemctl("restart", SERVICES["router"], check=False)
             if result.returncode != 0:
-                run.failures.append(f"systemctl restart router.service: {result.stderr.strip()}")
+                said = (result.stderr.strip() or result.stdout.strip() or "no output")[-300:]
+                run.failures.append(
+                    f"systemctl restart router.service exited {result.returncode}: {said}"
+                )
                 return
             router_restarts[0] += 1
             time.sleep(rng.uniform(0, 0.15))  # the server runs a moment, as a real one would
@@ -386,14 +392,17 @@ def run_stress(
                 RecordRun(result.returncode, time.perf_counter() - started, result.stderr)
             )
 
-    def collect() -> None:
-        while not stop.is_set():
-            for name in SERVICES:
-                collect_once(run, ctx, name)
-
+    # drift's collector runs in a process of its own: what it starts (journalctl) makes
+    # it reap every new child of its process, as `drift record` does, and in this one
+    # those would be the test's own systemctl and drift commands.
+    fork = multiprocessing.get_context("fork")
+    collecting, results = fork.Event(), fork.Queue()
+    collector = fork.Process(target=collect_loop, args=(run, ctx, collecting, results))
+    collecting.set()
+    collector.start()  # before any thread, so the fork copies none
     threads = [
         threading.Thread(target=guarded(run, target), daemon=True)
-        for target in (restart_router, record, collect)
+        for target in (restart_router, record)
     ]
     started = time.monotonic()
     for thread in threads:
@@ -405,13 +414,42 @@ def run_stress(
             time.sleep(0.5)
     finally:
         stop.set()
+        collecting.clear()
         for thread in threads:
             thread.join(timeout=90)
+        take_results(run, results)
+        collector.join(timeout=30)
     run.seconds = time.monotonic() - started
     run.restarts = {"decode": n_restarts(box, SERVICES["decode"]), "router": router_restarts[0]}
     box.stop_unit(SERVICES["decode"])
     run_drift(["record", *cfg], tmp_path, check=False)  # the storm is over
     return run
+
+
+def collect_loop(
+    run: StressRun, ctx: CollectContext, collecting: Any, results: multiprocessing.Queue[Any]
+) -> None:
+    """In the collector's process: collect both units until told to stop, then send the tally."""
+    try:
+        while collecting.is_set():
+            for name in SERVICES:
+                collect_once(run, ctx, name)
+    except Exception as exc:  # reported by the test, with its type
+        run.failures.append(f"collect: {type(exc).__name__}: {exc}")
+    results.put((run.collected, run.children_met, run.collected_from_manager, run.failures))
+
+
+def take_results(run: StressRun, results: multiprocessing.Queue[Any]) -> None:
+    """The collector process's tally, added to `run`."""
+    try:
+        collected, children_met, from_manager, failures = results.get(timeout=120)
+    except queue.Empty:
+        run.failures.append("collect: the collector process sent nothing in 120 s")
+        return
+    run.collected.update(collected)
+    run.children_met.update(children_met)
+    run.collected_from_manager.extend(from_manager)
+    run.failures.extend(f for f in failures if f not in run.failures)
 
 
 def guarded(run: StressRun, target: Callable[[], None]) -> Callable[[], None]:

@@ -494,7 +494,7 @@ def test_a_fact_block_with_keys_redaction_reads_is_redacted_fact_by_fact(
 
     token = "hf_" + "q" * 34
     block = FactBlock(("env:HF_TOKEN", "env:MODE"), ["service:decode"], [[token], ["fast"]], [{}])
-    monkeypatch.setattr(drift.record, "collect_all", lambda config, ctx: iter([block]))
+    monkeypatch.setattr(drift.record, "collect_all", lambda config, ctx, unreachable: iter([block]))
     path = tmp_path / "drift.toml"
     path.write_text(f'host = "h"\nsecret_key_file = "{tmp_path}/secret.key"\n')
     db = tmp_path / "d.db"
