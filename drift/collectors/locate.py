@@ -304,8 +304,8 @@ def _self_pid(proc_root: str) -> int | None:
 
 
 def _from_unit(unit: str, ctx: CollectContext, subject: str) -> Located:
-    from drift.collectors.systemd import show_unit, unit_facts
-    from drift.collectors.unit_files import environment_origins, files_root
+    from drift.collectors.systemd import show_unit
+    from drift.collectors.unit_sources import unit_source_facts
 
     found_by = f"unit {unit}"
     waits = iter(STARTING_WAITS)
@@ -317,9 +317,7 @@ def _from_unit(unit: str, ctx: CollectContext, subject: str) -> Located:
             # Without systemd's answer the main PID is unknown too, so the error
             # covers the whole service: nothing of it may read as removed.
             return Located(found_by, error=CollectionError(subject, None, f"unit: {exc}"))
-        paths = [p for p in (state.fragment_path, *state.drop_in_paths) if p]
-        lines = environment_origins(paths, state.environment, files_root(ctx.proc_root))
-        facts: list[Result] = list(unit_facts(subject, state, lines))
+        facts: list[Result] = unit_source_facts(subject, state, ctx)
         if state.main_pid <= 0:
             return Located(found_by, facts=facts)
         process = _alive(state.main_pid)

@@ -72,6 +72,49 @@ SERVICE = SubjectKind(
             "name",
             "NAME",
         ),
+        FactKey(
+            "unit:file:",
+            "the text of its unit file or a drop-in, on disk now",
+            _UNIT,
+            "value",
+            "PATH",
+        ),
+        FactKey(
+            "unit:disk_environment:",
+            "one variable its files on disk set with Environment= (what a daemon-reload loads)",
+            "unit environment",
+            "name",
+            "NAME",
+        ),
+        FactKey(
+            "unit:envfile:",
+            "one variable its EnvironmentFile= files set now (read at its next start)",
+            "unit environment",
+            "name",
+            "NAME",
+        ),
+        FactKey(
+            "unit:pass_environment:",
+            "one variable PassEnvironment= hands on from the manager's own environment",
+            "unit environment",
+            "name",
+            "NAME",
+        ),
+    ),
+)
+
+SYSTEMD = SubjectKind(
+    "systemd",
+    "manager",
+    "the systemd manager of the services found by unit (one per `systemctl`)",
+    (
+        FactKey(
+            "environment:",
+            "one variable of its environment (`systemctl show-environment`): units start with it",
+            "unit environment",
+            "name",
+            "NAME",
+        ),
     ),
 )
 
@@ -208,6 +251,25 @@ class ScriptsCollector(Collector[ServiceSpec]):
         return collect_script(entry.name, entry.script, ctx)
 
 
+class ManagerCollector(Collector[tuple[str, ...]]):
+    """The systemd manager's environment, once a record (`drift.collectors.manager`)."""
+
+    name = "manager"
+    section = "systemd"  # not a section of drift.toml: one entry, the `systemctl` to ask
+    subjects = (SYSTEMD,)
+
+    def entries(self, config: Config) -> tuple[tuple[str, ...], ...]:
+        return (config.systemctl,) if any(s.unit for s in config.services) else ()
+
+    def scope(self, entry: tuple[str, ...]) -> str:
+        return "systemd:manager"
+
+    def collect(self, entry: tuple[str, ...], ctx: CollectContext) -> Iterable[Item]:
+        from drift.collectors.manager import collect_manager
+
+        return collect_manager(entry, ctx)
+
+
 class FilesCollector(Collector[FileSpec]):
     """The files a set's globs match (`drift.collectors.files`)."""
 
@@ -277,6 +339,7 @@ class HealthCollector(Collector[HealthSpec]):
 COLLECTORS: tuple[Collector[Any], ...] = (
     ServicesCollector(),
     ScriptsCollector(),
+    ManagerCollector(),
     FilesCollector(),
     ReposCollector(),
     CommandsCollector(),

@@ -1,12 +1,19 @@
-"""Where a unit's `Environment=` values are written: the file and line, in the unit or a drop-in.
+"""A unit's files on disk: their text, the `Environment=` they set, and the line that set each.
 
 systemd merges the unit file and its drop-ins (`FragmentPath`, `DropInPaths`)
-into one `Environment=` list and `systemctl show` gives only the result. drift
-reads the same files in the same order and names the line that set each
-variable last. systemd stays the judge: a line is claimed only when what drift
-reads there is exactly the value systemd reports (a specifier such as `%i`, a
-file drift cannot read, a syntax it does not follow: no claim, the provenance
-stays "unit NAME").
+into one `Environment=` list and `systemctl show` gives only the result, as
+loaded at the last daemon-reload. drift reads the same files in the same
+order and names the line that set each variable last. Two uses:
+
+- the line of a loaded value: systemd stays the judge, a line is claimed
+  only when what drift reads there is exactly the value systemd reports (a
+  specifier such as `%i`, a file drift cannot read, a syntax it does not
+  follow: no claim, the provenance stays "unit NAME");
+- what the files say now, loaded or not: after an edit without
+  daemon-reload (`NeedDaemonReload=yes`) the two differ, and the files'
+  values are what the next daemon-reload loads. A drop-in created since
+  the last reload is not in `DropInPaths` yet, so the unit's drop-in
+  folders are listed for it then.
 """
 
 from __future__ import annotations
@@ -14,9 +21,28 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from drift.collectors.systemd import split_quoted
+from drift.collectors.rooted import read_in_root
+from drift.collectors.systemd import SystemdError, split_quoted
 
 MAX_UNIT_FILE = 1 << 20  # a unit file or drop-in larger than this is not read
+
+# Where the system manager looks for units and their drop-in folders, most
+# important first (`systemd-analyze unit-paths` on systemd 252).
+UNIT_PATHS = (
+    "/etc/systemd/system.control",
+    "/run/systemd/system.control",
+    "/run/systemd/transient",
+    "/run/systemd/generator.early",
+    "/etc/systemd/system",
+    "/etc/systemd/system.attached",
+    "/run/systemd/system",
+    "/run/systemd/system.attached",
+    "/run/systemd/generator",
+    "/usr/local/lib/systemd/system",
+    "/lib/systemd/system",
+    "/usr/lib/systemd/system",
+    "/run/systemd/generator.late",
+)
 
 
 @dataclass(frozen=True)
@@ -26,6 +52,15 @@ class Origin:
     file: str  # the path as systemd names it (inside the container, if any)
     line: int
     text: str
+
+
+@dataclass(frozen=True)
+class UnitFile:
+    """One unit file or drop-in as read now: its text, or why it could not be read."""
+
+    path: str  # as systemd names it
+    text: str | None
+    error: str = ""
 
 
 def files_root(proc_root: str) -> str | None:
@@ -40,6 +75,45 @@ def files_root(proc_root: str) -> str | None:
     return trimmed[: -len("proc")] or "/"
 
 
+def read_unit_files(paths: list[str], root: str) -> list[UnitFile]:
+    """Each file of `paths` (the unit file, then its drop-ins) as it is on disk now."""
+    out = []
+    for path in paths:
+        data, error = read_in_root(root, path, MAX_UNIT_FILE)
+        if data is None:
+            out.append(UnitFile(path, None, error))
+        else:
+            # systemd reads unit files as UTF-8 text; what is not is shown, not dropped.
+            out.append(UnitFile(path, data.decode("utf-8", "backslashreplace")))
+    return out
+
+
+def disk_environment(files: list[UnitFile]) -> dict[str, tuple[str, Origin]] | None:
+    """NAME -> (value, the line that sets it) of the `Environment=` lines of `files`, merged.
+
+    Later files and lines win and an empty `Environment=` forgets what came
+    before, as systemd merges them. None when a file could not be read: it
+    could hold the last word on any variable.
+    """
+    last: dict[str, tuple[str, Origin]] = {}
+    for unit_file in files:
+        if unit_file.text is None:
+            return None
+        for number, text, value in _environment_lines(unit_file.text.split("\n")):
+            if value.strip() == "":
+                last.clear()  # an empty Environment= resets the list
+                continue
+            try:
+                words = split_quoted(value)
+            except SystemdError:
+                continue  # systemd ignores a line it cannot split, and so does drift
+            for word in words:
+                name, sep, assigned = word.partition("=")
+                if sep and name:
+                    last[name] = (assigned, Origin(unit_file.path, number, text))
+    return last
+
+
 def environment_origins(
     paths: list[str], environment: dict[str, str], root: str | None
 ) -> dict[str, Origin]:
@@ -49,35 +123,63 @@ def environment_origins(
     """
     if root is None:
         return {}
-    last: dict[str, tuple[str, Origin]] = {}
-    for path in paths:
-        lines = _read_lines(os.path.join(root, path.lstrip("/")))
-        if lines is None:
-            return {}  # one unreadable file could hold the last word on any variable
-        for number, text, value in _environment_lines(lines):
-            if value.strip() == "":
-                last.clear()  # an empty Environment= resets the list
-                continue
-            for word in split_quoted(value):
-                name, sep, assigned = word.partition("=")
-                if sep and name:
-                    last[name] = (assigned, Origin(path, number, text))
+    return loaded_origins(disk_environment(read_unit_files(paths, root)), environment)
+
+
+def loaded_origins(
+    disk: dict[str, tuple[str, Origin]] | None, environment: dict[str, str]
+) -> dict[str, Origin]:
+    """The line of each loaded variable whose value on disk is exactly systemd's."""
     return {
         name: origin
-        for name, (assigned, origin) in last.items()
+        for name, (assigned, origin) in (disk or {}).items()
         if environment.get(name) == assigned
     }
 
 
-def _read_lines(path: str) -> list[str] | None:
+def drop_ins_on_disk(unit: str, loaded: tuple[str, ...], root: str) -> list[str]:
+    """The drop-ins a daemon-reload would load now: those loaded that remain, and new ones.
+
+    Looked for in the folders of the loaded drop-ins and in ``UNIT.d`` (and
+    ``TEMPLATE@.SUFFIX.d``) under every unit path; sorted by file name across
+    folders, as systemd applies them, a name in a more important folder
+    hiding the same name in a later one.
+    """
+    names = [unit]
+    prefix, at, rest = unit.partition("@")
+    if at and "." in rest:
+        names.append(f"{prefix}@.{rest.rsplit('.', 1)[1]}")
+    loaded_folders = list(dict.fromkeys(os.path.dirname(p) for p in loaded))
+    candidates = [f"{base}/{name}.d" for base in UNIT_PATHS for name in names]
+    candidates += [f for f in loaded_folders if f not in candidates]
+    # A folder is named as systemd named it when it loaded a drop-in from it:
+    # /lib and /usr/lib are one folder on a merged /usr.
+    named = {_identity(root, f): f for f in reversed(loaded_folders)}
+    seen: set[tuple[int, int]] = set()
+    found: dict[str, str] = {}
+    for candidate in candidates:
+        identity = _identity(root, candidate)
+        if identity is None or identity in seen:
+            continue
+        seen.add(identity)
+        folder = named.get(identity, candidate)
+        try:
+            entries = os.listdir(os.path.join(root, folder.lstrip("/")))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.endswith(".conf") and entry not in found:
+                found[entry] = f"{folder}/{entry}"
+    return [found[name] for name in sorted(found)]
+
+
+def _identity(root: str, folder: str) -> tuple[int, int] | None:
+    """(device, inode) of a folder under `root`, None if it is not there."""
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_UNIT_FILE + 1)
+        info = os.stat(os.path.join(root, folder.lstrip("/")))
     except OSError:
         return None
-    if len(data) > MAX_UNIT_FILE:
-        return None
-    return data.decode("utf-8", "replace").split("\n")
+    return info.st_dev, info.st_ino
 
 
 def _environment_lines(lines: list[str]) -> list[tuple[int, str, str]]:

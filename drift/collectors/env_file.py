@@ -1,0 +1,323 @@
+"""EnvironmentFile=: the variables a unit's environment files give it, each with its file and line.
+
+systemd reads these files itself, each time it starts the unit, with its own
+syntax (`parse_env_file_internal` in systemd's src/basic/env-file.c), which
+is not the shell's: ``#`` or ``;`` start a comment only at the start of a
+line; a value runs to the end of its line, trailing blanks dropped, ``#``
+included; ``'...'`` is literal (newlines too); inside ``"..."`` a backslash
+escapes only ``" \\ ` $`` and a newline, and is kept before anything else;
+outside quotes a backslash escapes any character, and before a newline
+joins the lines; ``KEY`` without ``=`` is nothing; the text ends at a NUL
+byte. What a line assigns then passes systemd's check: a name of letters,
+digits and ``_`` not starting with a digit (so ``export NAME=1`` and
+``NAME-1=x`` are dropped), valid UTF-8 (else the whole file fails to load).
+The last assignment of a name wins, in a file and across files, and the
+files override ``Environment=``.
+
+One difference between systemd versions: before 254 a comment ending in a
+backslash swallows the next line too; from 254 it does not. The parser is
+told which; a caller that cannot tell marks what that line sets as unsure.
+
+A path may be a glob (all matches, sorted) and may start with ``-``: then a
+missing or unreadable file is skipped, as systemd skips it. A required file
+that is missing or does not load stops the unit from starting: that is
+said (`EnvFiles.problems`), never read as its variables being removed.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from drift.collectors.rooted import read_in_root
+
+MAX_ENV_FILE = 1 << 20
+# systemd reads files of up to 4 MiB; an environment file past 1 MiB is not
+# configuration drift can say anything useful about, and is not read.
+
+_COMMENTS = "#;"
+_WHITESPACE = " \t\n\r"
+_NEWLINE = "\n\r"
+_SHELL_NEED_ESCAPE = '"\\`$'
+Step = Callable[[str], Any]
+"""A state of the parser: takes the next character, returns the next state."""
+
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """One ``NAME=value`` systemd reads from a file: where it starts, and the text of that line."""
+
+    name: str
+    value: str
+    file: str
+    line: int
+    text: str
+    unsure: str | None = None  # why systemd may read it otherwise (a version difference)
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """What one file gives: its valid assignments in order, what systemd drops, or why it fails."""
+
+    assignments: tuple[Assignment, ...]
+    dropped: tuple[Assignment, ...] = ()  # names systemd refuses (``export X``, ``A-B``)
+    failure: str | None = None  # the file does not load at all (invalid UTF-8)
+
+
+def valid_name(name: str) -> bool:
+    """systemd's env_name_is_valid: letters, digits and ``_``, not starting with a digit."""
+    return bool(name) and not name[0].isdigit() and all(c in _NAME_CHARS for c in name)
+
+
+def parse_env_file(data: bytes, file: str, *, comment_continues: bool | None = False) -> Parsed:
+    """Read `data` as systemd reads an EnvironmentFile; `file` names it in the assignments.
+
+    `comment_continues` is True for systemd before 254 (a comment ending in a
+    backslash goes on to the next line), False from 254, None when unknown:
+    then what such a line sets is read as 254 does and marked unsure.
+    """
+    text_bytes = data.split(b"\0", 1)[0]  # systemd's C string ends at the first NUL
+    try:
+        text = text_bytes.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = text_bytes[: exc.start].count(b"\n") + 1
+        return Parsed((), (), f"{file}:{line}: invalid UTF-8, so systemd does not load the file")
+    lines = text.split("\n")
+    parser = _Parser(text, lines, file, comment_continues)
+    parser.run()
+    kept = tuple(a for a in parser.out if valid_name(a.name))
+    dropped = tuple(a for a in parser.out if not valid_name(a.name))
+    return Parsed(kept, dropped)
+
+
+class _Parser:
+    """systemd's state machine over the text, a character at a time, keeping line numbers.
+
+    One method per state of systemd's machine, each taking a character and
+    returning the next state's method.
+    """
+
+    def __init__(
+        self, text: str, lines: list[str], file: str, comment_continues: bool | None
+    ) -> None:
+        self.text = text
+        self.lines = lines
+        self.file = file
+        self.comment_continues = comment_continues
+        self.out: list[Assignment] = []
+        self.key: list[str] = []
+        self.value: list[str] | None = None
+        self.key_space: int | None = None  # where trailing blanks of the key start
+        self.value_space: int | None = None  # where trailing blanks of the value start
+        self.line = 1  # the line being read
+        self.key_line = 1  # the line the current key started on
+        self.after_comment_escape = False  # at the start of a line that follows "# ...\\"
+        self.unsure: str | None = None
+
+    def run(self) -> None:
+        step: Callable[[str], Any] = self.pre_key
+        for char in self.text:
+            step = step(char)
+            if char == "\n":
+                self.line += 1
+        if step in (self.pre_value, self.value_char, self.value_escape) or step in (
+            self.single,
+            self.double,
+            self.double_escape,
+        ):
+            self.push(chomp=step == self.value_char)
+
+    def push(self, chomp: bool) -> None:
+        key = "".join(self.key if self.key_space is None else self.key[: self.key_space])
+        value = self.value or []
+        if chomp and self.value_space is not None:
+            value = value[: self.value_space]
+        text = self.lines[self.key_line - 1].rstrip("\r")
+        self.out.append(
+            Assignment(key, "".join(value), self.file, self.key_line, text, self.unsure)
+        )
+        self.key, self.value, self.key_space, self.unsure = [], None, None, None
+
+    def append(self, char: str) -> None:
+        if self.value is None:
+            self.value = []
+        self.value.append(char)
+
+    def pre_key(self, char: str) -> Step:
+        follows_comment, self.after_comment_escape = self.after_comment_escape, False
+        if char in _COMMENTS:
+            return self.comment
+        if char in _WHITESPACE:
+            self.after_comment_escape = follows_comment and char in " \t"
+            return self.pre_key
+        self.key_line = self.line
+        self.key_space = None
+        self.key.append(char)
+        if follows_comment:
+            self.unsure = (
+                f"line {self.line - 1} is a comment ending in a backslash: "
+                "systemd before 254 reads this line as part of that comment"
+            )
+        return self.key_char
+
+    def key_char(self, char: str) -> Step:
+        if char in _NEWLINE:
+            self.key = []
+            return self.pre_key
+        if char == "=":
+            self.value_space = None
+            return self.pre_value
+        if char not in _WHITESPACE:
+            self.key_space = None
+        elif self.key_space is None:
+            self.key_space = len(self.key)
+        self.key.append(char)
+        return self.key_char
+
+    def pre_value(self, char: str) -> Step:
+        if char in _NEWLINE:
+            self.push(chomp=False)
+            return self.pre_key
+        if char == "'":
+            return self.single
+        if char == '"':
+            return self.double
+        if char == "\\":
+            return self.value_escape
+        if char in _WHITESPACE:
+            return self.pre_value
+        self.append(char)
+        return self.value_char
+
+    def value_char(self, char: str) -> Step:
+        if char in _NEWLINE:
+            self.push(chomp=True)
+            return self.pre_key
+        if char == "\\":
+            self.value_space = None
+            return self.value_escape
+        if char not in _WHITESPACE:
+            self.value_space = None
+        elif self.value_space is None:
+            self.value_space = len(self.value or [])
+        self.append(char)
+        return self.value_char
+
+    def value_escape(self, char: str) -> Step:
+        if char not in _NEWLINE:  # an escaped newline joins the lines
+            self.append(char)
+        return self.value_char
+
+    def single(self, char: str) -> Step:
+        if char == "'":
+            return self.pre_value
+        self.append(char)
+        return self.single
+
+    def double(self, char: str) -> Step:
+        if char == '"':
+            return self.pre_value
+        if char == "\\":
+            return self.double_escape
+        self.append(char)
+        return self.double
+
+    def double_escape(self, char: str) -> Step:
+        if char in _SHELL_NEED_ESCAPE:
+            self.append(char)
+        elif char != "\n":  # kept with its backslash, as the shell keeps it
+            self.append("\\")
+            self.append(char)
+        return self.double
+
+    def comment(self, char: str) -> Step:
+        if char == "\\":
+            return self.comment_escape
+        if char in _NEWLINE:
+            return self.pre_key
+        return self.comment
+
+    def comment_escape(self, char: str) -> Step:
+        if self.comment_continues:
+            return self.comment  # before 254: whatever follows is still the comment
+        if char in _NEWLINE:
+            self.after_comment_escape = self.comment_continues is None and char == "\n"
+            return self.pre_key
+        return self.comment
+
+
+@dataclass(frozen=True)
+class EnvFiles:
+    """What a unit's EnvironmentFile= entries give at its next start.
+
+    `values` holds the assignment that wins for each name (later files and
+    lines override earlier ones); `read` the files read, in systemd's order;
+    `problems` what stops the unit from starting (a required file missing or
+    not loading) or what drift could not read, each naming the file.
+    """
+
+    values: dict[str, Assignment] = field(default_factory=dict)
+    read: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+    dropped: tuple[Assignment, ...] = ()
+
+
+def load_env_files(
+    entries: tuple[tuple[str, bool], ...],
+    root: str,
+    *,
+    comment_continues: bool | None = False,
+) -> EnvFiles:
+    """Read each (path or glob, optional) entry as systemd does at a start, under `root`.
+
+    `root` is where the unit's / is (``/``, or ``/proc/PID/root/`` for a
+    container); paths in the result are systemd's, without it.
+    """
+    values: dict[str, Assignment] = {}
+    read: list[str] = []
+    problems: list[str] = []
+    dropped: list[Assignment] = []
+    for pattern, optional in entries:
+        if not pattern.startswith("/"):
+            if not optional:
+                problems.append(f"EnvironmentFile={pattern} is not an absolute path")
+            continue
+        paths = _expand(pattern, root)
+        if not paths:
+            if not optional:
+                problems.append(f"EnvironmentFile={pattern} does not exist")
+            continue
+        for path in paths:
+            data, error = read_in_root(root, path, MAX_ENV_FILE)
+            if data is None:
+                if not optional:
+                    problems.append(f"EnvironmentFile={path}: {error}")
+                continue
+            parsed = parse_env_file(data, path, comment_continues=comment_continues)
+            if parsed.failure is not None:
+                if not optional:
+                    problems.append(parsed.failure)
+                continue
+            read.append(path)
+            dropped.extend(parsed.dropped)
+            for assignment in parsed.assignments:
+                values[assignment.name] = assignment
+    return EnvFiles(values, tuple(read), tuple(problems), tuple(dropped))
+
+
+def _expand(pattern: str, root: str) -> list[str]:
+    """The paths a pattern names under `root`, sorted as glob(3) sorts them; [] if none exist."""
+    if not glob.has_magic(pattern):
+        return [pattern] if os.path.lexists(_under(root, pattern)) else []
+    prefix = root.rstrip("/")
+    found = glob.glob(_under(root, pattern))
+    return sorted(p[len(prefix) :] if prefix else p for p in found)
+
+
+def _under(root: str, path: str) -> str:
+    return os.path.join(root, path.lstrip("/"))
