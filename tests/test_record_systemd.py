@@ -157,7 +157,7 @@ def test_a_unit_service_writes_only_what_its_collector_declares(
         "[Service]\nEnvironment=DROPIN=yes\nEnvironmentFile=-/etc/declared.env\n"
         "PassEnvironment=container\n",
     )
-    box.write_file("/etc/declared.env", "FROM_FILE=1\n")
+    box.write_file("/etc/declared.env", "FROM_FILE=1\nexport IGNORED=1\n")
     box.daemon_reload()
     box.start("declared.service")
     try:

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from drift.collectors.unit_files import environment_origins, files_root
+from drift.collectors.unit_files import (
+    disk_environment,
+    drop_ins_on_disk,
+    environment_origins,
+    files_root,
+    read_unit_files,
+)
 
 
 def test_the_last_line_wins_a_reset_forgets_and_only_systemd_s_value_is_claimed(
@@ -58,3 +64,31 @@ def test_an_unreadable_file_claims_nothing_and_proc_root_names_the_files_root(
     assert files_root("/proc/4242/root/proc") == "/proc/4242/root/"
     assert files_root("/srv/elsewhere") is None
     assert environment_origins(["/x.service"], {"A": "1"}, None) == {}
+
+
+def test_a_line_drift_cannot_split_is_skipped_not_a_crash(tmp_path: Path) -> None:
+    unit = tmp_path / "etc/systemd/system/x.service"
+    unit.parent.mkdir(parents=True)
+    unit.write_text('[Service]\nEnvironment="A=unterminated\nEnvironment=B=2\n')
+    found = disk_environment(read_unit_files(["/etc/systemd/system/x.service"], str(tmp_path)))
+    assert found is not None
+    assert {name: (value, o.line) for name, (value, o) in found.items()} == {"B": ("2", 3)}
+
+
+def test_drop_ins_not_loaded_yet_are_found_by_name_across_folders(tmp_path: Path) -> None:
+    def conf(path: str) -> None:
+        target = tmp_path / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("[Service]\n")
+
+    loaded = ("/usr/lib/systemd/system/web@.service.d/10-vendor.conf",)
+    conf(loaded[0])
+    conf("/etc/systemd/system/web@1.service.d/20-new.conf")  # since the last daemon-reload
+    conf("/run/systemd/system/web@1.service.d/05-runtime.conf")
+    conf("/etc/systemd/system/web@.service.d/10-vendor.conf")  # hides the vendor's, by name
+    conf("/etc/systemd/system/web@1.service.d/notes.txt")  # not a drop-in
+    assert drop_ins_on_disk("web@1.service", loaded, str(tmp_path)) == [
+        "/run/systemd/system/web@1.service.d/05-runtime.conf",
+        "/etc/systemd/system/web@.service.d/10-vendor.conf",
+        "/etc/systemd/system/web@1.service.d/20-new.conf",
+    ]

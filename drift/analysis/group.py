@@ -431,6 +431,8 @@ class _Grouper:
             root, *rest = [c for c in (*others, reload) if c is not None]
             if root.key.startswith("unit:file:") and not_loaded:
                 status, label = "pending", NOT_RELOADED
+            elif root.key == "unit:envfile_ignored":
+                status, label = "changed", "systemd skips such a line: no process gets it"
             else:
                 status, label = self.restarted_status(service, root)
             rest += self.watched(root)
@@ -524,9 +526,13 @@ class _Grouper:
                 label = "no service recorded that systemd starts picks it up"
                 self.add(root, [], "changed", label, manager_title(root))
                 continue
-            label = "; ".join(label for _s, label, _m in found)
-            mirrors = [mirror for _s, _l, mirror in found]
             services = [service for service, _l, _m in found]
+            mirrors = [mirror for _s, _l, mirror in found]
+            labels = list(dict.fromkeys(label for _s, label, _m in found))
+            if labels == [NOT_APPLIED]:
+                label = f"{NOT_APPLIED} of {', '.join(services)}"
+            else:
+                label = "; ".join(labels)
             self.add(root, mirrors, status, label, manager_title(root), services)
 
     # ------------------------------------------------------------ running or not

@@ -173,16 +173,16 @@ def unit_title(change: Change, *, not_loaded: bool = False) -> str:
     family, _, name = change.key.removeprefix("unit:").partition(":")
     if family in ("environment", "disk_environment", "envfile", "pass_environment") and name:
         title = _variable_title(change, family, name, f"unit {unit}")
+    elif change.key == "unit:envfile_ignored" and change.after is not None:
+        lines = (change.after.value or "").split("\n")
+        more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
+        title = f"EnvironmentFile line ignored by systemd, not a variable name: {lines[0]}{more}"
     elif change.key == "unit:need_daemon_reload":
         return f"unit {unit} changed on disk, not reloaded (NeedDaemonReload={latest.value})"
     elif family == "file" and name:
+        # The path names the unit: decode.service, decode.service.d/override.conf.
         what = "drop-in" if os.path.dirname(name).endswith(".d") else "unit file"
-        if change.kind == "modified":
-            title = f"{name} changed (unit {unit})"
-        elif change.kind == "added":
-            title = f"{what} {name} added to unit {unit}"
-        else:
-            title = f"{what} {name} removed from unit {unit}"
+        title = f"{what} {name} {'changed' if change.kind == 'modified' else change.kind}"
     else:
         title = f"unit {unit}: {change.key.removeprefix('unit:')} {change.kind}"
     return f"{title}, {NOT_LOADED}" if not_loaded else title

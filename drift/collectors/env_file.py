@@ -7,21 +7,23 @@ line; a value runs to the end of its line, trailing blanks dropped, ``#``
 included; ``'...'`` is literal (newlines too); inside ``"..."`` a backslash
 escapes only ``" \\ ` $`` and a newline, and is kept before anything else;
 outside quotes a backslash escapes any character, and before a newline
-joins the lines; ``KEY`` without ``=`` is nothing; the text ends at a NUL
-byte. What a line assigns then passes systemd's check: a name of letters,
-digits and ``_`` not starting with a digit (so ``export NAME=1`` and
-``NAME-1=x`` are dropped), valid UTF-8 (else the whole file fails to load).
-The last assignment of a name wins, in a file and across files, and the
-files override ``Environment=``.
+joins the lines; ``KEY`` without ``=`` is nothing. What a line assigns then
+passes systemd's check: a name of letters, digits and ``_`` not starting
+with a digit (so ``export NAME=1`` and ``NAME-1=x`` are dropped). A file
+that is not UTF-8 or holds a NUL byte does not load at all. The last
+assignment of a name wins, in a file and across files, and the files
+override ``Environment=``. tests/test_unit_sources.py holds all of this
+against a real systemd, on tricky and on generated files.
 
 One difference between systemd versions: before 254 a comment ending in a
 backslash swallows the next line too; from 254 it does not. The parser is
 told which; a caller that cannot tell marks what that line sets as unsure.
 
 A path may be a glob (all matches, sorted) and may start with ``-``: then a
-missing or unreadable file is skipped, as systemd skips it. A required file
-that is missing or does not load stops the unit from starting: that is
-said (`EnvFiles.problems`), never read as its variables being removed.
+missing file is skipped, as systemd skips it (one that drift may not read,
+systemd may: that is a blind spot). A required file that is missing or does
+not load stops the unit from starting: that is said (`EnvFiles.problems`),
+never read as its variables being removed.
 """
 
 from __future__ import annotations
@@ -32,12 +34,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from drift.collectors.rooted import read_in_root
+from drift.collectors.rooted import NO_SUCH_FILE, read_in_root
 
 MAX_ENV_FILE = 1 << 20
 # systemd reads files of up to 4 MiB; an environment file past 1 MiB is not
 # configuration drift can say anything useful about, and is not read.
 
+_NO_START = ": systemd will not start the unit"
 _COMMENTS = "#;"
 _WHITESPACE = " \t\n\r"
 _NEWLINE = "\n\r"
@@ -81,11 +84,13 @@ def parse_env_file(data: bytes, file: str, *, comment_continues: bool | None = F
     backslash goes on to the next line), False from 254, None when unknown:
     then what such a line sets is read as 254 does and marked unsure.
     """
-    text_bytes = data.split(b"\0", 1)[0]  # systemd's C string ends at the first NUL
+    if b"\0" in data:
+        line = data[: data.index(b"\0")].count(b"\n") + 1
+        return Parsed((), (), f"{file}:{line}: a NUL byte, so systemd does not load the file")
     try:
-        text = text_bytes.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = text_bytes[: exc.start].count(b"\n") + 1
+        line = data[: exc.start].count(b"\n") + 1
         return Parsed((), (), f"{file}:{line}: invalid UTF-8, so systemd does not load the file")
     lines = text.split("\n")
     parser = _Parser(text, lines, file, comment_continues)
@@ -285,23 +290,25 @@ def load_env_files(
     for pattern, optional in entries:
         if not pattern.startswith("/"):
             if not optional:
-                problems.append(f"EnvironmentFile={pattern} is not an absolute path")
+                problems.append(f"EnvironmentFile={pattern} is not an absolute path{_NO_START}")
             continue
         paths = _expand(pattern, root)
         if not paths:
             if not optional:
-                problems.append(f"EnvironmentFile={pattern} does not exist")
+                problems.append(f"EnvironmentFile={pattern} does not exist{_NO_START}")
             continue
         for path in paths:
             data, error = read_in_root(root, path, MAX_ENV_FILE)
             if data is None:
-                if not optional:
-                    problems.append(f"EnvironmentFile={path}: {error}")
+                # systemd skips an optional file it cannot read; one drift cannot read
+                # may still be readable to systemd, so only its absence is certain.
+                if not optional or error != NO_SUCH_FILE:
+                    problems.append(f"cannot read EnvironmentFile={path}: {error}")
                 continue
             parsed = parse_env_file(data, path, comment_continues=comment_continues)
             if parsed.failure is not None:
                 if not optional:
-                    problems.append(parsed.failure)
+                    problems.append(f"{parsed.failure}{_NO_START}")
                 continue
             read.append(path)
             dropped.extend(parsed.dropped)

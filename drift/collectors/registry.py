@@ -94,6 +94,12 @@ SERVICE = SubjectKind(
             "NAME",
         ),
         FactKey(
+            "unit:envfile_ignored",
+            "lines of its EnvironmentFile= files systemd ignores (not a variable name)",
+            _UNIT,
+            "value",
+        ),
+        FactKey(
             "unit:pass_environment:",
             "one variable PassEnvironment= hands on from the manager's own environment",
             "unit environment",

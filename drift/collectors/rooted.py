@@ -13,6 +13,7 @@ import os
 import stat
 
 MAX_SYMLINKS = 40  # as the kernel allows in one lookup
+NO_SUCH_FILE = "no such file"
 
 
 def read_in_root(root: str, path: str, limit: int) -> tuple[bytes | None, str]:
@@ -31,7 +32,7 @@ def read_in_root(root: str, path: str, limit: int) -> tuple[bytes | None, str]:
     try:
         fd = os.open(resolved, flags)
     except FileNotFoundError:
-        return None, "no such file"
+        return None, NO_SUCH_FILE
     except OSError as exc:
         return None, f"cannot open: {exc.strerror or exc}"
     with os.fdopen(fd, "rb") as f:

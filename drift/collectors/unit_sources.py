@@ -13,6 +13,8 @@ read by drift itself:
 - ``unit:envfile:NAME``: what the unit's `EnvironmentFile=` files set now,
   with the line (`drift.collectors.env_file`): systemd reads them at each
   start and never says they changed (`NeedDaemonReload` stays "no");
+- ``unit:envfile_ignored``: the lines of those files systemd drops (``export
+  NAME=1``, ``NAME-1=x``: not variable names), one ``FILE:LINE: TEXT`` a line;
 - ``unit:pass_environment:NAME``: what `PassEnvironment=` hands on from the
   manager's own environment (PID 1's, which only a reboot changes).
 
@@ -28,6 +30,7 @@ from typing import Any
 
 from drift.collectors.env_file import Assignment, EnvFiles, load_env_files
 from drift.collectors.process import Result
+from drift.collectors.rooted import NO_SUCH_FILE
 from drift.collectors.systemd import UnitState, show_manager, unit_facts
 from drift.collectors.unit_files import (
     UnitFile,
@@ -82,10 +85,10 @@ def _unit_files(subject: str, state: UnitState, files: list[UnitFile]) -> list[R
     blind = [
         f
         for f in files
-        if f.text is None and not (state.need_daemon_reload and f.error == "no such file")
+        if f.text is None and not (state.need_daemon_reload and f.error == NO_SUCH_FILE)
     ]
     for unit_file in readable:
-        where = {"unit": state.unit, "file": unit_file.path}
+        where = {"file": unit_file.path}
         out.append(Fact(subject, f"unit:file:{unit_file.path}", unit_file.text or "", where))
     for unit_file in blind:
         message = f"cannot read {unit_file.path}: {unit_file.error}"
@@ -120,6 +123,10 @@ def _envfiles(
         out.append(
             Fact(subject, f"unit:envfile:{name}", assignment.value, _where(state, assignment))
         )
+    if found.dropped:
+        # `export NAME=1` and the like: systemd drops the line, which is worth saying.
+        lines = "\n".join(f"{a.file}:{a.line}: {a.text}" for a in found.dropped)
+        out.append(Fact(subject, "unit:envfile_ignored", lines, {"unit": state.unit}))
     if found.problems:
         message = "; ".join(found.problems)
         out.append(CollectionError(subject, "unit:envfile:", f"{state.unit}: {message}"))
