@@ -7,6 +7,7 @@ text of each value, the files' order and the reasons a file gives nothing.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -91,7 +92,8 @@ def test_files_are_read_in_order_globs_sorted_later_ones_winning(tmp_path: Path)
         str(tmp_path),
     )
     assert found.problems == ()
-    assert found.read == ("/etc/serve/base.env", "/etc/serve/d/10.env", "/etc/serve/d/20.env")
+    assert list(found.read) == ["/etc/serve/base.env", "/etc/serve/d/10.env", "/etc/serve/d/20.env"]
+    assert found.read["/etc/serve/d/20.env"] == hashlib.sha256(b"A=twenty\n").hexdigest()
     assert {n: (a.value, a.file) for n, a in found.values.items()} == {
         "A": ("twenty", "/etc/serve/d/20.env"),
         "B": ("base", "/etc/serve/base.env"),

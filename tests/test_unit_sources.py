@@ -499,3 +499,30 @@ def test_a_drop_in_written_through_a_symlink_is_read_inside_the_container(
     assert incident.live()["VIA_LINK"] == "1"
     assert facts["unit:environment:VIA_LINK"]["value"] == "1"
     assert facts["unit:environment:VIA_LINK"]["where"].endswith("10-link.conf:2")
+
+
+def test_a_line_moved_in_an_environment_file_is_named_where_it_is_now(
+    incident: Incident,
+) -> None:
+    box = incident.box
+    envfile = f"/etc/serve/{incident.name}-moved.env"
+    box.write_file(envfile, "KNOB=1\n")
+    box.write_unit(f"{incident.unit}.d/env.conf", f"[Service]\nEnvironmentFile={envfile}\n")
+    box.daemon_reload()
+    box.restart(incident.unit)
+    incident.record()
+
+    box.write_file(envfile, "# tuned for the H200 nodes\nKNOB=1\n")  # the value stays
+    incident.record()
+
+    shown = run_drift(
+        ["show", f"service:{incident.name}", "--format", "json", *incident.cfg],
+        incident.tmp_path,
+    ).stdout
+    facts = {f["key"]: f for f in json.loads(shown)["data"]["subjects"][0]["facts"]}
+    assert facts["unit:envfile:KNOB"]["where"] == f"{envfile}:2"
+    data = incident.since("#1")
+    assert touching(data, "KNOB") == []  # no value changed
+    (edit,) = [s for s in data["suspects"] if envfile in root(s)["key"]]
+    assert edit["title"] == f"EnvironmentFile {envfile} changed"
+    assert edit["label"] == "no variable it gives changed"

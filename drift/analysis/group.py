@@ -433,6 +433,8 @@ class _Grouper:
                 status, label = "pending", NOT_RELOADED
             elif root.key == "unit:envfile_ignored":
                 status, label = "changed", "systemd skips such a line: no process gets it"
+            elif root.key.startswith("unit:envfile_sha256:"):
+                status, label = "changed", "no variable it gives changed"
             else:
                 status, label = self.restarted_status(service, root)
             rest += self.watched(root)
@@ -480,7 +482,7 @@ class _Grouper:
         return self.add(root, evidence, status, label, title, [service])
 
     def watched(self, change: Change) -> list[Change]:
-        """The changes of the file a unit fact names: its `unit:file:` text and its [[files]] entry.
+        """The changes of the file a unit fact names: its text or digest, its [[files]] entry.
 
         The file is the one of the fact's provenance; a [[files]] entry
         watching it from the host (through a container's /proc/PID/root) is
@@ -490,7 +492,10 @@ class _Grouper:
         file = latest.provenance.get("file") if latest is not None else None
         if not isinstance(file, str) or not file.startswith("/"):
             return []
-        found = [self.free(change.subject, f"unit:file:{file}")]
+        found = [
+            self.free(change.subject, f"unit:file:{file}"),
+            self.free(change.subject, f"unit:envfile_sha256:{file}"),
+        ]
         root = latest.provenance.get("root") if latest is not None else None
         subjects = {f"file:{file}"}
         if isinstance(root, str) and root not in ("", "/"):

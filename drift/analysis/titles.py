@@ -177,6 +177,8 @@ def unit_title(change: Change, *, not_loaded: bool = False) -> str:
         lines = (change.after.value or "").split("\n")
         more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
         title = f"EnvironmentFile line ignored by systemd, not a variable name: {lines[0]}{more}"
+    elif family == "envfile_sha256" and name:
+        title = f"EnvironmentFile {name} {'changed' if change.kind == 'modified' else change.kind}"
     elif change.key == "unit:need_daemon_reload":
         return f"unit {unit} changed on disk, not reloaded (NeedDaemonReload={latest.value})"
     elif family == "file" and name:

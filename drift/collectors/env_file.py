@@ -28,7 +28,7 @@ never read as its variables being removed.
 
 from __future__ import annotations
 
-import glob
+import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -261,13 +261,14 @@ class EnvFiles:
     """What a unit's EnvironmentFile= entries give at its next start.
 
     `values` holds the assignment that wins for each name (later files and
-    lines override earlier ones); `read` the files read, in systemd's order;
+    lines override earlier ones); `read` the SHA-256 of each file read, in
+    systemd's order (a file whose lines moved, or only its comments changed);
     `problems` what stops the unit from starting (a required file missing or
     not loading) or what drift could not read, each naming the file.
     """
 
     values: dict[str, Assignment] = field(default_factory=dict)
-    read: tuple[str, ...] = ()
+    read: dict[str, str] = field(default_factory=dict)
     problems: tuple[str, ...] = ()
     dropped: tuple[Assignment, ...] = ()
 
@@ -284,7 +285,7 @@ def load_env_files(
     container); paths in the result are systemd's, without it.
     """
     values: dict[str, Assignment] = {}
-    read: list[str] = []
+    read: dict[str, str] = {}
     problems: list[str] = []
     dropped: list[Assignment] = []
     for pattern, optional in entries:
@@ -310,17 +311,19 @@ def load_env_files(
                 if not optional:
                     problems.append(f"{parsed.failure}{_NO_START}")
                 continue
-            read.append(path)
+            read[path] = hashlib.sha256(data).hexdigest()
             dropped.extend(parsed.dropped)
             for assignment in parsed.assignments:
                 values[assignment.name] = assignment
-    return EnvFiles(values, tuple(read), tuple(problems), tuple(dropped))
+    return EnvFiles(values, read, tuple(problems), tuple(dropped))
 
 
 def _expand(pattern: str, root: str) -> list[str]:
     """The paths a pattern names under `root`, sorted as glob(3) sorts them; [] if none exist."""
-    if not glob.has_magic(pattern):
+    if not any(c in "*?[" for c in pattern):
         return [pattern] if os.path.lexists(_under(root, pattern)) else []
+    import glob  # only for a pattern: most EnvironmentFile= name one file
+
     prefix = root.rstrip("/")
     found = glob.glob(_under(root, pattern))
     return sorted(p[len(prefix) :] if prefix else p for p in found)

@@ -94,6 +94,13 @@ SERVICE = SubjectKind(
             "NAME",
         ),
         FactKey(
+            "unit:envfile_sha256:",
+            "the SHA-256 of one of its EnvironmentFile= files",
+            _UNIT,
+            "value",
+            "PATH",
+        ),
+        FactKey(
             "unit:envfile_ignored",
             "lines of its EnvironmentFile= files systemd ignores (not a variable name)",
             _UNIT,

@@ -13,6 +13,8 @@ read by drift itself:
 - ``unit:envfile:NAME``: what the unit's `EnvironmentFile=` files set now,
   with the line (`drift.collectors.env_file`): systemd reads them at each
   start and never says they changed (`NeedDaemonReload` stays "no");
+- ``unit:envfile_sha256:PATH``: each of those files' SHA-256 (an edit that
+  changes no value, a line moved);
 - ``unit:envfile_ignored``: the lines of those files systemd drops (``export
   NAME=1``, ``NAME-1=x``: not variable names), one ``FILE:LINE: TEXT`` a line;
 - ``unit:pass_environment:NAME``: what `PassEnvironment=` hands on from the
@@ -119,6 +121,9 @@ def _envfiles(
         if continues is not None:
             found = load_env_files(state.environment_files, root, comment_continues=continues)
     out: list[Result] = []
+    for path, digest in found.read.items():
+        # Its lines moved, or only its comments changed: the values alone would not say.
+        out.append(Fact(subject, f"unit:envfile_sha256:{path}", digest, {"file": path}))
     for name, assignment in found.values.items():
         out.append(
             Fact(subject, f"unit:envfile:{name}", assignment.value, _where(state, assignment))

@@ -191,6 +191,15 @@ def needs_known_subjects(
     )
 
 
+LINE_KEYS = ("unit:environment:", "unit:disk_environment:", "unit:envfile:")
+"""Keys outside scripts whose provenance names a line (a unit's variables): a line moved
+with the value unchanged is stored too, as a script's is."""
+
+
+def _has_line(ident: Ident) -> bool:
+    return ident[0].startswith("script:") or ident[1].startswith(LINE_KEYS)
+
+
 def needs_script_provenance(items: Sequence[Fact | FactBlock], config_changed: bool) -> bool:
     """Whether the delta needs the stored provenance of open script facts.
 
@@ -201,7 +210,7 @@ def needs_script_provenance(items: Sequence[Fact | FactBlock], config_changed: b
         return True
     for item in items:
         if isinstance(item, Fact):
-            if item.subject.startswith("script:"):
+            if item.subject.startswith("script:") or item.key.startswith(LINE_KEYS):
                 return True
         elif any(subject.startswith("script:") for subject in item.subjects):
             return True
@@ -372,7 +381,7 @@ def _compare(
             # A line added above an export moves it without changing its value;
             # the new line is stored, or drift would keep naming the old one.
             # A script's content has no line.
-            if ident[1] == "content" or not ident[0].startswith("script:"):
+            if ident[1] == "content" or not _has_line(ident):
                 continue
             if placed is None:
                 raise ValueError(
