@@ -30,6 +30,8 @@ pytestmark = pytest.mark.systemd
 
 systemd_container = systemd_container_fixture()
 
+TOKEN = "hf_" + "EnvironmentFileTokenNeverStored42"
+
 SERVE = """#!/bin/bash
 export SERVE_SCRIPT_KNOB=1
 exec /usr/bin/sleep infinity
@@ -177,7 +179,8 @@ def test_an_edited_environment_file_is_pending_then_live_with_its_line(
 ) -> None:
     box = incident.box
     envfile = f"/etc/serve/{incident.name}.env"
-    box.write_file(envfile, "# decode knobs\nTARGET_CTAS=256\nHF_HOME=/data/hf\n")
+    secrets = f"HF_TOKEN={TOKEN}\nexport API_KEY=short1\n"  # the second, systemd drops
+    box.write_file(envfile, f"# decode knobs\nTARGET_CTAS=256\nHF_HOME=/data/hf\n{secrets}")
     box.write_unit(
         f"{incident.unit}.d/env.conf",
         f"[Service]\nEnvironmentFile={envfile}\nEnvironmentFile=-/etc/serve/absent.env\n",
@@ -187,7 +190,7 @@ def test_an_edited_environment_file_is_pending_then_live_with_its_line(
     incident.record()  # the EnvironmentFile is not in [[files]]: drift reads it all the same
 
     incident.noise()
-    box.write_file(envfile, "# decode knobs\nTARGET_CTAS=512\nHF_HOME=/data/hf\n")
+    box.write_file(envfile, f"# decode knobs\nTARGET_CTAS=512\nHF_HOME=/data/hf\n{secrets}")
     incident.record()
 
     assert incident.live()["TARGET_CTAS"] == "256"  # systemd never re-reads it on its own
@@ -211,6 +214,9 @@ def test_an_edited_environment_file_is_pending_then_live_with_its_line(
         (c["subject"], c["key"]) for c in first["changes"]
     }
     assert touching(data, "TARGET_CTAS") == [1]
+    assert incident.live()["HF_TOKEN"] == TOKEN and "API_KEY" not in incident.live()
+    stored = b"".join(p.read_bytes() for p in incident.tmp_path.glob("drift.db*"))
+    assert TOKEN.encode() not in stored and b"short1" not in stored
 
 
 def test_a_missing_required_environment_file_is_a_blind_spot_saying_the_unit_will_not_start(

@@ -200,6 +200,19 @@ def _has_line(ident: Ident) -> bool:
     return ident[0].startswith("script:") or ident[1].startswith(LINE_KEYS)
 
 
+def _same_place(ident: Ident, stored: str | None, provenance: dict[str, Any]) -> bool:
+    """Whether a value with an unchanged value stays where it was stored.
+
+    A script fact's whole provenance is its place; a unit's variable is only
+    its file, line and text (its provenance also lists the unit's drop-ins,
+    which an unrelated drop-in changes).
+    """
+    if ident[0].startswith("script:"):
+        return stored == provenance_json(provenance)
+    old = json.loads(stored) if stored else {}
+    return all(old.get(k) == provenance.get(k) for k in ("file", "line", "text"))
+
+
 def needs_script_provenance(items: Sequence[Fact | FactBlock], config_changed: bool) -> bool:
     """Whether the delta needs the stored provenance of open script facts.
 
@@ -387,7 +400,7 @@ def _compare(
                 raise ValueError(
                     "PreviousState.script_provenance is needed (needs_script_provenance)"
                 )
-            if ident not in placed or placed[ident] == provenance_json(provenance):
+            if ident not in placed or _same_place(ident, placed[ident], provenance):
                 continue
             moved += 1  # a new line for the same value: stored, not a change
         closing.append(vid)
