@@ -99,6 +99,21 @@ class Incident:
         pid = self.box.run_systemctl("show", "-p", "MainPID", "--value", self.unit).stdout
         return self.box.environ(int(pid))
 
+    def with_envfile(self, suffix: str, text: str) -> str:
+        """Give the unit an EnvironmentFile (a drop-in names it), reloaded and restarted."""
+        envfile = f"/etc/serve/{self.name}{suffix}.env"
+        self.box.write_file(envfile, text)
+        self.box.write_unit(f"{self.unit}.d/env.conf", f"[Service]\nEnvironmentFile={envfile}\n")
+        self.box.daemon_reload()
+        self.box.restart(self.unit)
+        return envfile
+
+    def shown(self) -> dict[str, dict]:
+        """`drift show` of the service, fact by key."""
+        args = ["show", f"service:{self.name}", "--format", "json", *self.cfg]
+        data = json.loads(run_drift(args, self.tmp_path).stdout)["data"]
+        return {f["key"]: f for f in data["subjects"][0]["facts"]}
+
     def stop(self) -> None:
         for name in (self.unit, self.noise_unit):
             self.box.run_systemctl("stop", name, check=False)
@@ -117,6 +132,17 @@ def incident(systemd_container: SystemdContainer, tmp_path: Path) -> Iterator[In
 def root(suspect: dict) -> dict:
     (found,) = [c for c in suspect["changes"] if c["role"] == "root"]
     return found
+
+
+def rank_one(data: dict, key: str, where: str) -> dict:
+    """The first suspect, checked to be rooted at `key`, named at `where`."""
+    first = data["suspects"][0]
+    assert (root(first)["key"], root(first)["where"]) == (key, where)
+    return first
+
+
+def facts_of(suspect: dict) -> set[tuple[str, str]]:
+    return {(c["subject"], c["key"]) for c in suspect["changes"]}
 
 
 def touching(data: dict, text: str) -> list[int]:
@@ -153,15 +179,13 @@ def test_a_drop_in_s_environment_is_one_story_named_by_its_file_and_line(
 
     assert incident.live()["SGLANG_X"] == "512"
     data = incident.since("#1")
-    first = data["suspects"][0]
-    assert root(first)["key"] == "unit:environment:SGLANG_X"
-    assert root(first)["where"] == f"{dropin}:2"
+    first = rank_one(data, "unit:environment:SGLANG_X", f"{dropin}:2")
     assert first["title"] == f"Environment=SGLANG_X=512 added to {dropin}:2"
     assert first["status"] == "live"
     assert [r["service"] for r in first["restarts"]] == [incident.name]
     # The live value, the drop-in's text and the [[files]] entry are its evidence,
     # not suspects of their own.
-    keys = {(c["subject"], c["key"]) for c in first["changes"]}
+    keys = facts_of(first)
     assert (f"service:{incident.name}", "env:SGLANG_X") in keys
     assert (f"service:{incident.name}", f"unit:file:{dropin}") in keys
     assert (f"file:{box.root}{dropin}", "sha256") in keys
@@ -195,9 +219,7 @@ def test_an_edited_environment_file_is_pending_then_live_with_its_line(
 
     assert incident.live()["TARGET_CTAS"] == "256"  # systemd never re-reads it on its own
     data = incident.since("#1")
-    first = data["suspects"][0]
-    assert root(first)["key"] == "unit:envfile:TARGET_CTAS"
-    assert root(first)["where"] == f"{envfile}:2"
+    first = rank_one(data, "unit:envfile:TARGET_CTAS", f"{envfile}:2")
     assert first["title"] == f"TARGET_CTAS=512 at EnvironmentFile {envfile}:2 (was 256)"
     assert (first["status"], first["label"]) == ("pending", NOT_APPLIED)
 
@@ -206,13 +228,9 @@ def test_an_edited_environment_file_is_pending_then_live_with_its_line(
 
     assert incident.live()["TARGET_CTAS"] == "512"
     data = incident.since("#1")
-    first = data["suspects"][0]
-    assert root(first)["key"] == "unit:envfile:TARGET_CTAS"
-    assert root(first)["where"] == f"{envfile}:2"
+    first = rank_one(data, "unit:envfile:TARGET_CTAS", f"{envfile}:2")
     assert first["status"] == "live"
-    assert (f"service:{incident.name}", "env:TARGET_CTAS") in {
-        (c["subject"], c["key"]) for c in first["changes"]
-    }
+    assert (f"service:{incident.name}", "env:TARGET_CTAS") in facts_of(first)
     assert touching(data, "TARGET_CTAS") == [1]
     assert incident.live()["HF_TOKEN"] == TOKEN and "API_KEY" not in incident.live()
     stored = b"".join(p.read_bytes() for p in incident.tmp_path.glob("drift.db*"))
@@ -223,11 +241,7 @@ def test_a_missing_required_environment_file_is_a_blind_spot_saying_the_unit_wil
     incident: Incident,
 ) -> None:
     box = incident.box
-    envfile = f"/etc/serve/{incident.name}-required.env"
-    box.write_file(envfile, "KEPT=1\n")
-    box.write_unit(f"{incident.unit}.d/env.conf", f"[Service]\nEnvironmentFile={envfile}\n")
-    box.daemon_reload()
-    box.restart(incident.unit)
+    envfile = incident.with_envfile("-required", "KEPT=1\n")
     incident.record()
 
     (box.root / envfile.lstrip("/")).unlink()
@@ -316,9 +330,7 @@ def test_a_variable_set_in_the_manager_environment_is_named_as_its_source(
         assert root(first)["subject"] == "systemd:manager"
         assert first["title"] == "MGR_KNOB=1 set in the systemd manager environment"
         assert first["status"] == "live" and first["services"] == [incident.name]
-        assert (f"service:{incident.name}", "env:MGR_KNOB") in {
-            (c["subject"], c["key"]) for c in first["changes"]
-        }
+        assert (f"service:{incident.name}", "env:MGR_KNOB") in facts_of(first)
         assert [r["service"] for r in first["restarts"]] == [incident.name]
         # The router, started before, does not have it: one story all the same.
         assert touching(data, "MGR_KNOB") == [1]
@@ -495,13 +507,7 @@ def test_a_drop_in_written_through_a_symlink_is_read_inside_the_container(
     box.daemon_reload()
     box.restart(incident.unit)
     incident.record()
-    shown = json.loads(
-        run_drift(
-            ["show", f"service:{incident.name}", "--format", "json", *incident.cfg],
-            incident.tmp_path,
-        ).stdout
-    )["data"]["subjects"][0]["facts"]
-    facts = {f["key"]: f for f in shown}
+    facts = incident.shown()
     assert incident.live()["VIA_LINK"] == "1"
     assert facts["unit:environment:VIA_LINK"]["value"] == "1"
     assert facts["unit:environment:VIA_LINK"]["where"].endswith("10-link.conf:2")
@@ -510,23 +516,13 @@ def test_a_drop_in_written_through_a_symlink_is_read_inside_the_container(
 def test_a_line_moved_in_an_environment_file_is_named_where_it_is_now(
     incident: Incident,
 ) -> None:
-    box = incident.box
-    envfile = f"/etc/serve/{incident.name}-moved.env"
-    box.write_file(envfile, "KNOB=1\n")
-    box.write_unit(f"{incident.unit}.d/env.conf", f"[Service]\nEnvironmentFile={envfile}\n")
-    box.daemon_reload()
-    box.restart(incident.unit)
+    envfile = incident.with_envfile("-moved", "KNOB=1\n")
     incident.record()
 
-    box.write_file(envfile, "# tuned for the H200 nodes\nKNOB=1\n")  # the value stays
+    incident.box.write_file(envfile, "# tuned for the H200 nodes\nKNOB=1\n")  # the value stays
     incident.record()
 
-    shown = run_drift(
-        ["show", f"service:{incident.name}", "--format", "json", *incident.cfg],
-        incident.tmp_path,
-    ).stdout
-    facts = {f["key"]: f for f in json.loads(shown)["data"]["subjects"][0]["facts"]}
-    assert facts["unit:envfile:KNOB"]["where"] == f"{envfile}:2"
+    assert incident.shown()["unit:envfile:KNOB"]["where"] == f"{envfile}:2"
     data = incident.since("#1")
     assert touching(data, "KNOB") == []  # no value changed
     (edit,) = [s for s in data["suspects"] if envfile in root(s)["key"]]
