@@ -528,3 +528,17 @@ def test_a_line_moved_in_an_environment_file_is_named_where_it_is_now(
     (edit,) = [s for s in data["suspects"] if envfile in root(s)["key"]]
     assert edit["title"] == f"EnvironmentFile {envfile} changed"
     assert edit["label"] == "no variable it gives changed"
+
+
+def test_a_comment_ending_in_a_backslash_is_read_as_this_systemd_reads_it(
+    incident: Incident,
+) -> None:
+    """Before systemd 254 the line after it is part of the comment; drift asks the version."""
+    incident.with_envfile("-comment", "# old setting \\\nSWALLOWED=1\nAFTER=2\n")
+    incident.record()
+    version = incident.box.run_systemctl("show", "-p", "Version", "--value").stdout
+    live, facts = incident.live(), incident.shown()
+    assert ("SWALLOWED" in live) == (int(version.split(".")[0]) >= 254)
+    assert ("unit:envfile:SWALLOWED" in facts) == ("SWALLOWED" in live)
+    assert facts["unit:envfile:AFTER"]["value"] == live["AFTER"] == "2"
+    assert "unsure" not in facts["unit:envfile:AFTER"]["provenance"]

@@ -179,3 +179,17 @@ def test_a_line_systemd_ignores_in_an_environment_file_is_said_as_such() -> None
         f"EnvironmentFile line ignored by systemd, not a variable name: {ENVFILE}:3: export X=1"
     )
     assert story.status == "changed"
+
+
+def test_the_manager_is_in_scope_only_while_a_service_is_found_by_unit() -> None:
+    """A config that stops naming unit services stops asking the manager: not a removal."""
+    from drift.config import Config, ServiceSpec
+    from drift.scope import Scope
+
+    with_unit = Config(path=None, host="h", services=(ServiceSpec("d", unit="d.service"),))
+    without = Config(path=None, host="h", services=(ServiceSpec("d", pidfile="/run/d.pid"),))
+    assert Scope.of(with_unit).covers("systemd:manager")
+    assert not Scope.of(without).covers("systemd:manager")
+    assert not Scope.from_json(Scope.of(without).to_json()).covers("systemd:manager")
+    # A scope stored before drift asked the manager does not know: never guessed away.
+    assert Scope.from_json('{"services": {"d": null}}').covers("systemd:manager")
