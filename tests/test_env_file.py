@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from drift.collectors.env_file import load_env_files, parse_env_file, valid_name
-from drift.collectors.rooted import read_in_root, resolve_in_root
+from drift.collectors.unit_files import read_file
+from drift.rooted import HOST, RootedFiles
 
 FILE = "/etc/serve/decode.env"
 
@@ -89,7 +90,7 @@ def test_files_are_read_in_order_globs_sorted_later_ones_winning(tmp_path: Path)
     (tmp_path / "etc/serve/d/10.env").write_text("A=ten\nC=ten\n")
     found = load_env_files(
         (("/etc/serve/base.env", False), ("/etc/serve/d/*.env", False), ("/none.env", True)),
-        str(tmp_path),
+        RootedFiles(str(tmp_path), "test"),
     )
     assert found.problems == ()
     assert list(found.read) == ["/etc/serve/base.env", "/etc/serve/d/10.env", "/etc/serve/d/20.env"]
@@ -107,7 +108,7 @@ def test_a_required_file_missing_or_not_loading_is_a_problem_an_optional_one_is_
     (tmp_path / "bad.env").write_bytes(b"A=\xff\n")
     found = load_env_files(
         (("/missing.env", False), ("/bad.env", False), ("/gone.env", True), ("rel.env", False)),
-        str(tmp_path),
+        RootedFiles(str(tmp_path), "test"),
     )
     assert found.values == {}
     assert found.problems == (
@@ -116,7 +117,7 @@ def test_a_required_file_missing_or_not_loading_is_a_problem_an_optional_one_is_
         "systemd will not start the unit",
         "EnvironmentFile=rel.env is not an absolute path: systemd will not start the unit",
     )
-    optional_bad = load_env_files((("/bad.env", True),), str(tmp_path))
+    optional_bad = load_env_files((("/bad.env", True),), RootedFiles(str(tmp_path), "test"))
     assert optional_bad.problems == () and optional_bad.values == {}
 
 
@@ -129,14 +130,11 @@ def test_a_link_in_a_container_s_file_points_into_the_container(tmp_path: Path) 
     os.symlink("/opt/app/env", root / "etc/app.env")  # absolute: the container's /opt
     os.symlink("../opt/app", root / "etc/relative")
     os.symlink("/etc/loop", root / "etc/loop")
-    assert read_in_root(str(root) + "/", "/etc/app.env", 1024) == (b"FROM=container\n", "")
-    assert read_in_root(str(root), "/etc/relative/env", 1024)[0] == b"FROM=container\n"
-    assert resolve_in_root(str(root), "/etc/loop") is None
-    assert read_in_root(str(root), "/etc/loop", 1024) == (
-        None,
-        "too many levels of symbolic links",
-    )
-    found = load_env_files((("/etc/app.env", False),), str(root))
+    inside = RootedFiles(str(root), "test")
+    assert read_file(inside, "/etc/app.env", 1024) == (b"FROM=container\n", "")
+    assert read_file(inside, "/etc/relative/env", 1024)[0] == b"FROM=container\n"
+    assert read_file(inside, "/etc/loop", 1024) == (None, "too many levels of symbolic links")
+    found = load_env_files((("/etc/app.env", False),), inside)
     assert found.values["FROM"].value == "container"
     assert found.values["FROM"].file == "/etc/app.env"  # named as systemd names it
 
@@ -144,10 +142,10 @@ def test_a_link_in_a_container_s_file_points_into_the_container(tmp_path: Path) 
 def test_only_a_regular_file_is_read(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "fifo.env")  # would block a reader forever
     (tmp_path / "big.env").write_bytes(b"A=" + b"x" * 2048 + b"\n")
-    assert read_in_root(str(tmp_path), "/fifo.env", 1024) == (None, "not a regular file")
-    data, why = read_in_root(str(tmp_path), "/big.env", 1024)
+    assert read_file(HOST, f"{tmp_path}/fifo.env", 1024) == (None, "not a regular file")
+    data, why = read_file(HOST, f"{tmp_path}/big.env", 1024)
     assert data is None and why == "larger than 1,024 bytes, not read"
-    assert read_in_root(str(tmp_path), "/nothing.env", 1024) == (None, "no such file")
+    assert read_file(HOST, f"{tmp_path}/nothing.env", 1024) == (None, "no such file")
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ import pytest
 from conftest import run_drift
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from systemd_container import SCRIPT as CONTAINER_SCRIPT
 from systemd_container import SystemdContainer, systemd_container_fixture
 
 from drift.analysis.titles import NOT_APPLIED
@@ -58,21 +59,31 @@ class Incident:
         box.daemon_reload()
         box.start(self.unit)
         box.start(self.noise_unit)
-        self.watched: list[str] = [f"{box.root}{self.noise_file}"]
+        self.watched: list[str] = [self.noise_file]
+        self.as_container = False
 
     def watch(self, path: str) -> None:
-        """Also list a file of the box in [[files]], as seen from the host."""
-        self.watched.append(f"{self.box.root}{path}")
+        """Also list a file (or glob) of the box in [[files]]."""
+        self.watched.append(path)
 
     @property
     def cfg(self) -> list[str]:
+        """The config: the box seen from the host through `proc_root`, or as a [container]."""
         config = self.tmp_path / "drift.toml"
-        paths = ", ".join(json.dumps(p) for p in self.watched)
+        inside = "" if self.as_container else str(self.box.root)
+        paths = ", ".join(json.dumps(inside + p) for p in self.watched)
+        if self.as_container:
+            leader = [str(CONTAINER_SCRIPT), "leader", str(self.box.directory), self.box.name]
+            reach = f'[container]\nname = "sglang"\nleader_command = {json.dumps(leader)}\n'
+        else:
+            reach = (
+                f"systemctl = {json.dumps(self.box.systemctl)}\n"
+                f'proc_root = "{self.box.proc_root}"\n'
+            )
         config.write_text(
-            f'host = "ctr"\nsystemctl = {json.dumps(self.box.systemctl)}\n'
-            f'proc_root = "{self.box.proc_root}"\n'
+            f'host = "ctr"\n{reach}'
             f'[[services]]\nname = "{self.name}"\nunit = "{self.unit}"\n'
-            f'script = "{self.box.root}{self.script}"\n'
+            f'script = "{inside}{self.script}"\n'
             f'[[services]]\nname = "router"\nunit = "{self.noise_unit}"\n'
             f'[[files]]\nname = "watched"\npaths = [{paths}]\n'
         )
@@ -160,10 +171,13 @@ def touching(data: dict, text: str) -> list[int]:
 # ------------------------------------------------------------------ a drop-in
 
 
+@pytest.mark.parametrize("as_container", [False, True], ids=["proc_root", "container"])
 def test_a_drop_in_s_environment_is_one_story_named_by_its_file_and_line(
-    incident: Incident,
+    incident: Incident, as_container: bool
 ) -> None:
     box = incident.box
+    incident.as_container = as_container
+    seen_as = "" if as_container else str(box.root)  # a [container]'s own paths
     dropin = f"/etc/systemd/system/{incident.unit}.d/override.conf"
     box.write_unit(f"{incident.unit}.d/00-base.conf", "[Service]\nRestart=no\n")
     box.daemon_reload()
@@ -179,7 +193,8 @@ def test_a_drop_in_s_environment_is_one_story_named_by_its_file_and_line(
 
     assert incident.live()["SGLANG_X"] == "512"
     data = incident.since("#1")
-    first = rank_one(data, "unit:environment:SGLANG_X", f"{dropin}:2")
+    inside = " in container sglang" if as_container else ""
+    first = rank_one(data, "unit:environment:SGLANG_X", f"{dropin}:2{inside}")
     assert first["title"] == f"Environment=SGLANG_X=512 added to {dropin}:2"
     assert first["status"] == "live"
     assert [r["service"] for r in first["restarts"]] == [incident.name]
@@ -188,7 +203,7 @@ def test_a_drop_in_s_environment_is_one_story_named_by_its_file_and_line(
     keys = facts_of(first)
     assert (f"service:{incident.name}", "env:SGLANG_X") in keys
     assert (f"service:{incident.name}", f"unit:file:{dropin}") in keys
-    assert (f"file:{box.root}{dropin}", "sha256") in keys
+    assert (f"file:{seen_as}{dropin}", "sha256") in keys
     assert touching(data, "override.conf") == [1]
     assert touching(data, "SGLANG_X") == [1]
     # The noise is there, ranked below.

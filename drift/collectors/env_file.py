@@ -34,7 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from drift.collectors.rooted import NO_SUCH_FILE, read_in_root
+from drift.collectors.unit_files import NO_SUCH_FILE, read_file
+from drift.rooted import Files
 
 MAX_ENV_FILE = 1 << 20
 # systemd reads files of up to 4 MiB; an environment file past 1 MiB is not
@@ -275,14 +276,14 @@ class EnvFiles:
 
 def load_env_files(
     entries: tuple[tuple[str, bool], ...],
-    root: str,
+    files: Files,
     *,
     comment_continues: bool | None = False,
 ) -> EnvFiles:
-    """Read each (path or glob, optional) entry as systemd does at a start, under `root`.
+    """Read each (path or glob, optional) entry as systemd does at a start.
 
-    `root` is where the unit's / is (``/``, or ``/proc/PID/root/`` for a
-    container); paths in the result are systemd's, without it.
+    `files` is where the unit's / is (the host's, or a container's root:
+    `drift.rooted`); paths are systemd's, as it names them.
     """
     values: dict[str, Assignment] = {}
     read: dict[str, str] = {}
@@ -293,13 +294,13 @@ def load_env_files(
             if not optional:
                 problems.append(f"EnvironmentFile={pattern} is not an absolute path{_NO_START}")
             continue
-        paths = _expand(pattern, root)
+        paths = _expand(pattern, files)
         if not paths:
             if not optional:
                 problems.append(f"EnvironmentFile={pattern} does not exist{_NO_START}")
             continue
         for path in paths:
-            data, error = read_in_root(root, path, MAX_ENV_FILE)
+            data, error = read_file(files, path, MAX_ENV_FILE)
             if data is None:
                 # systemd skips an optional file it cannot read; one drift cannot read
                 # may still be readable to systemd, so only its absence is certain.
@@ -318,16 +319,22 @@ def load_env_files(
     return EnvFiles(values, read, tuple(problems), tuple(dropped))
 
 
-def _expand(pattern: str, root: str) -> list[str]:
-    """The paths a pattern names under `root`, sorted as glob(3) sorts them; [] if none exist."""
+def _expand(pattern: str, files: Files) -> list[str]:
+    """The paths a pattern names, sorted as glob(3) sorts them; [] if none exist.
+
+    Like glob(3), a pattern without wildcards names its path if there is
+    anything there, even a dangling symlink (whose reading then fails).
+    """
     if not any(c in "*?[" for c in pattern):
-        return [pattern] if os.path.lexists(_under(root, pattern)) else []
+        return [pattern] if files.islink(pattern) or files.exists(pattern) else []
     import glob  # only for a pattern: most EnvironmentFile= name one file
 
-    prefix = root.rstrip("/")
-    found = glob.glob(_under(root, pattern))
-    return sorted(p[len(prefix) :] if prefix else p for p in found)
-
-
-def _under(root: str, path: str) -> str:
-    return os.path.join(root, path.lstrip("/"))
+    names = pattern.split("/")
+    fixed = next(i for i, name in enumerate(names) if any(c in "*?[" for c in name))
+    folder = "/".join(names[:fixed]) or "/"
+    try:
+        where = files.host_path(folder)
+    except (OSError, ValueError):
+        return []
+    found = glob.glob("/".join(names[fixed:]), root_dir=where)
+    return sorted(os.path.join(folder, name) for name in found)

@@ -27,16 +27,21 @@ from drift.facts import CollectContext, CollectionError, Fact
 SUBJECT = "systemd:manager"
 
 
-def collect_manager(systemctl: tuple[str, ...], ctx: CollectContext) -> Iterator[Result]:
-    """``systemd:manager environment:NAME`` for each variable, or a blind spot on all of them."""
-    command = shlex.join([*systemctl, "show", "-p", "Environment"])
+def collect_manager(ctx: CollectContext) -> Iterator[Result]:
+    """``systemd:manager environment:NAME`` for each variable, or a blind spot on all of them.
+
+    The manager is the one `ctx.systemctl` reaches: the host's, or a container's.
+    """
+    command = shlex.join([*ctx.systemctl, "show", "-p", "Environment"])
     try:
-        props = show_manager(("Environment",), systemctl)
+        props = show_manager(("Environment",), ctx.systemctl)
         words = split_quoted(" ".join(props.get("Environment", [])))
     except DriftError as exc:
         yield CollectionError(SUBJECT, None, f"cannot read the manager's environment: {exc}")
         return
-    where = {"run": command}
+    where: dict[str, str] = {"run": command}
+    if ctx.files.container is not None:
+        where["container"] = ctx.files.container
     for word in words:
         name, sep, value = word.partition("=")
         if sep and name:

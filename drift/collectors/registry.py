@@ -264,23 +264,23 @@ class ScriptsCollector(Collector[ServiceSpec]):
         return collect_script(entry.name, entry.script, ctx)
 
 
-class ManagerCollector(Collector[tuple[str, ...]]):
+class ManagerCollector(Collector[str]):
     """The systemd manager's environment, once a record (`drift.collectors.manager`)."""
 
     name = "manager"
-    section = "systemd"  # not a section of drift.toml: one entry, the `systemctl` to ask
+    section = "systemd"  # not a section of drift.toml: one entry while a service is found by unit
     subjects = (SYSTEMD,)
 
-    def entries(self, config: Config) -> tuple[tuple[str, ...], ...]:
-        return (config.systemctl,) if any(s.unit for s in config.services) else ()
+    def entries(self, config: Config) -> tuple[str, ...]:
+        return ("manager",) if any(s.unit for s in config.services) else ()
 
-    def scope(self, entry: tuple[str, ...]) -> str:
+    def scope(self, entry: str) -> str:
         return "systemd:manager"
 
-    def collect(self, entry: tuple[str, ...], ctx: CollectContext) -> Iterable[Item]:
+    def collect(self, entry: str, ctx: CollectContext) -> Iterable[Item]:
         from drift.collectors.manager import collect_manager
 
-        return collect_manager(entry, ctx)
+        return collect_manager(ctx)
 
 
 class FilesCollector(Collector[FileSpec]):

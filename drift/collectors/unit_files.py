@@ -18,11 +18,14 @@ order and names the line that set each variable last. Two uses:
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from dataclasses import dataclass
 
-from drift.collectors.rooted import read_in_root
 from drift.collectors.systemd import SystemdError, split_quoted
+from drift.facts import CollectContext
+from drift.rooted import HOST, Files, RootedFiles
 
 MAX_UNIT_FILE = 1 << 20  # a unit file or drop-in larger than this is not read
 
@@ -75,11 +78,65 @@ def files_root(proc_root: str) -> str | None:
     return trimmed[: -len("proc")] or "/"
 
 
-def read_unit_files(paths: list[str], root: str) -> list[UnitFile]:
+def unit_files_view(ctx: CollectContext) -> tuple[Files, str | None] | None:
+    """Where to read the files systemd names, and the host folder they sit in, if not /.
+
+    With [container], the config's own view of the container (`ctx.files`),
+    whose paths are the container's, as systemd's are. With only `proc_root`
+    pointing into a container, its root, read the same way (symlinks resolved
+    inside it); the folder is then named, since a [[files]] entry watches the
+    same files by their host paths. None when proc_root says nothing of where
+    the files are.
+    """
+    if ctx.files.root:
+        return ctx.files, None
+    root = files_root(ctx.proc_root)
+    if root is None:
+        return None
+    if root == "/":
+        return HOST, None
+    return RootedFiles(root, container=f"the root of {ctx.proc_root}"), root
+
+
+NO_SUCH_FILE = "no such file"
+
+
+def read_file(files: Files, path: str, limit: int) -> tuple[bytes | None, str]:
+    """The bytes of regular file `path`, its symlinks followed as systemd follows them; or why not.
+
+    In a container its links are followed inside it (`drift.rooted`). Nothing
+    but a regular file is read: a FIFO would block.
+    """
+    try:
+        fd = files.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None, NO_SUCH_FILE
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return None, "too many levels of symbolic links"
+        return None, f"cannot open: {exc.strerror or exc}"
+    except ValueError:  # a NUL in the path
+        return None, "cannot open: not a path"
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None, "not a regular file"
+        if info.st_size > limit:
+            return None, f"larger than {limit:,} bytes, not read"
+        try:
+            data = f.read(limit + 1)
+        except OSError as exc:
+            return None, f"cannot read: {exc.strerror or exc}"
+    if len(data) > limit:
+        return None, f"larger than {limit:,} bytes, not read"
+    return data, ""
+
+
+def read_unit_files(paths: list[str], files: Files) -> list[UnitFile]:
     """Each file of `paths` (the unit file, then its drop-ins) as it is on disk now."""
     out = []
     for path in paths:
-        data, error = read_in_root(root, path, MAX_UNIT_FILE)
+        data, error = read_file(files, path, MAX_UNIT_FILE)
         if data is None:
             out.append(UnitFile(path, None, error))
         else:
@@ -115,15 +172,15 @@ def disk_environment(files: list[UnitFile]) -> dict[str, tuple[str, Origin]] | N
 
 
 def environment_origins(
-    paths: list[str], environment: dict[str, str], root: str | None
+    paths: list[str], environment: dict[str, str], files: Files | None
 ) -> dict[str, Origin]:
     """For each variable of `environment` (systemd's merged value), the line that set it.
 
     `paths` are the unit file then its drop-ins, in systemd's order.
     """
-    if root is None:
+    if files is None:
         return {}
-    return loaded_origins(disk_environment(read_unit_files(paths, root)), environment)
+    return loaded_origins(disk_environment(read_unit_files(paths, files)), environment)
 
 
 def loaded_origins(
@@ -137,7 +194,7 @@ def loaded_origins(
     }
 
 
-def drop_ins_on_disk(unit: str, loaded: tuple[str, ...], root: str) -> list[str]:
+def drop_ins_on_disk(unit: str, loaded: tuple[str, ...], files: Files) -> list[str]:
     """The drop-ins a daemon-reload would load now: those loaded that remain, and new ones.
 
     Looked for in the folders of the loaded drop-ins and in ``UNIT.d`` (and
@@ -154,18 +211,18 @@ def drop_ins_on_disk(unit: str, loaded: tuple[str, ...], root: str) -> list[str]
     candidates += [f for f in loaded_folders if f not in candidates]
     # A folder is named as systemd named it when it loaded a drop-in from it:
     # /lib and /usr/lib are one folder on a merged /usr.
-    named = {_identity(root, f): f for f in reversed(loaded_folders)}
+    named = {_identity(files, f): f for f in reversed(loaded_folders)}
     seen: set[tuple[int, int]] = set()
     found: dict[str, str] = {}
     for candidate in candidates:
-        identity = _identity(root, candidate)
+        identity = _identity(files, candidate)
         if identity is None or identity in seen:
             continue
         seen.add(identity)
         folder = named.get(identity, candidate)
         try:
-            entries = os.listdir(os.path.join(root, folder.lstrip("/")))
-        except OSError:
+            entries = os.listdir(files.host_path(folder))
+        except (OSError, ValueError):
             continue
         for entry in entries:
             if entry.endswith(".conf") and entry not in found:
@@ -173,11 +230,11 @@ def drop_ins_on_disk(unit: str, loaded: tuple[str, ...], root: str) -> list[str]
     return [found[name] for name in sorted(found)]
 
 
-def _identity(root: str, folder: str) -> tuple[int, int] | None:
-    """(device, inode) of a folder under `root`, None if it is not there."""
+def _identity(files: Files, folder: str) -> tuple[int, int] | None:
+    """(device, inode) of a folder, None if it is not there."""
     try:
-        info = os.stat(os.path.join(root, folder.lstrip("/")))
-    except OSError:
+        info = files.stat(folder)
+    except (OSError, ValueError):
         return None
     return info.st_dev, info.st_ino
 

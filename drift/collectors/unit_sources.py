@@ -32,18 +32,19 @@ from typing import Any
 
 from drift.collectors.env_file import Assignment, EnvFiles, load_env_files
 from drift.collectors.process import Result
-from drift.collectors.rooted import NO_SUCH_FILE
 from drift.collectors.systemd import UnitState, show_manager, unit_facts
 from drift.collectors.unit_files import (
+    NO_SUCH_FILE,
     UnitFile,
     disk_environment,
     drop_ins_on_disk,
-    files_root,
     loaded_origins,
     read_unit_files,
+    unit_files_view,
 )
 from drift.errors import DriftError
 from drift.facts import CollectContext, CollectionError, Fact
+from drift.rooted import Files
 
 # The systemd version from which a comment ending in a backslash no longer
 # swallows the next line of an EnvironmentFile.
@@ -52,21 +53,22 @@ COMMENT_ENDS_AT_NEWLINE = 254
 
 def unit_source_facts(subject: str, state: UnitState, ctx: CollectContext) -> list[Result]:
     """The `unit:*` facts of a service's unit, its files' and its EnvironmentFiles' included."""
-    root = files_root(ctx.proc_root)
-    if root is None or state.load_state in ("not-found", "masked"):
+    view = unit_files_view(ctx)
+    if view is None or state.load_state in ("not-found", "masked"):
         return [*unit_facts(subject, state), *_pass_environment(subject, state, ctx.proc_root)]
+    files, root = view
     loaded = [p for p in (state.fragment_path, *state.drop_in_paths) if p]
     on_disk = loaded
     if state.need_daemon_reload:
         fragment = [state.fragment_path] if state.fragment_path else []
-        on_disk = fragment + drop_ins_on_disk(state.unit, state.drop_in_paths, root)
-    read = {f.path: f for f in read_unit_files(list(dict.fromkeys(loaded + on_disk)), root)}
+        on_disk = fragment + drop_ins_on_disk(state.unit, state.drop_in_paths, files)
+    read = {f.path: f for f in read_unit_files(list(dict.fromkeys(loaded + on_disk)), files)}
     origins = loaded_origins(disk_environment([read[p] for p in loaded]), state.environment)
     out: list[Result] = list(unit_facts(subject, state, origins))
     out += _unit_files(subject, state, [read[p] for p in on_disk])
-    out += _envfiles(subject, state, root, ctx.systemctl)
+    out += _envfiles(subject, state, files, ctx.systemctl)
     out += _pass_environment(subject, state, ctx.proc_root)
-    if root == "/":
+    if root is None:
         return out
     # Where the files are, seen from drift: a [[files]] entry watching one
     # through a container's /proc/PID/root is the same file.
@@ -109,17 +111,17 @@ def _unit_files(subject: str, state: UnitState, files: list[UnitFile]) -> list[R
 
 
 def _envfiles(
-    subject: str, state: UnitState, root: str, systemctl: tuple[str, ...]
+    subject: str, state: UnitState, files: Files, systemctl: tuple[str, ...]
 ) -> list[Result]:
     """What the unit's EnvironmentFile= files set now, as systemd will read them at its start."""
     if not state.environment_files:
         return []
-    found = load_env_files(state.environment_files, root, comment_continues=None)
+    found = load_env_files(state.environment_files, files, comment_continues=None)
     if _unsure(found):
         # Only a comment ending in a backslash makes the version matter: ask it then.
         continues = _comment_continues(systemctl)
         if continues is not None:
-            found = load_env_files(state.environment_files, root, comment_continues=continues)
+            found = load_env_files(state.environment_files, files, comment_continues=continues)
     out: list[Result] = []
     for path, digest in found.read.items():
         # Its lines moved, or only its comments changed: the values alone would not say.
