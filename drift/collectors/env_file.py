@@ -31,8 +31,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from drift.collectors.unit_files import NO_SUCH_FILE, read_file
 from drift.rooted import Files
@@ -52,8 +51,7 @@ Step = Callable[[str], Any]
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 
-@dataclass(frozen=True)
-class Assignment:
+class Assignment(NamedTuple):
     """One ``NAME=value`` systemd reads from a file: where it starts, and the text of that line."""
 
     name: str
@@ -64,8 +62,7 @@ class Assignment:
     unsure: str | None = None  # why systemd may read it otherwise (a version difference)
 
 
-@dataclass(frozen=True)
-class Parsed:
+class Parsed(NamedTuple):
     """What one file gives: its valid assignments in order, what systemd drops, or why it fails."""
 
     assignments: tuple[Assignment, ...]
@@ -257,8 +254,7 @@ class _Parser:
         return self.comment
 
 
-@dataclass(frozen=True)
-class EnvFiles:
+class EnvFiles(NamedTuple):
     """What a unit's EnvironmentFile= entries give at its next start.
 
     `values` holds the assignment that wins for each name (later files and
@@ -268,10 +264,10 @@ class EnvFiles:
     not loading) or what drift could not read, each naming the file.
     """
 
-    values: dict[str, Assignment] = field(default_factory=dict)
-    read: dict[str, str] = field(default_factory=dict)
-    problems: tuple[str, ...] = ()
-    dropped: tuple[Assignment, ...] = ()
+    values: dict[str, Assignment]
+    read: dict[str, str]
+    problems: tuple[str, ...]
+    dropped: tuple[Assignment, ...]
 
 
 def load_env_files(

@@ -21,7 +21,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from drift.collectors.systemd import SystemdError, split_quoted
 from drift.facts import CollectContext
@@ -48,8 +48,7 @@ UNIT_PATHS = (
 )
 
 
-@dataclass(frozen=True)
-class Origin:
+class Origin(NamedTuple):
     """The line of a unit file that set a variable."""
 
     file: str  # the path as systemd names it (inside the container, if any)
@@ -57,8 +56,7 @@ class Origin:
     text: str
 
 
-@dataclass(frozen=True)
-class UnitFile:
+class UnitFile(NamedTuple):
     """One unit file or drop-in as read now: its text, or why it could not be read."""
 
     path: str  # as systemd names it
