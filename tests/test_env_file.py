@@ -12,8 +12,16 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from drift.collectors.env_file import load_env_files, parse_env_file, valid_name
+from drift.collectors.env_file import (
+    _machine,
+    _plain_lines,
+    load_env_files,
+    parse_env_file,
+    valid_name,
+)
 from drift.collectors.unit_files import read_file
 from drift.rooted import HOST, RootedFiles
 
@@ -162,3 +170,10 @@ def test_only_a_regular_file_is_read(tmp_path: Path) -> None:
 )
 def test_systemd_s_syntax_in_small(text: str, expected: dict[str, tuple[str, int]]) -> None:
     assert values(text) == expected
+
+
+@given(st.text(alphabet="AB_1 \t\n=#;$xé", max_size=60))
+def test_the_line_by_line_reading_is_systemd_s_machine_where_it_applies(text: str) -> None:
+    """Without quotes, backslashes or carriage returns the fast reading gives what the machine
+    (checked against systemd itself in tests/test_unit_sources.py) gives."""
+    assert _plain_lines(text, FILE) == _machine(text, FILE, comment_continues=False)
