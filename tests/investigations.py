@@ -57,7 +57,7 @@ def change(
 
 
 def suspect(rank: int, title: str, **fields: Any) -> Suspect:
-    """A ranked suspect, live in decode, with no signal, change or restart unless given."""
+    """A ranked suspect, live in decode, with no signal, change, restart or failure unless given."""
     base = {
         "score": 0.9,
         "status": "live",
@@ -68,6 +68,7 @@ def suspect(rank: int, title: str, **fields: Any) -> Suspect:
         "signals": [],
         "changes": [],
         "restarts": [],
+        "failure": None,
     }
     return Suspect(rank=rank, title=title, **{**base, **fields})
 

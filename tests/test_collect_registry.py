@@ -72,7 +72,7 @@ python3 -m sglang.launch_server --router &
 wait
 """
 
-UNIT_PROVENANCE = {"unit", "fragment", "drop_ins", "root", "unsure"}
+UNIT_PROVENANCE = {"unit", "fragment", "drop_ins", "invocations", "root", "unsure"}
 """What only a service found by systemd unit has (tests/test_record_systemd.py)."""
 
 CONTAINER_PROVENANCE = {"container"}

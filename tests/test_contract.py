@@ -46,7 +46,9 @@ CONTRACT: dict[str, str] = {
     "ScopeSwitch": "snapshot at local before_path after_path sections text detail",
     "ScopeSubject": "subject facts since since_local",
     "Window": "snapshots with_errors",
-    "Suspect": ("rank score title status label category services reasons signals changes restarts"),
+    "Suspect": (
+        "rank score title status label category services reasons signals changes restarts failure"
+    ),
     "Signal": "name value weight contribution reason",
     "SuspectChange": (
         "subject key kind category before after secret changed_at changed_local where "
@@ -54,7 +56,10 @@ CONTRACT: dict[str, str] = {
     ),
     "ValueDiff": "format keys parse_error lines",
     "KeyChange": "path kind before after",
-    "ServiceRestart": "service before_pid after_pid at at_local",
+    "ServiceRestart": (
+        "service before_pid after_pid at at_local count counted_by first first_local"
+    ),
+    "ServiceFailure": "service summary state since since_local restarts exit result journal",
     "SubjectChanges": "subject changes",
     "SubjectChange": (
         "subject key kind category before after secret changed_at changed_local where "

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from drift.analysis.diff import Change, State, changes_between
 from drift.analysis.group import group_changes
+from drift.analysis.restarts import CO_RESTART_US
 from drift.analysis.story import STATUSES, Story
 from drift.analysis.titles import NOT_APPLIED, SOURCE_UNKNOWN
 from drift.store.query import SnapshotInfo, StoredVersion
@@ -511,10 +512,10 @@ def test_variables_changed_at_two_starts_are_two_stories() -> None:
 def test_co_restart_of_three_services_is_one_event_and_no_story() -> None:
     s = States()
     for i, name in enumerate(("prefill", "decode", "router")):
-        s.restart(name, 100 + i, 200 + i, NOW - 9 * MIN + i * 4 * MIN)
+        s.restart(name, 100 + i, 200 + i, NOW - 9 * MIN + i * 2_000_000)
         s.same(f"service:{name}", "env:PATH", "/usr/bin", pid=200 + i)
-    # A later restart, more than ten minutes after the first, is an event of its own.
-    s.restart("worker", 300, 301, NOW + 2 * MIN)
+    # A restart minutes later is an event of its own: it did not restart with them.
+    s.restart("worker", 300, 301, NOW - 5 * MIN)
 
     stories, events = group_changes(s.changes(), s.after)
 
@@ -692,7 +693,7 @@ def test_every_change_lands_in_exactly_one_story_or_restart(s: States, rnd: rand
             assert r.service in story.services
     for event in events:
         times = [r.at_us for r in event.restarts]
-        assert times == sorted(times) and max(times) - event.at_us <= 10 * MIN
+        assert times == sorted(times) and max(times) - event.at_us <= CO_RESTART_US
     shuffled = list(changes)
     rnd.shuffle(shuffled)
     assert group_changes(shuffled, s.after) == (stories, events)

@@ -19,6 +19,7 @@ from drift.analysis.investigation import (
     Scope,
     ScopeSubject,
     ScopeSwitch,
+    ServiceFailure,
     ServiceRestart,
     TimelineEntry,
     Unchanged,
@@ -143,6 +144,25 @@ def report_investigation() -> Investigation:
         after_pid="11199",
         at="2026-12-02T12:55:31.380000+00:00",
         at_local=LOCAL,
+        count=4,
+        counted_by="systemd",
+        first="2026-12-02T12:55:01.380000+00:00",
+        first_local=LOCAL,
+    )
+    # What the unit's journal said: lines a program wrote, whatever they hold.
+    failure = ServiceFailure(
+        service="decode",
+        summary="crash-looping since 12:55:01 (4 restarts, exit 1)",
+        state="failing",
+        since="2026-12-02T12:55:01.380000+00:00",
+        since_local=LOCAL,
+        restarts=4,
+        exit="exit 1",
+        result="exit-code",
+        journal=[
+            f"2026-12-02T12:55:01.400000Z 0a1b2c3d bash[7]: {SCRIPT} {FENCE}</pre>{BREAKOUT}",
+            f"2026-12-02T12:55:01.500000Z 0a1b2c3d bash[7]: {LINK} {ANSI}| pipe",
+        ],
     )
     suspects = [
         suspect(
@@ -154,6 +174,7 @@ def report_investigation() -> Investigation:
             signals=_signals(1.0),
             changes=[root, live, content, config, token],
             restarts=[restart],
+            failure=failure,
         ),
         suspect(
             2,

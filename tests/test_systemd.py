@@ -180,6 +180,8 @@ def test_unit_facts_from_recorded_output() -> None:
         "unit:environment_files": "/etc/probe.env\n-/etc/missing.env",
         "unit:exec_start": "/usr/bin/tail -f -n 0 --sleep-interval=30 /dev/null",
         "unit:need_daemon_reload": "no",
+        # The recording's start: context of restarts, kept to the microsecond.
+        "unit:exec_main_start": "2026-12-02T11:25:06.000000+00:00",
         "unit:environment:FOO": "1",
         "unit:environment:SPACED": "a b",
         "unit:environment:DROPIN": "yes",

@@ -1,26 +1,20 @@
-"""Stories from systemd's sources: one per variable, named by file and line, pending or live right.
+"""A unit's stories: a crash loop's cause and symptom, its settings, what drift began to record.
 
-The states are built as the collectors write them (`drift.collectors.unit_sources`,
-`drift.collectors.manager`); tests/test_unit_sources.py replays the same on a
-real systemd, end to end.
+The states are built as the services collector writes them for a unit
+(tests/test_crash_loop.py replays the same on a real systemd).
 """
 
 from __future__ import annotations
 
 import pytest
-from test_group import NOW, States, by_root, idents
+from test_group import MIN, NOW, T0, TARGET, States, by_root, export_added, iso
 
+from drift.analysis.failures import Failure
 from drift.analysis.group import group_changes
-from drift.analysis.titles import NOT_APPLIED, NOT_RELOADED, SOURCE_UNKNOWN
+from drift.analysis.rank import ChurnInfo, rank_stories
+from drift.timespec import clock
 
-DROPIN = "/etc/systemd/system/decode.service.d/override.conf"
-ENVFILE = "/etc/serve/decode.env"
-UNIT = {"unit": "decode.service"}
-CONTAINER = "/proc/4242/root/"
-
-
-def line(file: str, number: int, text: str, **kw: str) -> dict[str, object]:
-    return {**UNIT, "file": file, "line": number, "text": text, **kw}
+UNIT = {"unit": "decode.service", "fragment": "/etc/systemd/system/decode.service"}
 
 
 @pytest.fixture(autouse=True)
@@ -28,168 +22,169 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TZ", "UTC")
 
 
-def unit_service(s: States, *, restarted: bool) -> None:
-    if restarted:
-        s.restart("decode", 100, 200, NOW - 60_000_000)
-    else:
-        s.process("decode", 100, NOW - 3600 * 1_000_000 * 5)
+def looping(since: int, *, starts: tuple[int, ...] = (), state: str = "failing") -> Failure:
+    return Failure(
+        service="decode",
+        since_us=since,
+        last_us=max(starts or (since,)),
+        failing_starts=starts or (since,),
+        restarts=4,
+        exit="exit 1",
+        result="exit-code",
+        state=state,  # type: ignore[arg-type]
+        running_since_us=None,
+        running_pid=None,
+        journal=("2026-12-03T12:00:00.000000Z 0a1b2c3d bash[7]: CUDA error",),
+    )
+
+
+def crashed(s: States, pid: int = 100) -> None:
+    """decode ran at the baseline; now it is between two failing runs."""
+    s.moved("service:decode", "running", "true", "false", NOW - 8 * MIN)
+    s.old("service:decode", "pid", str(pid), NOW - 8 * MIN, found_by="unit decode.service")
+    s.old("service:decode", "env:PATH", "/usr/bin", NOW - 8 * MIN, pid=pid)
+    s.moved("service:decode", "unit:active_state", "active", "activating", NOW - 8 * MIN, **UNIT)
+    s.moved("service:decode", "unit:sub_state", "running", "auto-restart", NOW - 8 * MIN, **UNIT)
+    s.moved("service:decode", "unit:invocation_id", "aaa", "bbb", NOW - 8 * MIN, **UNIT)
+    s.moved("service:decode", "unit:n_restarts", "0", "4", NOW - 8 * MIN, **UNIT)
+    s.new("service:decode", "unit:exec_main_status", "exited 1", NOW - 8 * MIN, **UNIT)
     s.same("service:decode", "unit:load_state", "loaded", **UNIT)
 
 
-def test_a_drop_in_value_its_text_its_files_entry_and_the_live_value_are_one_story() -> None:
+def test_a_change_before_the_failing_starts_is_their_cause_and_ranks_first() -> None:
     s = States()
-    unit_service(s, restarted=True)
-    where = line(DROPIN, 2, "Environment=X=512", root=CONTAINER)
-    s.new("service:decode", "unit:environment:X", "512", **where)
-    s.new("service:decode", "unit:disk_environment:X", "512", **where)
-    s.new("service:decode", f"unit:file:{DROPIN}", "[Service]\nEnvironment=X=512\n", file=DROPIN)
-    s.moved("service:decode", "unit:drop_ins", "", DROPIN, **UNIT)
-    s.new("service:decode", "env:X", "512", pid=200)
-    s.new(f"file:{CONTAINER.rstrip('/')}{DROPIN}", "sha256", "ab" * 32, glob="*.conf")
+    export_added(s, at=NOW - 10 * MIN)
+    crashed(s)
+    # Noise: prefill changed too, and runs with it.
+    export_added(s, at=NOW - 9 * MIN, service="prefill")
+    s.restart("prefill", 300, 301, NOW - 9 * MIN + 5_000_000)
+    s.new("service:prefill", f"env:{TARGET}", "512", NOW - 9 * MIN, pid=301)
+    failure = looping(NOW - 9 * MIN, starts=(NOW - 9 * MIN, NOW - 8 * MIN - 30_000_000))
 
-    (story,) = group_changes(s.changes(), s.after)[0]
+    stories, _events = group_changes(s.changes(), s.after, failures={"decode": failure})
+    ranked = rank_stories(stories, ChurnInfo({}, 10), failures=[failure])
 
-    assert story.root.key == "unit:environment:X"
-    assert story.title == f"Environment=X=512 added to {DROPIN}:2"
-    assert story.status == "live"
-    assert idents(story.evidence) == {
-        ("service:decode", "env:X"),
-        ("service:decode", "unit:disk_environment:X"),
-        ("service:decode", f"unit:file:{DROPIN}"),
-        ("service:decode", "unit:drop_ins"),
-        (f"file:/proc/4242/root{DROPIN}", "sha256"),
-    }
-
-
-def test_an_edit_without_daemon_reload_is_the_pending_story_and_says_what_changed() -> None:
-    s = States()
-    unit_service(s, restarted=False)
-    s.moved("service:decode", "unit:need_daemon_reload", "no", "yes", **UNIT)
-    s.new("service:decode", "unit:disk_environment:NEW_KNOB", "1", **line(DROPIN, 3, "x"))
-    s.moved("service:decode", f"unit:file:{DROPIN}", "[Service]\n", "[Service]\nx\n", file=DROPIN)
-
-    (story,) = group_changes(s.changes(), s.after)[0]
-
-    assert story.title == (
-        f"Environment=NEW_KNOB=1 added to {DROPIN}:3, not loaded: run systemctl daemon-reload"
+    cause = ranked[0].story
+    assert cause.root.key == f"export:{TARGET}" and cause.services == ("decode",)
+    assert cause.status == "failing" and cause.failure is failure
+    assert cause.label == (
+        f"applied at every start of decode since {clock(NOW - 9 * MIN)}: decode crash-looping "
+        f"since {clock(NOW - 9 * MIN)} (4 restarts, exit 1)"
     )
-    assert (story.status, story.label) == ("pending", NOT_RELOADED)
-    assert ("service:decode", "unit:need_daemon_reload") in idents(story.evidence)
+    assert "not applied yet" not in cause.label
+    symptom = by_root(stories)["service:decode", "running"]
+    assert (
+        symptom.title == f"decode crash-looping since {clock(NOW - 9 * MIN)} (4 restarts, exit 1)"
+    )
+    assert symptom.status == "changed"
+    order = [r.story for r in ranked]
+    prefill = by_root(stories)["script:/opt/serve/prefill.sh", f"export:{TARGET}"]
+    assert order.index(cause) < order.index(prefill) < order.index(symptom)
+    # systemd's words on the runs are the restart's, never a story of their own.
+    assert not any(st.root.key.startswith("unit:sub_state") for st in stories)
 
 
-def test_a_unit_file_changed_without_reload_and_no_variable_is_named_by_its_file() -> None:
+def test_a_change_after_the_failing_began_cannot_be_its_cause() -> None:
     s = States()
-    unit_service(s, restarted=False)
-    s.moved("service:decode", "unit:need_daemon_reload", "no", "yes", **UNIT)
-    s.moved("service:decode", f"unit:file:{DROPIN}", "LimitNOFILE=1", "LimitNOFILE=2", file=DROPIN)
+    crashed(s)
+    export_added(s, at=NOW - 2 * MIN)  # someone tries a fix while it fails
+    failure = looping(NOW - 9 * MIN, starts=(NOW - 9 * MIN, NOW - 8 * MIN))
 
+    stories, _ = group_changes(s.changes(), s.after, failures={"decode": failure})
+    ranked = rank_stories(stories, ChurnInfo({}, 10), failures=[failure])
+
+    (edit,) = [r for r in ranked if r.story.root.key == f"export:{TARGET}"]
+    assert edit.story.status == "pending" and edit.story.label.startswith("not applied yet")
+    assert any("cannot have caused it" in reason for reason in edit.reasons)
+
+
+def test_exec_start_is_judged_by_the_command_line_the_process_runs() -> None:
+    old, new = "/usr/bin/server --tp 4", "/usr/bin/server --tp 8"
+    s = States()
+    s.process("decode", 100, T0)
+    s.same("service:decode", "argv", '["/usr/bin/server", "--tp", "4"]', pid=100)
+    s.moved("service:decode", "unit:exec_start", old, new, NOW - 5 * MIN, **UNIT)
     (story,) = group_changes(s.changes(), s.after)[0]
-
-    assert story.title == f"drop-in {DROPIN} changed, not loaded: run systemctl daemon-reload"
     assert story.status == "pending"
+    assert story.label == (
+        "not applied yet: takes effect on next restart; decode (pid 100) still runs with the "
+        "old value"
+    )
 
-
-def test_an_environment_file_value_is_pending_until_the_process_has_it() -> None:
-    def story_for(restarted: bool) -> tuple[str, str, str]:
-        s = States()
-        unit_service(s, restarted=restarted)
-        s.moved("service:decode", "unit:envfile:TARGET", "256", "512", **line(ENVFILE, 2, "t"))
-        if restarted:
-            s.moved("service:decode", "env:TARGET", "256", "512", pid=200)
-        else:
-            s.same("service:decode", "env:TARGET", "256", pid=100)
-        (story,) = group_changes(s.changes(), s.after)[0]
-        return story.title, story.status, story.label
-
-    title, status, label = story_for(restarted=False)
-    assert title == f"TARGET=512 at EnvironmentFile {ENVFILE}:2 (was 256)"
-    assert (status, label) == ("pending", NOT_APPLIED)
-    assert story_for(restarted=True)[1] == "live"
-
-
-def test_a_value_a_stronger_source_overrides_says_which() -> None:
     s = States()
-    unit_service(s, restarted=True)
-    s.new("service:decode", "unit:environment:TARGET", "128", **line(DROPIN, 2, "t"))
-    s.same("service:decode", "unit:envfile:TARGET", "512", **line(ENVFILE, 2, "t"))
-    s.same("service:decode", "env:TARGET", "512", pid=200)
-
+    s.restart("decode", 100, 200, NOW - 4 * MIN)
+    s.moved(
+        "service:decode",
+        "argv",
+        '["/usr/bin/server", "--tp", "4"]',
+        '["/usr/bin/server", "--tp", "8"]',
+        NOW - 4 * MIN,
+        pid=200,
+    )
+    s.moved("service:decode", "unit:exec_start", old, new, NOW - 5 * MIN, **UNIT)
     (story,) = group_changes(s.changes(), s.after)[0]
-
-    assert story.status == "on-disk"
-    assert story.label.endswith(f"EnvironmentFile {ENVFILE}:2 sets TARGET over it")
+    assert story.status == "live" and story.label.startswith("live in decode (pid 200)")
 
 
-def test_a_live_value_names_the_strongest_systemd_source_or_none() -> None:
+def test_a_launch_setting_is_a_story_of_its_own() -> None:
     s = States()
-    unit_service(s, restarted=True)
-    s.same("service:decode", "unit:envfile:A", "file", **line(ENVFILE, 1, "A=file"))
-    s.same("service:decode", "unit:environment:A", "unit", **line(DROPIN, 2, "A=unit"))
-    s.same("service:decode", "unit:environment:B", "unit", **line(DROPIN, 2, "B=unit"))
-    s.same("systemd:manager", "environment:B", "mgr", run="systemctl show -p Environment")
-    s.same("systemd:manager", "environment:C", "mgr", run="systemctl show -p Environment")
-    s.new("service:decode", "env:A", "unit", pid=200)  # what neither source says now
-    s.new("service:decode", "env:B", "unit", pid=200)
-    s.new("service:decode", "env:C", "mgr", pid=200)
-
+    s.process("decode", 100, T0)
+    s.same("service:decode", "user", "root", pid=100)
+    s.moved("service:decode", "unit:user", "root", "svc", NOW - 5 * MIN, **UNIT)
+    s.new("service:decode", "unit:limit:MEMLOCK", "infinity", NOW - 5 * MIN, **UNIT)
     stories = by_root(group_changes(s.changes(), s.after)[0])
+    user = stories["service:decode", "unit:user"]
+    assert user.status == "pending" and "still runs with the old value" in user.label
+    limit = stories["service:decode", "unit:limit:MEMLOCK"]
+    assert limit.status == "pending" and limit.label.startswith("not applied yet")
+    assert limit.title == "unit decode.service: limit:MEMLOCK added"
 
-    labels = {key: story.label for (_s, key), story in stories.items()}
-    assert labels["env:A"] == f"{SOURCE_UNKNOWN} (EnvironmentFile {ENVFILE}:1 sets file now)"
-    assert labels["env:B"] == f"from unit Environment= ({DROPIN}:2)"
-    assert labels["env:C"].startswith("from the systemd manager environment")
 
-
-def test_a_manager_variable_is_one_story_of_the_unit_services_started_since() -> None:
+def test_what_drift_only_began_to_record_is_no_edit() -> None:
+    """Upgraded drift records systemd's runs and more settings: they appear, nothing changed."""
     s = States()
-    unit_service(s, restarted=True)
-    s.process("router", 300, NOW - 3600 * 1_000_000 * 5)  # found by pidfile: not systemd's
-    s.new("systemd:manager", "environment:MGR", "1", run="systemctl show -p Environment")
-    s.new("service:decode", "env:MGR", "1", pid=200)
-
-    (story,) = group_changes(s.changes(), s.after)[0]
-
-    assert (story.root.subject, story.title) == (
-        "systemd:manager",
-        "MGR=1 set in the systemd manager environment",
-    )
-    assert story.status == "live" and story.services == ("decode",)
-    assert idents(story.evidence) == {("service:decode", "env:MGR")}
-    assert [r.service for r in story.restarts] == ["decode"]
-
-
-def test_a_manager_variable_no_unit_has_restarted_for_is_pending() -> None:
-    s = States()
-    unit_service(s, restarted=False)
-    s.new("systemd:manager", "environment:MGR", "1", run="systemctl show -p Environment")
-
-    (story,) = group_changes(s.changes(), s.after)[0]
-
-    assert (story.status, story.label) == ("pending", f"{NOT_APPLIED} of decode")
-
-
-def test_a_line_systemd_ignores_in_an_environment_file_is_said_as_such() -> None:
-    s = States()
-    unit_service(s, restarted=False)
-    s.new("service:decode", "unit:envfile_ignored", f"{ENVFILE}:3: export X=1", **UNIT)
-
-    (story,) = group_changes(s.changes(), s.after)[0]
-
-    assert story.title == (
-        f"EnvironmentFile line ignored by systemd, not a variable name: {ENVFILE}:3: export X=1"
-    )
+    s.process("decode", 100, T0)
+    s.same("service:decode", "unit:load_state", "loaded", **UNIT)
+    first = NOW - 3 * MIN
+    for key, value in (
+        ("unit:sub_state", "running"),
+        ("unit:invocation_id", "aaa"),
+        ("unit:exec_main_start", iso(T0)),
+        ("unit:user", "svc"),
+        ("unit:limit:NOFILE", "65536"),
+    ):
+        s.new("service:decode", key, value, first, **UNIT)
+    stories, events = group_changes(s.changes(), s.after)
+    (story,) = stories
+    assert events == []
     assert story.status == "changed"
+    assert story.title.startswith(
+        "decode: systemd's view of its runs and settings recorded since #"
+    )
+    assert story.label == "first recorded by this drift, not a change on the box"
+    assert len(story.changes) == 5
 
 
-def test_the_manager_is_in_scope_only_while_a_service_is_found_by_unit() -> None:
-    """A config that stops naming unit services stops asking the manager: not a removal."""
-    from drift.config import Config, ServiceSpec
-    from drift.scope import Scope
-
-    with_unit = Config(path=None, host="h", services=(ServiceSpec("d", unit="d.service"),))
-    without = Config(path=None, host="h", services=(ServiceSpec("d", pidfile="/run/d.pid"),))
-    assert Scope.of(with_unit).covers("systemd:manager")
-    assert not Scope.of(without).covers("systemd:manager")
-    assert not Scope.from_json(Scope.of(without).to_json()).covers("systemd:manager")
-    # A scope stored before drift asked the manager does not know: never guessed away.
-    assert Scope.from_json('{"services": {"d": null}}').covers("systemd:manager")
+def test_a_new_run_of_the_unit_is_a_restart_even_when_no_record_saw_its_process() -> None:
+    s = States()
+    s.same("service:decode", "running", "false", found_by="unit decode.service")
+    s.same("service:decode", "unit:load_state", "loaded", **UNIT)
+    s.moved("service:decode", "unit:invocation_id", "aaa", "bbb", NOW - MIN, **UNIT)
+    s.moved(
+        "service:decode",
+        "unit:exec_main_start",
+        iso(NOW - 3 * MIN),
+        iso(NOW - 90_000_000),
+        NOW - MIN,
+        **UNIT,
+    )
+    s.moved("service:decode", "unit:n_restarts", "3", "4", NOW - MIN, **UNIT)
+    stories, (event,) = group_changes(s.changes(), s.after)
+    assert stories == []
+    (restart,) = event.restarts
+    assert restart.at_us == NOW - 90_000_000 and restart.after_pid is None
+    assert {c.key for c in restart.changes} == {
+        "unit:invocation_id",
+        "unit:exec_main_start",
+        "unit:n_restarts",
+    }

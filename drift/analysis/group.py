@@ -18,19 +18,24 @@ in, stories out.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import json
+import shlex
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from drift.analysis.diff import Change, State
+from drift.analysis.failures import Failure, failing_status
 from drift.analysis.kinds import (
     COMMAND_LINE_KEYS,
     FILE_IDENTITY_KEYS,
+    UNIT_RUNTIME_KEYS,
     WORKTREE_KEYS,
     category_rank,
     service_name,
+    unit_setting,
 )
 from drift.analysis.origins import Attribution, attribute, possibilities
-from drift.analysis.restarts import Restart, RestartEvent, co_restarts, restart_of
+from drift.analysis.restarts import Restart, RestartEvent, co_restarts, counted, restart_of
 from drift.analysis.sources import MANAGER_SUBJECT, ServiceSources
 from drift.analysis.story import Status, Story
 from drift.analysis.timing import Order, Records, Span, parse_time_us, start_span
@@ -47,22 +52,33 @@ from drift.analysis.titles import (
     unit_title,
     variable_names,
 )
+from drift.analysis.unit_history import ServiceRuns
 from drift.store.query import SnapshotInfo, StoredVersion
 from drift.timespec import clock
 
 
 def group_changes(
-    changes: Sequence[Change], after: State, records: Iterable[SnapshotInfo] = ()
+    changes: Sequence[Change],
+    after: State,
+    records: Iterable[SnapshotInfo] = (),
+    *,
+    runs: Mapping[str, ServiceRuns] | None = None,
+    failures: Mapping[str, Failure] | None = None,
 ) -> tuple[list[Story], list[RestartEvent]]:
     """Stories (one per suspect) and restart events from the changes up to the state `after`.
 
     `records` are the snapshots from the baseline to `after`: they tell
     between which two records each change happened, so a start is called
-    before or after a change only when it is. Every change lands in exactly
-    one story (as root or evidence) or in one restart. The result does not
-    depend on the order of `changes`.
+    before or after a change only when it is. `runs` are the services' runs
+    inside the window (`drift.analysis.unit_history`), to count restarts,
+    and `failures` the services seen failing (`drift.analysis.failures`).
+    Every change lands in exactly one story (as root or evidence) or in one
+    restart. The result does not depend on the order of `changes`.
     """
-    return _Grouper(changes, after, Records(records)).run()
+    grouper = _Grouper(changes, after, Records(records))
+    grouper.runs = dict(runs or {})
+    grouper.failures = dict(failures or {})
+    return grouper.run()
 
 
 class _Grouper:
@@ -86,6 +102,8 @@ class _Grouper:
         # Services whose environment / command line could be read now.
         self.env_readable = {s for s, k in after if k.startswith("env:")}
         self.argv_readable = {s for s, k in after if k == "argv"}
+        self.runs: dict[str, ServiceRuns] = {}
+        self.failures: dict[str, Failure] = {}
 
     # ------------------------------------------------------------ bookkeeping
 
@@ -117,15 +135,17 @@ class _Grouper:
         services: Iterable[str] = (),
     ) -> Story:
         self.take(root)
+        listed = tuple(sorted(set(services)))
         story = Story(
             root=root,
             evidence=self.take(*evidence),
             status=status,
             label=label,
             title=title,
-            services=tuple(sorted(set(services))),
+            services=listed,
             restarts=(),
             changed=self.records.span(root),
+            failure=next((self.failures[s] for s in listed if s in self.failures), None),
         )
         self.stories.append(story)
         return story
@@ -163,6 +183,8 @@ class _Grouper:
         for subject in services:
             self.live_stories(subject)
         self.subject_stories()
+        for subject in services:
+            self.runtime_story(subject)
         for change in self.unclaimed():
             self.add(change, (), "changed", plain_label(change), generic_title(change))
         stories = [self.attach_restarts(s) for s in self.stories]
@@ -182,11 +204,13 @@ class _Grouper:
             restart = restart_of(subject, free, self.after, self.records)
             if restart is not None:
                 self.take(*restart.changes)
+                baseline = self.records.snapshots[0].id if self.records.snapshots else 0
+                restart = counted(restart, self.runs.get(restart.service), baseline)
                 self.restarts[restart.service] = restart
 
     def attach_restarts(self, story: Story) -> Story:
-        """Restarts explain stories that are in a running process, not pending ones."""
-        if story.status not in ("live", "unsourced") or story.restarts:
+        """Restarts explain stories that are in a running process (or failing), not pending ones."""
+        if story.status not in ("live", "unsourced", "failing") or story.restarts:
             return story
         found = tuple(self.restarts[s] for s in story.services if s in self.restarts)
         if not found:
@@ -271,6 +295,9 @@ class _Grouper:
         mirror = self.free(subject, live_key)
         if (subject, "running") not in self.after:
             return "on-disk", f"no process recorded for {service}", None
+        failed = self.failing(service, source)
+        if failed is not None:
+            return *failed, None
         not_running = self.not_running(service)
         if not_running is not None:
             return "pending", f"{NOT_APPLIED} ({not_running})", None
@@ -323,8 +350,18 @@ class _Grouper:
         if running is None:
             return f"no process recorded for {service}"
         if running.value != "true":
+            failure = self.failures.get(service)
+            if failure is not None and failure.ongoing:
+                return f"{service} {failure.summary()}"
             return f"{service} is not running"
         return None
+
+    def failing(self, service: str, source: Change) -> tuple[Status, str] | None:
+        """For a change to what a failing service starts with: applied at its failing starts?"""
+        failure = self.failures.get(service)
+        if failure is None:
+            return None
+        return failing_status(failure, self.records.span(source))
 
     def start_order(self, service: str, source: Change) -> Order:
         """Whether the service's current process started after the change, before it, or unknown.
@@ -354,6 +391,9 @@ class _Grouper:
             return "on-disk", "no service recorded for this script"
         if (f"service:{service}", "running") not in self.after:
             return "on-disk", f"no process recorded for {service}"
+        failed = self.failing(service, source)
+        if failed is not None:
+            return failed
         not_running = self.not_running(service)
         if not_running is not None:
             return "pending", f"{NOT_APPLIED} ({not_running})"
@@ -373,6 +413,9 @@ class _Grouper:
         restart = self.restarts.get(service)
         if restart is not None:
             text += f" since restart {clock(restart.at_us)}"
+        failure = self.failures.get(service)
+        if failure is not None and not failure.ongoing:
+            text += f"; {service} {failure.summary()}"
         return text
 
     # ------------------------------------------------------------ systemd units
@@ -397,7 +440,12 @@ class _Grouper:
             argv = self.free(subject, "argv")
             if self.not_running(service) is not None:
                 flags, argv = [], None  # the process facts ending belong to the stop
-            if flags or argv is not None:
+            compared = self.compared(service, exec_start, "argv", _argv_lines)
+            if compared is not None:
+                status, label = compared
+                if status == "pending":
+                    flags, argv = [], None  # the process still runs the old command line
+            elif flags or argv is not None:
                 status, label = "live", self.live_label(service, removed=False)
             else:
                 status, label = self.restarted_status(service, exec_start)
@@ -406,6 +454,9 @@ class _Grouper:
                     exec_start, [*flags, argv], status, label, unit_title(exec_start), [service]
                 )
             )
+        count = len(self.stories)
+        self.setting_stories(subject)
+        first += self.stories[count:]  # a drop-in that sets LimitNOFILE= is evidence of it
         reload = self.free(subject, "unit:need_daemon_reload")
         on_disk = [s for s in first if s.root.key.startswith(_ON_DISK)]
         if reload is not None and _value(reload.after) == "yes" and not on_disk:
@@ -417,7 +468,10 @@ class _Grouper:
         others = [
             c
             for c in self.unclaimed(subject, "unit:")
-            if c.key not in ("unit:active_state", "unit:load_state") and c is not reload
+            if c.key not in ("unit:active_state", "unit:load_state")
+            and c is not reload
+            and c.key not in UNIT_RUNTIME_KEYS
+            and not unit_setting(c.key)
         ]
         others.sort(key=_unit_root_order)
         if first:
@@ -540,26 +594,92 @@ class _Grouper:
                 label = "; ".join(labels)
             self.add(root, mirrors, status, label, manager_title(root), services)
 
+    def setting_stories(self, subject: str) -> None:
+        """Each changed launch setting (User=, LimitNOFILE= ...) is a story of its own.
+
+        Compared with the live process where it shows (User= with its user,
+        WorkingDirectory= with its folder); else a start after the change
+        decides, like any unit setting. Restart= is systemd's own, in effect
+        once loaded. Settings only first recorded by this drift are left for
+        `runtime_story`.
+        """
+        service = service_name(subject) or subject
+        live_keys = {"unit:user": ("user", _same), "unit:working_directory": ("cwd", _folder)}
+        for change in self.unclaimed(subject, "unit:"):
+            if not unit_setting(change.key) or self.first_recorded(change):
+                continue
+            compared = None
+            if change.key in live_keys:
+                compared = self.compared(service, change, *live_keys[change.key])
+            if compared is not None:
+                status, label = compared
+            elif change.key == "unit:restart":
+                # systemd reports what it has loaded: in effect at the process's next exit.
+                status = "live"
+                label = f"in effect: systemd acts on it when {service}'s process next exits"
+            else:
+                status, label = self.restarted_status(service, change)
+            self.add(change, [], status, label, unit_title(change), [service])
+
+    def compared(
+        self,
+        service: str,
+        change: Change,
+        live_key: str,
+        forms: Callable[[str], list[str] | None],
+    ) -> tuple[Status, str] | None:
+        """A unit setting against the live fact it shows in: live, pending, or None (unknown).
+
+        `forms` gives the live values a setting's value may appear as (None:
+        it cannot be told). Live when the process has the new value; pending
+        when it still has the old one, and not the new.
+        """
+        subject = f"service:{service}"
+        live = self.after.get((subject, live_key))
+        if live is None or live.value is None or self.not_running(service) is not None:
+            return None
+        new = forms(change.after.value or "") if change.after is not None else None
+        old = forms(change.before.value or "") if change.before is not None else None
+        if new is not None and live.value in new:
+            return "live", self.live_label(service, removed=False)
+        if new is not None and old is not None and live.value in old:
+            pid = _value(self.after.get((subject, "pid")))
+            where = f"{service} (pid {pid})" if pid else service
+            return "pending", f"{NOT_APPLIED}; {where} still runs with the old value"
+        return None
+
     # ------------------------------------------------------------ running or not
 
     def state_story(self, subject: str) -> None:
-        """A service that stopped or started: its process facts ending or beginning are evidence."""
+        """A service that stopped or started: its process facts ending or beginning are evidence.
+
+        A service failing now is told as what it is ("crash-looping since ..."):
+        a symptom, whose cause is what changed before it.
+        """
         running = self.free(subject, "running")
         service = service_name(subject) or subject
+        failure = self.failures.get(service)
+        symptom = f"a symptom, not a cause: look at what changed before {service} began to fail"
         if running is None:
             active = self.free(subject, "unit:active_state")
             if active is not None:
+                failed = failure is not None and failure.ongoing
                 self.add(
                     active,
                     [self.free(subject, "unit:load_state")],
                     "changed",
-                    plain_label(active),
-                    generic_title(active),
+                    symptom if failed else plain_label(active),
+                    f"{service} {failure.summary()}"
+                    if failure and failed
+                    else generic_title(active),
                     [service],
                 )
             return
         rest = [c for c in self.unclaimed(subject) if c is not running]
-        if _value(running.after) == "true":
+        if failure is not None and failure.ongoing:
+            title = f"{service} {failure.summary()}"
+            self.add(running, rest, "changed", symptom, title, [service])
+        elif _value(running.after) == "true":
             pid = _value(self.after.get((subject, "pid")))
             label = f"running (pid {pid})" if pid else "running"
             title = f"{service} started" + ("" if running.before else " (first seen)")
@@ -567,6 +687,57 @@ class _Grouper:
         else:
             gone = "no longer recorded" if running.after is None else "not running now"
             self.add(running, rest, "changed", gone, f"{service} stopped", [service])
+
+    def first_recorded(self, change: Change) -> bool:
+        """A unit fact this drift records and the one at the baseline did not (not an edit).
+
+        systemd's SubState is recorded for every unit: when it first appears
+        in the window for a unit recorded before, drift began recording
+        systemd's runs and settings then, and what appeared with it was there
+        all along.
+        """
+        if change.kind != "added" or change.after is None:
+            return False
+        sub = self.by_ident.get((change.subject, "unit:sub_state"))
+        load = self.by_ident.get((change.subject, "unit:load_state"))
+        return (
+            sub is not None
+            and sub.kind == "added"
+            and sub.after is not None
+            and sub.after.first_snapshot_id == change.after.first_snapshot_id
+            and (load is None or load.kind != "added")
+            and (change.subject, "unit:load_state") in self.after
+        )
+
+    def runtime_story(self, subject: str) -> None:
+        """systemd's words on the runs that nothing above claimed: context, never a suspect.
+
+        They join a story of the service when it has one; else they are one
+        story of their own, the least likely: the settings drift only began
+        to record, or a run's outcome that changed with nothing else.
+        """
+        left = [
+            c
+            for c in self.unclaimed(subject, "unit:")
+            if c.key in UNIT_RUNTIME_KEYS or (unit_setting(c.key) and self.first_recorded(c))
+        ]
+        if not left:
+            return
+        for at, story in enumerate(self.stories):
+            if story.root.subject == subject:
+                self.stories[at] = replace(story, evidence=(*story.evidence, *self.take(*left)))
+                return
+        service = service_name(subject) or subject
+        root, *rest = sorted(left, key=lambda c: (c.key != "unit:sub_state", c.key))
+        if all(self.first_recorded(c) for c in left):
+            assert root.after is not None
+            snapshot = root.after.first_snapshot_id
+            title = f"{service}: systemd's view of its runs and settings recorded since #{snapshot}"
+            label = "first recorded by this drift, not a change on the box"
+        else:
+            title = f"{service}: systemd's view of its runs changed"
+            label = "how its runs went: context, not a cause"
+        self.add(root, rest, "changed", label, title, [service])
 
     # ------------------------------------------------------------ live process
 
@@ -733,6 +904,25 @@ def _holes(version: StoredVersion | None) -> bool:
 def _exact(found: Attribution | None) -> bool:
     """True if the attribution rests on a literal value, not on a pattern with holes."""
     return found is not None and found.exact
+
+
+def _same(value: str) -> list[str] | None:
+    """A setting the live fact shows as it is (User= and the process's user)."""
+    return [value] if value else None
+
+
+def _folder(value: str) -> list[str] | None:
+    """WorkingDirectory= as the process's folder: without its `-`/`!` marks; `~` is unknown."""
+    folder = value.lstrip("-!")
+    return [folder] if folder.startswith("/") else None
+
+
+def _argv_lines(value: str) -> list[str] | None:
+    """ExecStart= lines as the live ``argv`` fact shows a command line (a JSON list)."""
+    try:
+        return [json.dumps(shlex.split(line)) for line in value.splitlines() if line]
+    except ValueError:
+        return None
 
 
 def _line(change: Change) -> int:

@@ -11,6 +11,7 @@ unchanged and the blind spots. It returns an `Investigation`
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -23,6 +24,7 @@ from drift.analysis.diff import (
     failing_at,
     unchanged_between,
 )
+from drift.analysis.failures import Failure, find_failures
 from drift.analysis.group import group_changes
 from drift.analysis.investigation import (
     BaselineRef,
@@ -30,25 +32,26 @@ from drift.analysis.investigation import (
     Investigation,
     ScopeSubject,
     ScopeSwitch,
+    ServiceFailure,
     ServiceRestart,
     SnapshotRef,
     SubjectChange,
     SubjectChanges,
     Suspect,
     SuspectChange,
-    TimelineEntry,
-    TimelineKind,
     Trust,
     Unchanged,
     UnchangedFact,
     Window,
 )
 from drift.analysis.investigation import Scope as ScopeView
-from drift.analysis.kinds import category
+from drift.analysis.kinds import UNIT_RUNTIME_KEYS, category
 from drift.analysis.rank import ChurnInfo, RankedStory, Signal, rank_stories
-from drift.analysis.restarts import Restart, RestartEvent
+from drift.analysis.restarts import Restart
 from drift.analysis.scope import ConfigSwitch, ScopeSplit, split_scope
 from drift.analysis.story import Story
+from drift.analysis.timeline import timeline_entries
+from drift.analysis.unit_history import service_runs
 from drift.analysis.values import Values, where
 from drift.analysis.windows import Span, clock_steps, given_why, resolve_span
 from drift.store.query import History, SnapshotInfo, StoredVersion
@@ -95,10 +98,14 @@ def investigate(
         [first, *window],
         history.configs(),
     )
-    stories, events = group_changes(scope.changes, after, [first, *window])
     inside = history.versions_started_between(first.id, last.id)
+    runs = service_runs(before, inside)
+    failures = find_failures(runs, [first, *window], history.text)
+    stories, events = group_changes(
+        scope.changes, after, [first, *window], runs=runs, failures=failures
+    )
     flapped = flapping(before, after, inside)
-    ranked = _ranked(history, span, window, stories, flapped, options.service)
+    ranked = _ranked(history, span, window, stories, flapped, options.service, failures)
     shown = ranked if options.top is None else ranked[: options.top]
     spots = blind_spots(first, window)
     suspects = [_suspect(r, values) for r in shown]
@@ -121,7 +128,9 @@ def investigate(
         total_suspects=len(ranked),
         suspects=suspects,
         changes_by_subject=changes_by_subject(suspects),
-        timeline=_timeline(history, first, last, ranked, events, inside, flapped, scope.switches),
+        timeline=timeline_entries(
+            history, first, last, ranked, events, inside, flapped, scope.switches, failures
+        ),
         unchanged=_unchanged(before, after, last, scope.changes, values),
         blind_spots=[_blind_spot(s) for s in spots],
     )
@@ -134,6 +143,7 @@ def _ranked(
     stories: list[Story],
     flapped: dict[tuple[str, str], int],
     service: str | None,
+    failures: Mapping[str, Failure],
 ) -> list[RankedStory]:
     """The stories ranked, most likely first; with `service`, only those that touch it."""
     chosen = span.chosen
@@ -149,6 +159,7 @@ def _ranked(
             unhealthy.taken_us + unhealthy.duration_ms * 1000 if unhealthy is not None else None
         ),
         flapped=frozenset(flapped),
+        failures=list(failures.values()),
     )
     if service is not None:
         ranked = [r for r in ranked if _touches(r, service)]
@@ -159,7 +170,8 @@ def flapping(
     before: State, after: State, inside: list[StoredVersion]
 ) -> dict[tuple[str, str], int]:
     """Facts that changed inside the window and are back where they started: how many times."""
-    started = Counter((v.subject, v.key) for v in inside)
+    # systemd's words on the runs come and go with every restart: context, not flapping.
+    started = Counter((v.subject, v.key) for v in inside if v.key not in UNIT_RUNTIME_KEYS)
     out = {}
     for ident, count in started.items():
         old, new = before.get(ident), after.get(ident)
@@ -225,6 +237,7 @@ def _suspect(ranked: RankedStory, values: Values) -> Suspect:
             for c in story.changes
         ],
         restarts=[_restart(r) for r in story.restarts],
+        failure=service_failure(story.failure) if story.failure is not None else None,
     )
 
 
@@ -254,6 +267,25 @@ def _restart(restart: Restart) -> ServiceRestart:
         after_pid=restart.after_pid,
         at=iso(restart.at_us),
         at_local=local_time(restart.at_us),
+        count=restart.count,
+        counted_by=restart.counted_by,
+        first=iso(restart.times[0]),
+        first_local=local_time(restart.times[0]),
+    )
+
+
+def service_failure(failure: Failure) -> ServiceFailure:
+    """A failing service as reports show it."""
+    return ServiceFailure(
+        service=failure.service,
+        summary=failure.summary(),
+        state=failure.state,
+        since=iso(failure.since_us),
+        since_local=local_time(failure.since_us),
+        restarts=failure.restarts,
+        exit=failure.exit,
+        result=failure.result,
+        journal=list(failure.journal),
     )
 
 
@@ -431,50 +463,3 @@ def _duration(seconds: int) -> str:
     if hours:
         return f"{hours}h {minutes:02d}m"
     return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
-
-
-def _timeline(
-    history: History,
-    baseline: SnapshotInfo,
-    current: SnapshotInfo,
-    ranked: list[RankedStory],
-    events: list[RestartEvent],
-    inside: list[StoredVersion],
-    flapped: dict[tuple[str, str], int],
-    switches: list[ConfigSwitch] | None = None,
-) -> list[TimelineEntry]:
-    """Restarts, changes, config switches, health transitions, flapping and marks, in time order."""
-    entries: list[tuple[int, TimelineKind, str]] = [
-        (s.taken_us, "config", s.text) for s in switches or ()
-    ]
-    for event in events:
-        names = ", ".join(r.service for r in event.restarts)
-        pids = ", ".join(f"{r.before_pid or '-'} -> {r.after_pid or '-'}" for r in event.restarts)
-        kind = "co-restart" if len(event.restarts) > 1 else "restart"
-        entries.append((event.at_us, "restart", f"{kind} of {names} (pids {pids})"))
-    for r in ranked:
-        entries.append((r.story.root.changed_us, "change", f"#{r.rank} {r.story.title}"))
-    for v in inside:
-        if v.subject.startswith("health:") and v.key == "ok":
-            state = "passing" if v.value == "true" else "failing"
-            entries.append((v.first_taken_us, "health", f"health check {v.subject[7:]} {state}"))
-    for (subject, key), count in sorted(flapped.items()):
-        if subject.startswith("health:"):
-            continue
-        entries.append(
-            (
-                current.taken_us,
-                "flapping",
-                f"{subject} {key} changed {count:,} time{'' if count == 1 else 's'} and is back "
-                "to its baseline value",
-            )
-        )
-    for mark in history.marks():
-        if baseline.taken_us < mark.at_us <= current.taken_us:
-            note = f": {mark.note}" if mark.note else ""
-            entries.append((mark.at_us, "mark", f"marked {mark.kind}{note}"))
-    entries.sort(key=lambda e: (e[0], e[1]))
-    return [
-        TimelineEntry(at=iso(at), local=local_time(at), kind=kind, text=text)
-        for at, kind, text in entries
-    ]

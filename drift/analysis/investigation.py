@@ -18,7 +18,7 @@ from drift.analysis.story import Status
 from drift.analysis.values import ValueDiff
 
 Role = Literal["root", "evidence"]
-TimelineKind = Literal["config", "restart", "change", "health", "flapping", "mark"]
+TimelineKind = Literal["config", "restart", "failure", "change", "health", "flapping", "mark"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,13 +132,43 @@ class SubjectChange(SuspectChange):
 
 @dataclass(frozen=True, kw_only=True)
 class ServiceRestart:
-    """A service that came back with another pid inside the window."""
+    """A service that came back with another pid inside the window, and how many times.
+
+    `at` is its latest start, `first` its first in the window; `count` the
+    restarts the window holds at least, `counted_by` who counted them:
+    ``systemd`` (its NRestarts) or ``records`` (the starts drift's records saw).
+    """
 
     service: str
     before_pid: str | None
     after_pid: str | None
     at: str
     at_local: str
+    count: int
+    counted_by: str
+    first: str
+    first_local: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceFailure:
+    """A systemd service seen failing in the window: a crash loop, or a failed start.
+
+    `summary` says it in words ("crash-looping since 12:01:05 (4 restarts,
+    exit 1)"); `state` what it does now (failing, gave up, running again,
+    restarted, stopped); `journal` the unit's lines of its failing runs, each
+    ``TIME RUN WHO: MESSAGE`` (RUN: the first 8 characters of its InvocationID).
+    """
+
+    service: str
+    summary: str
+    state: str
+    since: str
+    since_local: str
+    restarts: int | None
+    exit: str
+    result: str
+    journal: list[str]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,6 +186,7 @@ class Suspect:
     signals: list[Signal]
     changes: list[SuspectChange]
     restarts: list[ServiceRestart]
+    failure: ServiceFailure | None  # the failing service the change reached
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -27,8 +27,41 @@ CATEGORY_ORDER = (
     "service state",
     "command",
     "health",
+    "unit runtime",
     "process id",
 )
+
+# What systemd says about a unit's runs: volatile context of restarts and
+# crash loops, never a suspect of its own.
+UNIT_RUNTIME_KEYS = frozenset(
+    {
+        "unit:sub_state",
+        "unit:result",
+        "unit:n_restarts",
+        "unit:exec_main_status",
+        "unit:invocation_id",
+        "unit:exec_main_start",
+        "unit:journal",
+    }
+)
+# A unit's settings its process starts with, beyond its environment and
+# ExecStart (and ``unit:limit:NAME``): each a suspect of its own when changed.
+UNIT_SETTING_KEYS = frozenset(
+    {
+        "unit:exec_start_pre",
+        "unit:user",
+        "unit:working_directory",
+        "unit:cpu_affinity",
+        "unit:device_allow",
+        "unit:restart",
+    }
+)
+
+
+def unit_setting(key: str) -> bool:
+    """Whether `key` is one of a unit's launch settings (UNIT_SETTING_KEYS, ``unit:limit:*``)."""
+    return key in UNIT_SETTING_KEYS or key.startswith("unit:limit:")
+
 
 # A unit's environment, from each systemd source: Environment= as loaded and as on
 # disk, EnvironmentFile=, PassEnvironment=.
@@ -65,6 +98,8 @@ def category(subject: str, key: str) -> str:
             return "unit environment"
         if key in ("unit:active_state", "unit:load_state", "running"):
             return "service state"
+        if key in UNIT_RUNTIME_KEYS:
+            return "unit runtime"
         if key.startswith("unit:"):
             return "unit"
         if key in COMMAND_LINE_KEYS:

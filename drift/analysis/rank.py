@@ -11,20 +11,26 @@ The score is the weighted mean of a few signals, each a value in [0, 1]:
   unhealthy record beats hours before; after it, it cannot be the cause,
   said only when it certainly came after the failing check ran;
 - flapping: a value that went back and forth inside the window is less
-  likely the one-time change that broke things.
+  likely the one-time change that broke things;
+- failure (only when a systemd service failed inside the window, see
+  `drift.analysis.failures`): a change applied at the failing starts, made
+  before the failures began, beats a change elsewhere; one made after they
+  began cannot have caused them, and the failure itself is a symptom.
 
 Every weight and value lives in `Weights` below, and nowhere else.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from drift.analysis.diff import duration_text
-from drift.analysis.kinds import category_rank
+from drift.analysis.failures import Failure
+from drift.analysis.kinds import UNIT_RUNTIME_KEYS, category_rank
 from drift.analysis.story import Story
+from drift.analysis.timing import Span
 from drift.timespec import clock
 
 
@@ -34,19 +40,26 @@ def _frozen(values: dict[str, float]) -> Mapping[str, float]:
 
 @dataclass(frozen=True)
 class Weights:
-    """Every number ranking uses. The signal weights sum to 1."""
+    """Every number ranking uses. The signal weights sum to 1.
 
-    liveness: float = 0.30
-    churn: float = 0.25
-    kind: float = 0.25
-    timing: float = 0.15
-    flapping: float = 0.05
+    Scores are normalised over the signals that apply, so the failure
+    signal's share leaves the others' balance (0.30 : 0.25 : 0.25 : 0.15 :
+    0.05) as it is, and a window without a failure scores as before.
+    """
+
+    liveness: float = 0.21
+    churn: float = 0.175
+    kind: float = 0.175
+    timing: float = 0.105
+    flapping: float = 0.035
+    failure: float = 0.30
 
     # liveness value per story status
     status_values: Mapping[str, float] = field(
         default_factory=lambda: _frozen(
             {
                 "live": 1.0,
+                "failing": 1.0,
                 "unsourced": 0.9,
                 "changed": 0.5,
                 "on-disk": 0.4,
@@ -72,6 +85,7 @@ class Weights:
                 "service state": 0.5,
                 "command": 0.3,
                 "health": 0.1,
+                "unit runtime": 0.05,
                 "process id": 0.05,
             }
         )
@@ -86,11 +100,20 @@ class Weights:
     timing_after: float = 0.0
     # in no known order with the failing check (it may have come just before)
     timing_same_time: float = 1.0
+    # failure: applied at the failing starts and made before they began; in no
+    # known order with them; a file or checkout they may have loaded; anything
+    # else; the failure itself; made after the failures began
+    failure_cause: float = 1.0
+    failure_same_time: float = 0.8
+    failure_loaded: float = 0.5
+    failure_elsewhere: float = 0.2
+    failure_symptom: float = 0.1
+    failure_after: float = 0.0
 
 
 WEIGHTS = Weights()
 
-SIGNALS = ("liveness", "churn", "kind", "timing", "flapping")
+SIGNALS = ("liveness", "churn", "kind", "timing", "flapping", "failure")
 
 
 @dataclass(frozen=True)
@@ -140,12 +163,14 @@ def rank_stories(
     unhealthy_at_us: int | None = None,
     unhealthy_until_us: int | None = None,
     flapped: frozenset[tuple[str, str]] = frozenset(),
+    failures: Sequence[Failure] = (),
     weights: Weights = WEIGHTS,
 ) -> list[RankedStory]:
     """Score every story and order them best suspect first; ties go by kind, subject, key.
 
     `unhealthy_at_us` is when the first unhealthy record was taken,
-    `unhealthy_until_us` when it ended (its health checks ran in between).
+    `unhealthy_until_us` when it ended (its health checks ran in between);
+    `failures` the services seen failing in the window.
     """
     scored = []
     for story in stories:
@@ -155,6 +180,7 @@ def rank_stories(
             unhealthy_at_us=unhealthy_at_us,
             unhealthy_until_us=unhealthy_until_us,
             flapped=flapped,
+            failures=failures,
             weights=weights,
         )
         score = min(1.0, max(0.0, round(sum(s.contribution for s in signals), 6)))
@@ -180,6 +206,7 @@ def score_signals(
     unhealthy_at_us: int | None = None,
     unhealthy_until_us: int | None = None,
     flapped: frozenset[tuple[str, str]] = frozenset(),
+    failures: Sequence[Failure] = (),
     weights: Weights = WEIGHTS,
 ) -> tuple[Signal, ...]:
     """The signals of one story; contributions are normalised over the signals that apply."""
@@ -193,6 +220,8 @@ def score_signals(
         timing = _timing(story, unhealthy_at_us, until, weights)
         raw.append(("timing", weights.timing, *timing))
     raw.append(("flapping", weights.flapping, *_flapping(story, flapped)))
+    if failures:
+        raw.append(("failure", weights.failure, *_failure(story, failures, weights)))
     total = sum(weight for _name, weight, _value, _reason in raw)
     # Each signal carries its effective weight (rescaled when a signal does not
     # apply), so value x weight summed over the signals is the score.
@@ -215,6 +244,7 @@ def _liveness(story: Story, weights: Weights) -> tuple[float, str]:
 
 _LIVENESS_WORDS = {
     "live": "in a running process: {}",
+    "failing": "in the runs that failed: {}",
     "unsourced": "in a running process, no changed source: {}",
     "pending": "only on disk: {}",
     "on-disk": "changed on disk; whether a process loaded it is not recorded",
@@ -259,6 +289,7 @@ _KIND_WORDS = {
     "service state": "whether the service runs",
     "command": "a command's output, often noise",
     "health": "a health check: a symptom, not a cause",
+    "unit runtime": "what systemd says about a run, volatile",
     "process id": "a process id or time, volatile",
 }
 
@@ -293,6 +324,43 @@ def _timing(
         value,
         f"{duration_text(before)} before the first unhealthy record ({clock(unhealthy_at_us)})",
     )
+
+
+def _failure(story: Story, failures: Sequence[Failure], weights: Weights) -> tuple[float, str]:
+    """Was the story applied at a failing service's starts, before the failures began?"""
+    failure = story.failure or min(failures, key=lambda f: f.since_us)
+    name, began = failure.service, clock(failure.since_us)
+    changed = story.changed or Span(story.root.changed_us, story.root.changed_us)
+    order = changed.order(Span(failure.since_us, failure.since_us))
+    if story.failure is not None and story.root.key in _SYMPTOM_KEYS:
+        return weights.failure_symptom, f"the failure of {name} itself: a symptom, not a cause"
+    if order == "after":
+        return (
+            weights.failure_after,
+            f"changed after {name} began to fail ({began}): cannot have caused it",
+        )
+    if story.failure is not None and story.status in ("failing", "live", "unsourced"):
+        if order == "before":
+            return (
+                weights.failure_cause,
+                f"applied at the failing starts of {name}, changed before they began ({began})",
+            )
+        return (
+            weights.failure_same_time,
+            f"applied at the failing starts of {name}, at about the time they began ({began})",
+        )
+    if story.failure is not None:
+        return weights.failure_elsewhere, f"not applied at the failing starts of {name}"
+    if story.category in ("file", "repo", "repo working tree"):
+        return (
+            weights.failure_loaded,
+            f"changed before {name} began to fail: its starts may load it",
+        )
+    return weights.failure_elsewhere, f"does not reach {name}, which began to fail at {began}"
+
+
+# The facts whose change is the failure itself (the process gone, systemd's state).
+_SYMPTOM_KEYS = frozenset({"running", "unit:active_state"}) | UNIT_RUNTIME_KEYS
 
 
 def _flapping(story: Story, flapped: frozenset[tuple[str, str]]) -> tuple[float, str]:

@@ -10,6 +10,9 @@ script's diff). Each story has a status:
   at about the same time, which the label then says).
 - ``pending``: changed at its source (serve script, systemd unit) but not in
   the running process yet: "not applied yet: takes effect on next restart".
+- ``failing``: changed at its source before a systemd service began to fail,
+  and applied at the failing starts: the service is crash-looping (or failed)
+  with it. The label says so, with the restart count and how it ended.
 - ``unsourced``: changed in a running process while no changed source in the
   window explains it; the label says where it could have come from. The
   variables nothing recorded sets that changed at one start (a restart from
@@ -26,12 +29,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from drift.analysis.diff import Change
+from drift.analysis.failures import Failure
 from drift.analysis.kinds import category
 from drift.analysis.restarts import Restart
 from drift.analysis.timing import Span
 
-Status = Literal["live", "pending", "unsourced", "on-disk", "changed"]
-STATUSES: tuple[Status, ...] = ("live", "pending", "unsourced", "on-disk", "changed")
+Status = Literal["live", "failing", "pending", "unsourced", "on-disk", "changed"]
+STATUSES: tuple[Status, ...] = ("live", "failing", "pending", "unsourced", "on-disk", "changed")
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,8 @@ class Story:
     # When the root change happened, as far as the records tell (None: only
     # when it was first recorded is known).
     changed: Span | None = None
+    # The failing service the change reached (a crash loop), if any.
+    failure: Failure | None = None
 
     @property
     def category(self) -> str:

@@ -21,16 +21,19 @@ import shlex
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
 from drift.collectors.flags import PYTHON, FlagWord, python_options
-from drift.collectors.process import SAME_PROCESS, STAT_FLAGS, Result, stat_fields
+from drift.collectors.process import SAME_PROCESS, STAT_FLAGS, ExactStart, Result, stat_fields
 from drift.config import ServiceSpec
 from drift.errors import DriftError
 from drift.facts import CollectContext, CollectionError, Fact
 from drift.timespec import parse_stored_time
+
+if TYPE_CHECKING:
+    from drift.collectors.systemd import UnitState
 
 # How long to wait, each time, for systemd's child to run the unit's program
 # (a fork-to-exec takes milliseconds): about a quarter of a second in all.
@@ -49,6 +52,9 @@ class Located:
     facts: list[Result] = field(default_factory=list)
     error: CollectionError | None = None
     pidfile_mtime: str | None = None  # when the pidfile that named the process was written
+    # When the process started, to the microsecond, and who said so, where its
+    # finder knows (systemd); else the kernel's start, to the clock tick.
+    exact_start: ExactStart | None = None
 
     @property
     def provenance(self) -> dict[str, Any]:
@@ -304,7 +310,35 @@ def _self_pid(proc_root: str) -> int | None:
 
 
 def _from_unit(unit: str, ctx: CollectContext, subject: str) -> Located:
+    located, state = _ask_systemd(unit, ctx, subject)
+    if state is None:
+        return located
+    if state.runtime.failing:
+        located.facts.append(_journal(subject, unit, ctx))
+    pid = located.process.pid if located.process is not None else 0
+    if pid and state.runtime.exec_main_pid == pid and state.exec_main_start is not None:
+        # systemd stamps the start in microseconds as it forks the main process.
+        located.exact_start = ExactStart(state.exec_main_start, f"ExecMainStartTimestamp of {unit}")
+    return located
+
+
+def _journal(subject: str, unit: str, ctx: CollectContext) -> Result:
+    """``unit:journal``: the lines of the unit's last runs, or why they could not be read."""
+    from drift.collectors.journal import JournalError, unit_journal
+
+    try:
+        lines = unit_journal(unit, ctx.systemctl)
+    except JournalError as exc:
+        return CollectionError(subject, "unit:journal", str(exc))
+    provenance = {"unit": unit, "run": lines.command, "invocations": list(lines.invocations)}
+    return Fact(subject, "unit:journal", lines.text, provenance)
+
+
+def _ask_systemd(unit: str, ctx: CollectContext, subject: str) -> tuple[Located, UnitState | None]:
+    """The unit's main process as systemd names it (asked again while it is mid-start)."""
     from drift.collectors.systemd import show_unit
+    from drift.collectors.unit_files import files_root
+    from drift.collectors.unit_limits import limit_facts
     from drift.collectors.unit_sources import unit_source_facts
 
     found_by = f"unit {unit}"
@@ -316,10 +350,12 @@ def _from_unit(unit: str, ctx: CollectContext, subject: str) -> Located:
         except DriftError as exc:
             # Without systemd's answer the main PID is unknown too, so the error
             # covers the whole service: nothing of it may read as removed.
-            return Located(found_by, error=CollectionError(subject, None, f"unit: {exc}"))
+            error = CollectionError(subject, None, f"unit: {exc}")
+            return Located(found_by, error=error), None
         facts: list[Result] = unit_source_facts(subject, state, ctx)
+        facts += limit_facts(subject, state, files_root(ctx.proc_root))
         if state.main_pid <= 0:
-            return Located(found_by, facts=facts)
+            return Located(found_by, facts=facts), state
         process = _alive(state.main_pid)
         if process is None:
             # The MainPID has exited: systemd reaps it in a moment (mid-restart), so
@@ -337,7 +373,7 @@ def _from_unit(unit: str, ctx: CollectContext, subject: str) -> Located:
             message = f"systemd reports MainPID {state.main_pid}, {where}"
             break
         if not systemd_child(process):
-            return Located(found_by, process=process, facts=facts)
+            return Located(found_by, process=process, facts=facts), state
         # Caught between systemd's fork and the exec of the unit's program: what this
         # process runs with is systemd's own, not the service's. Ask again shortly.
         wait = next(waits, None)
@@ -348,7 +384,7 @@ def _from_unit(unit: str, ctx: CollectContext, subject: str) -> Located:
             )
             break
         time.sleep(wait)
-    return Located(found_by, facts=facts, error=CollectionError(subject, None, message))
+    return Located(found_by, facts=facts, error=CollectionError(subject, None, message)), state
 
 
 def systemd_child(proc: psutil.Process) -> bool:

@@ -9,6 +9,8 @@ prefixes, so those facts keep their last values.
 ``started_at`` is the start of the clock tick (10 ms) in which the process
 started: the kernel counts it in ticks of CLOCK_BOOTTIME, and drift adds the
 boot time to the millisecond, so one process gives one value at every record.
+For a unit's main process systemd's own stamp (ExecMainStartTimestamp, to the
+microsecond) is taken instead, when the finder passes it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -41,6 +44,14 @@ STAT_FLAGS = 6
 _STAT_STARTTIME = 19
 
 Result = Fact | CollectionError
+
+
+@dataclass(frozen=True)
+class ExactStart:
+    """A process's start as its manager stamped it (to the microsecond), and where that was read."""
+
+    at: datetime
+    source: str
 
 
 def stat_fields(pid: int, proc_root: str) -> list[bytes]:
@@ -88,6 +99,7 @@ def process_facts(
     proc_root: str,
     boot_ns: int,
     last: dict[str, str],
+    exact_start: ExactStart | None = None,
 ) -> list[Result]:
     """Every fact of one live process; raises psutil.NoSuchProcess if it exits meanwhile.
 
@@ -96,19 +108,28 @@ def process_facts(
     it had this pid and started within SAME_PROCESS of this reading, this is
     that process, and its recorded ``started_at`` is kept, so a reading that
     moved (a stepped clock, a boot time formerly cut to the second) is no restart.
+    `exact_start`, when the finder knows it (systemd's ExecMainStartTimestamp),
+    is ``started_at`` instead of the kernel's clock tick.
     """
     pid = proc.pid
     located = {"pid": pid, **found}
     with proc.oneshot():
         ppid = proc.ppid()
-    started_at = _started_at(pid, proc_root, boot_ns, last)
-    # The kernel counts the start in whole ticks: the process started in the
-    # tick that begins at started_at.
-    tick = {**located, "uncertainty_ms": 1000 // _CLOCK_TICKS}
+    exact = exact_start.at.isoformat(timespec="microseconds") if exact_start else None
+    if exact is not None:
+        started_at = _kept(pid, exact, last)
+    else:
+        started_at = _started_at(pid, proc_root, boot_ns, last)
+    if exact_start is not None and started_at == exact:
+        start = {**located, "source": exact_start.source, "uncertainty_ms": 0}
+    else:
+        # The kernel counts the start in whole ticks: the process started in the
+        # tick that begins at started_at (a reading kept from the last record too).
+        start = {**located, "uncertainty_ms": 1000 // _CLOCK_TICKS}
     out: list[Result] = [
         Fact(subject, "running", "true", dict(located)),
         Fact(subject, "pid", str(pid), dict(located)),
-        Fact(subject, "started_at", started_at, tick),
+        Fact(subject, "started_at", started_at, start),
         Fact(subject, "ppid", str(ppid), {"pid": pid, "source": f"{proc_root}/{pid}/stat"}),
     ]
     out += _identity(subject, proc, proc_root)
@@ -128,7 +149,11 @@ def _started_at(pid: int, proc_root: str, boot_ns: int, last: dict[str, str]) ->
         ticks = int(stat_fields(pid, proc_root)[_STAT_STARTTIME])
     except (IndexError, ValueError):
         raise psutil.NoSuchProcess(pid) from None  # not a stat line: read it again
-    started_at = start_time_text(boot_ns, ticks)
+    return _kept(pid, start_time_text(boot_ns, ticks), last)
+
+
+def _kept(pid: int, started_at: str, last: dict[str, str]) -> str:
+    """`started_at`, or the one last recorded if that is the same process read again."""
     recorded = parse_stored_time(last.get("started_at"))
     if last.get("pid") == str(pid) and recorded is not None:
         moment = parse_stored_time(started_at)

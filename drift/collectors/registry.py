@@ -25,6 +25,69 @@ _COMMAND_LINE = "live command line"
 _STATE = "service state"
 _UNIT = "unit"
 
+# Settings a unit starts its process with: a change is a suspect, pending until a restart.
+_UNIT_SETTINGS = (
+    FactKey("unit:exec_start_pre", "its ExecStartPre= command lines, one a line", _UNIT, "value"),
+    FactKey("unit:user", "its User=, when set", _UNIT, "value"),
+    FactKey("unit:working_directory", "its WorkingDirectory=, when set", _UNIT, "value"),
+    FactKey("unit:cpu_affinity", "its CPUAffinity=, when set", _UNIT, "value"),
+    FactKey("unit:device_allow", "its DeviceAllow= entries, one a line", _UNIT, "value"),
+    FactKey("unit:restart", "its Restart=, when not `no`", _UNIT, "value"),
+    FactKey(
+        "unit:limit:",
+        "a Limit*= its files set, as systemd applies it (`SOFT:HARD` when they differ)",
+        _UNIT,
+        "value",
+        "NAME",
+    ),
+)
+# How the unit's last run went: volatile context of restarts and crash loops, never a suspect.
+_RUNTIME = "unit runtime"
+_UNIT_RUNTIME = (
+    FactKey(
+        "unit:sub_state",
+        "systemd's SubState (running, auto-restart, failed ...)",
+        _RUNTIME,
+        "value",
+    ),
+    FactKey(
+        "unit:result",
+        "systemd's Result of the last run (success, exit-code ...)",
+        _RUNTIME,
+        "value",
+    ),
+    FactKey(
+        "unit:n_restarts",
+        "systemd's NRestarts: automatic restarts since the last start by hand",
+        _RUNTIME,
+        "value",
+    ),
+    FactKey(
+        "unit:exec_main_status",
+        "how the last main process ended: `exited 1`, `killed SIGSEGV`, `dumped SIGABRT`",
+        _RUNTIME,
+        "value",
+    ),
+    FactKey(
+        "unit:invocation_id",
+        "systemd's InvocationID of the current (or last) run",
+        _RUNTIME,
+        "value",
+    ),
+    FactKey(
+        "unit:exec_main_start",
+        "when systemd started the current (or last) main process, to the microsecond",
+        _RUNTIME,
+        "value",
+    ),
+    FactKey(
+        "unit:journal",
+        "while the unit fails: its journal lines of its last few runs, a few each",
+        _RUNTIME,
+        "value",
+    ),
+)
+
 SERVICE = SubjectKind(
     "service",
     "NAME",
@@ -35,7 +98,11 @@ SERVICE = SubjectKind(
         ),
         FactKey("pid", "its process id", _PROCESS, "never"),
         FactKey(
-            "started_at", "when it started, to the clock tick (ISO 8601, UTC)", _PROCESS, "never"
+            "started_at",
+            "when it started (ISO 8601, UTC): systemd's stamp for a unit's main process, "
+            "else to the clock tick",
+            _PROCESS,
+            "never",
         ),
         FactKey("ppid", "its parent's process id", _PROCESS, "value"),
         FactKey("exe", "the executable it runs", _COMMAND_LINE, "value"),
@@ -72,6 +139,8 @@ SERVICE = SubjectKind(
             "name",
             "NAME",
         ),
+        *_UNIT_SETTINGS,
+        *_UNIT_RUNTIME,
         FactKey(
             "unit:file:",
             "the text of its unit file or a drop-in, on disk now",

@@ -91,7 +91,13 @@ def _collect(spec: ServiceSpec, ctx: CollectContext, subject: str, boot_ns: int)
             return out
         try:
             facts = process_facts(
-                subject, located.process, located.provenance, ctx.proc_root, boot_ns, last
+                subject,
+                located.process,
+                located.provenance,
+                ctx.proc_root,
+                boot_ns,
+                last,
+                exact_start=located.exact_start,
             )
         except psutil.NoSuchProcess:  # ZombieProcess too: it died while we read it
             vanished.append(located.process.pid)

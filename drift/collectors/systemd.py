@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import re
 import shlex
+import signal
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from drift.errors import DriftError
 from drift.facts import Fact
 
-SHOW_PROPERTIES = (
+SHOW_PROPERTIES: tuple[str, ...] = (
     "Id",
     "LoadState",
     "ActiveState",
@@ -36,9 +37,92 @@ SHOW_PROPERTIES = (
     "PassEnvironment",
 )
 
+# How the unit's last run went: volatile, read as context of restarts and crash loops.
+RUNTIME_PROPERTIES = (
+    "SubState",
+    "Result",
+    "NRestarts",
+    "ExecMainPID",
+    "ExecMainCode",
+    "ExecMainStatus",
+    "InvocationID",
+)
+# The resource limits systemd knows (`LimitNOFILE=` ...), each also printed as `...Soft`.
+LIMITS = (
+    "CPU",
+    "FSIZE",
+    "DATA",
+    "STACK",
+    "CORE",
+    "RSS",
+    "NOFILE",
+    "AS",
+    "NPROC",
+    "MEMLOCK",
+    "LOCKS",
+    "SIGPENDING",
+    "MSGQUEUE",
+    "NICE",
+    "RTPRIO",
+    "RTTIME",
+)
+# Settings a unit starts its process with, beyond its environment and command line.
+SETTING_PROPERTIES = (
+    "ExecStartPre",
+    "User",
+    "WorkingDirectory",
+    "CPUAffinity",
+    "DeviceAllow",
+    "Restart",
+    *(f"Limit{name}{soft}" for name in LIMITS for soft in ("", "Soft")),
+)
+SHOW_PROPERTIES += RUNTIME_PROPERTIES + SETTING_PROPERTIES
+
 
 class SystemdError(DriftError):
     """systemctl could not be run or did not answer about a unit."""
+
+
+@dataclass(frozen=True)
+class UnitRuntime:
+    """How a unit's last run went, as systemd tells it: volatile, changes at every start.
+
+    `exec_main_code` is ``exited``, ``killed`` or ``dumped`` (empty before a
+    main process ever ran) and `exec_main_status` its exit status or signal
+    number; in ``auto-restart`` and ``failed`` they describe the run that
+    ended, and `invocation_id` is still that run's.
+    """
+
+    sub_state: str = ""
+    result: str = ""
+    n_restarts: int | None = None
+    exec_main_pid: int = 0
+    exec_main_code: str = ""
+    exec_main_status: int = 0
+    invocation_id: str = ""
+
+    @property
+    def failing(self) -> bool:
+        """Whether systemd is between failed runs, or gave up: worth the journal's words."""
+        return self.sub_state in ("auto-restart", "failed") or self.result not in ("", "success")
+
+
+@dataclass(frozen=True)
+class UnitSettings:
+    """What a unit starts its process with, besides its environment and ExecStart.
+
+    Empty strings and tuples are settings the unit leaves unset. `limits` holds
+    every limit systemd reports (``NOFILE`` -> ``1024:524288``, one value when
+    soft and hard agree); which of them the unit's files set is for the caller.
+    """
+
+    exec_start_pre: tuple[str, ...] = ()
+    user: str = ""
+    working_directory: str = ""
+    cpu_affinity: str = ""
+    device_allow: tuple[str, ...] = ()
+    restart: str = ""
+    limits: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -57,6 +141,8 @@ class UnitState:
     fragment_path: str
     drop_in_paths: tuple[str, ...]
     need_daemon_reload: bool
+    runtime: UnitRuntime = field(default_factory=UnitRuntime)
+    settings: UnitSettings = field(default_factory=UnitSettings)
     pass_environment: tuple[str, ...] = ()  # names passed on from the manager's own environment
 
 
@@ -111,6 +197,8 @@ def parse_unit_state(unit: str, props: dict[str, list[str]]) -> UnitState:
         fragment_path=first("FragmentPath"),
         drop_in_paths=tuple(split_quoted(" ".join(props.get("DropInPaths", [])))),
         need_daemon_reload=first("NeedDaemonReload") == "yes",
+        runtime=parse_runtime(props),
+        settings=parse_settings(props),
         pass_environment=tuple(split_quoted(" ".join(props.get("PassEnvironment", [])))),
     )
 
@@ -170,9 +258,11 @@ def unit_facts(
 ) -> Iterator[Fact]:
     """The facts systemd holds about a unit's configuration, with where they come from.
 
-    MainPID and timestamps are left out: the services collector records the
-    process itself (pid, started_at). `lines` names the unit file line that set
-    an `Environment=` variable (`drift.collectors.unit_files`), where it is known.
+    MainPID is left out: the services collector records the process itself
+    (pid, started_at); how the unit's runs went is context. `lines` names the
+    unit file line that set an `Environment=` variable
+    (`drift.collectors.unit_files`), where it is known. The `Limit*=` its files
+    set are `drift.collectors.unit_limits`'s.
     """
     provenance = {
         "unit": state.unit,
@@ -193,6 +283,8 @@ def unit_facts(
     }
     for key, value in values.items():
         yield Fact(subject, key, value, dict(provenance))
+    yield from _setting_facts(subject, state.settings, provenance)
+    yield from _runtime_facts(subject, state, provenance)
     for name, value in state.environment.items():
         where = dict(provenance)
         origin = (lines or {}).get(name)
@@ -327,3 +419,115 @@ def _first_line(text: str) -> str:
         if line.strip():
             return line.strip()
     return ""
+
+
+# ---------------------------------------------------------------- runs and settings
+
+
+def parse_runtime(props: dict[str, list[str]]) -> UnitRuntime:
+    """How the unit's last run went; a property systemd does not print for the unit is empty."""
+
+    def first(name: str) -> str:
+        values = props.get(name)
+        return values[0] if values else ""
+
+    code = _integer(first("ExecMainCode"))
+    return UnitRuntime(
+        sub_state=first("SubState"),
+        result=first("Result"),
+        n_restarts=_integer(first("NRestarts")),
+        exec_main_pid=_integer(first("ExecMainPID")) or 0,
+        exec_main_code=_CHILD_CODES.get(code or 0, f"code {code}"),
+        exec_main_status=_integer(first("ExecMainStatus")) or 0,
+        invocation_id=first("InvocationID"),
+    )
+
+
+# siginfo's si_code for a child (CLD_*), as `systemctl show` prints ExecMainCode.
+_CHILD_CODES = {0: "", 1: "exited", 2: "killed", 3: "dumped", 4: "trapped", 5: "stopped"}
+
+
+def parse_settings(props: dict[str, list[str]]) -> UnitSettings:
+    """The settings a unit starts its process with, as systemd has loaded them."""
+
+    def first(name: str) -> str:
+        values = props.get(name)
+        return values[0] if values else ""
+
+    limits = {}
+    for name in LIMITS:
+        hard, soft = first(f"Limit{name}"), first(f"Limit{name}Soft")
+        if hard:
+            limits[name] = hard if soft in ("", hard) else f"{soft}:{hard}"
+    return UnitSettings(
+        exec_start_pre=tuple(_exec_line(v) for v in props.get("ExecStartPre", []) if v),
+        user=first("User"),
+        working_directory=first("WorkingDirectory"),
+        cpu_affinity=first("CPUAffinity"),
+        device_allow=tuple(v for v in props.get("DeviceAllow", []) if v),
+        restart=first("Restart"),
+        limits=limits,
+    )
+
+
+def _exec_line(value: str) -> str:
+    """One ``Exec*=`` entry as its command line, ``-`` first when its failure is ignored."""
+    line = shlex.join(_parse_exec(value))
+    return "-" + line if " ; ignore_errors=yes ; " in value else line
+
+
+def _integer(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def _setting_facts(
+    subject: str, settings: UnitSettings, provenance: dict[str, Any]
+) -> Iterator[Fact]:
+    """``unit:user``, ``unit:restart`` ...: each setting the unit sets (unset ones: none)."""
+    values = {
+        "unit:exec_start_pre": "\n".join(settings.exec_start_pre),
+        "unit:user": settings.user,
+        "unit:working_directory": settings.working_directory,
+        "unit:cpu_affinity": settings.cpu_affinity,
+        "unit:device_allow": "\n".join(settings.device_allow),
+        # Restart=no is systemd's default: recorded as unset, like the others.
+        "unit:restart": "" if settings.restart == "no" else settings.restart,
+    }
+    for key, value in values.items():
+        if value:
+            yield Fact(subject, key, value, dict(provenance))
+
+
+def _runtime_facts(subject: str, state: UnitState, provenance: dict[str, Any]) -> Iterator[Fact]:
+    """How the last run went (``unit:sub_state``, ``unit:n_restarts`` ...): never a suspect."""
+    runtime = state.runtime
+    values = {
+        "unit:sub_state": runtime.sub_state,
+        "unit:result": runtime.result,
+        "unit:n_restarts": "" if runtime.n_restarts is None else str(runtime.n_restarts),
+        "unit:exec_main_status": exit_text(runtime.exec_main_code, runtime.exec_main_status),
+        "unit:invocation_id": runtime.invocation_id,
+        "unit:exec_main_start": (
+            state.exec_main_start.isoformat(timespec="microseconds")
+            if state.exec_main_start is not None
+            else ""
+        ),
+    }
+    for key, value in values.items():
+        if value:
+            yield Fact(subject, key, value, dict(provenance))
+
+
+def exit_text(code: str, status: int) -> str:
+    """How a main process ended, as stored: ``exited 1``, ``killed SIGSEGV``, ``dumped SIGABRT``."""
+    if not code:
+        return ""
+    if code in ("killed", "dumped"):
+        try:
+            return f"{code} {signal.Signals(status).name}"
+        except ValueError:
+            return f"{code} signal {status}"
+    return f"{code} {status}"

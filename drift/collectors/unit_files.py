@@ -238,9 +238,24 @@ def _identity(files: Files, folder: str) -> tuple[int, int] | None:
 
 
 def _environment_lines(lines: list[str]) -> list[tuple[int, str, str]]:
-    """(line number, the line's text, the value) of each `Environment=` in [Service].
+    """(line number, the line's text, the value) of each `Environment=` in [Service]."""
+    return [(a.line, a.text, a.value) for a in service_assignments(lines) if a.key == "Environment"]
 
-    A line ending in a backslash continues on the next; comments start with # or ;.
+
+class Assignment(NamedTuple):
+    """One `KEY=value` of a unit file's [Service] section, and the line it starts on."""
+
+    line: int
+    text: str  # the line as written (its first line, for one continued with a backslash)
+    key: str
+    value: str
+
+
+def service_assignments(lines: list[str]) -> list[Assignment]:
+    """Every assignment of the [Service] section, in file order.
+
+    A line ending in a backslash continues on the next; comments start with
+    # or ;, as systemd reads them.
     """
     out = []
     section = ""
@@ -258,6 +273,6 @@ def _environment_lines(lines: list[str]) -> list[tuple[int, str, str]]:
             section = text
             continue
         key, sep, value = text.partition("=")
-        if section == "[Service]" and sep and key.strip() == "Environment":
-            out.append((start + 1, lines[start].strip(), value.strip()))
+        if section == "[Service]" and sep:
+            out.append(Assignment(start + 1, lines[start].strip(), key.strip(), value.strip()))
     return out

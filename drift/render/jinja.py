@@ -37,6 +37,7 @@ REPORT_TEMPLATES = {"html": "report.html.j2", "md": "report.md.j2"}
 _STYLES: dict[str, dict[str, Any]] = {
     "title": {"bold": True},
     "live": {"fg": "red", "bold": True},
+    "failing": {"fg": "red", "bold": True},
     "unsourced": {"fg": "red"},
     "pending": {"fg": "yellow", "bold": True},
     "on-disk": {"fg": "yellow"},

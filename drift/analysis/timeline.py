@@ -1,0 +1,118 @@
+"""The timeline of an investigation: restarts, failures, changes, health, flapping and marks.
+
+Restarts are told per service: one line for a service restarted several
+times ("router restarted 10 times (12:01:00-12:10:00)"), one for a single
+restart, and one for each moment services restarted together (a co-restart,
+`drift.analysis.restarts.CO_RESTART_US`), so one service's restarts are never
+folded into another's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from drift.analysis.failures import Failure
+from drift.analysis.investigation import TimelineEntry, TimelineKind
+from drift.analysis.kinds import service_name
+from drift.analysis.rank import RankedStory
+from drift.analysis.restarts import CO_RESTART_US, RestartEvent
+from drift.analysis.scope import ConfigSwitch
+from drift.store.query import History, SnapshotInfo, StoredVersion
+from drift.timespec import clock, iso, local_time
+
+
+def timeline_entries(
+    history: History,
+    baseline: SnapshotInfo,
+    current: SnapshotInfo,
+    ranked: list[RankedStory],
+    events: list[RestartEvent],
+    inside: list[StoredVersion],
+    flapped: dict[tuple[str, str], int],
+    switches: list[ConfigSwitch] | None = None,
+    failures: Mapping[str, Failure] | None = None,
+) -> list[TimelineEntry]:
+    """Restarts, failures, changes, config switches, health, flapping and marks, in time order."""
+    entries: list[tuple[int, TimelineKind, str]] = [
+        (s.taken_us, "config", s.text) for s in switches or ()
+    ]
+    entries += restart_entries(events)
+    for failure in (failures or {}).values():
+        entries.append((failure.since_us, "failure", f"{failure.service} {failure.summary()}"))
+    for r in ranked:
+        entries.append((r.story.root.changed_us, "change", f"#{r.rank} {r.story.title}"))
+    for v in inside:
+        if v.subject.startswith("health:") and v.key == "ok":
+            state = "passing" if v.value == "true" else "failing"
+            entries.append((v.first_taken_us, "health", f"health check {v.subject[7:]} {state}"))
+    # A failing service's process went and came back: its facts flap together, one line.
+    gone_and_back: dict[str, int] = {}
+    for (subject, key), count in sorted(flapped.items()):
+        if subject.startswith("health:"):
+            continue
+        name = service_name(subject)
+        if name is not None and name in (failures or {}):
+            gone_and_back[name] = gone_and_back.get(name, 0) + 1
+            continue
+        entries.append(
+            (
+                current.taken_us,
+                "flapping",
+                f"{subject} {key} changed {count:,} time{'' if count == 1 else 's'} and is back "
+                "to its baseline value",
+            )
+        )
+    for name, facts in sorted(gone_and_back.items()):
+        entries.append(
+            (
+                current.taken_us,
+                "flapping",
+                f"{facts:,} {'fact' if facts == 1 else 'facts'} of {name} changed and "
+                f"{'is' if facts == 1 else 'are'} back at the baseline: its process went and "
+                "came back while it failed",
+            )
+        )
+    for mark in history.marks():
+        if baseline.taken_us < mark.at_us <= current.taken_us:
+            note = f": {mark.note}" if mark.note else ""
+            entries.append((mark.at_us, "mark", f"marked {mark.kind}{note}"))
+    entries.sort(key=lambda e: (e[0], e[1]))
+    return [
+        TimelineEntry(at=iso(at), local=local_time(at), kind=kind, text=text)
+        for at, kind, text in entries
+    ]
+
+
+def restart_entries(events: list[RestartEvent]) -> list[tuple[int, TimelineKind, str]]:
+    """The timeline's restarts: one line per service restarted several times, one per
+    single restart, and one per moment services restarted together."""
+    entries: list[tuple[int, TimelineKind, str]] = []
+    restarts = {id(r): r for e in events for r in e.restarts}.values()
+    for r in restarts:
+        if r.count > 1:
+            # Records catch only the restarts they see; systemd counts every one of its own.
+            many = f"{r.count} times" if r.counted_by == "systemd" else f"at least {r.count} times"
+            span = f"{clock(r.times[0])}-{clock(r.times[-1])}"
+            if len(r.times) == 1:
+                span = f"until {clock(r.times[0])}"
+            entries.append((r.times[0], "restart", f"{r.service} restarted {many} ({span})"))
+    for event in events:
+        if len(event.restarts) > 1:
+            names = ", ".join(r.service for r in event.restarts)
+            entries.append(
+                (
+                    event.at_us,
+                    "restart",
+                    f"co-restart of {names} (started within {CO_RESTART_US // 1_000_000} s)",
+                )
+            )
+        elif event.restarts[0].count == 1:
+            r = event.restarts[0]
+            entries.append(
+                (
+                    event.at_us,
+                    "restart",
+                    f"restart of {r.service} (pids {r.before_pid or '-'} -> {r.after_pid or '-'})",
+                )
+            )
+    return entries
