@@ -43,6 +43,9 @@ class Scope:
     repos: tuple[str, ...] = ()
     commands: tuple[str, ...] = ()
     health: tuple[str, ...] = ()
+    # Whether the systemd manager is asked (a service is found by unit). True when not
+    # known (a scope stored before drift recorded the manager): never guessed away.
+    systemd: bool = True
 
     @classmethod
     def of(cls, config: Config) -> Scope:
@@ -52,6 +55,7 @@ class Scope:
             repos=tuple(r.path for r in config.repos),
             commands=tuple(c.name for c in config.commands),
             health=tuple(h.name for h in config.health),
+            systemd=any(s.unit for s in config.services),
         )
 
     def masked(self, name: Callable[[str], str], glob: Callable[[str], str]) -> Scope:
@@ -66,6 +70,7 @@ class Scope:
             repos=tuple(name(r) for r in self.repos),
             commands=tuple(name(c) for c in self.commands),
             health=tuple(name(h) for h in self.health),
+            systemd=self.systemd,
         )
 
     def to_json(self) -> str:
@@ -80,6 +85,7 @@ class Scope:
             repos=tuple(data.get("repos", ())),
             commands=tuple(data.get("commands", ())),
             health=tuple(data.get("health", ())),
+            systemd=bool(data.get("systemd", True)),
         )
 
     @property
@@ -109,6 +115,8 @@ class Scope:
             return name in self.commands
         if kind == "health":
             return name in self.health
+        if kind == "systemd":
+            return self.systemd
         return True
 
     def shares_with(self, other: Scope) -> bool:

@@ -480,6 +480,7 @@ def test_a_restarted_container_keeps_its_subjects_and_history(tmp_path: Path) ->
             ("script:/", False),
             ("file:/", False),
             ("repo:/", False),
+            ("systemd:manager", False),
         }
         assert all("container sglang not found" in b["message"] for b in data["blind_spots"])
     finally:

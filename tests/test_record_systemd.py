@@ -154,8 +154,10 @@ def test_a_unit_service_writes_only_what_its_collector_declares(
     box.write_unit("declared.service", UNIT.replace("decode.sh", "declared.sh"))
     box.write_unit(
         "declared.service.d/override.conf",
-        "[Service]\nEnvironment=DROPIN=yes\nEnvironmentFile=-/etc/declared.env\n",
+        "[Service]\nEnvironment=DROPIN=yes\nEnvironmentFile=-/etc/declared.env\n"
+        "PassEnvironment=container\n",
     )
+    box.write_file("/etc/declared.env", "FROM_FILE=1\nexport IGNORED=1\n")
     box.write_unit(
         "declared.service.d/settings.conf",
         "[Service]\nExecStartPre=-/bin/true\nUser=root\nWorkingDirectory=/\nLimitNOFILE=65536\n"

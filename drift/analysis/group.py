@@ -36,15 +36,17 @@ from drift.analysis.kinds import (
 )
 from drift.analysis.origins import Attribution, attribute, possibilities
 from drift.analysis.restarts import Restart, RestartEvent, co_restarts, counted, restart_of
-from drift.analysis.sources import ServiceSources
+from drift.analysis.sources import MANAGER_SUBJECT, ServiceSources
 from drift.analysis.story import Status, Story
 from drift.analysis.timing import Order, Records, Span, parse_time_us, start_span
 from drift.analysis.titles import (
     NOT_APPLIED,
+    NOT_RELOADED,
     about_the_same_time,
     environment_order,
     generic_title,
     live_title,
+    manager_title,
     plain_label,
     script_title,
     unit_title,
@@ -175,6 +177,7 @@ class _Grouper:
         services = sorted({c.subject for c in self.changes if c.subject.startswith("service:")})
         for subject in services:
             self.unit_stories(subject)
+        self.manager_stories()
         for subject in services:
             self.state_story(subject)
         for subject in services:
@@ -418,13 +421,14 @@ class _Grouper:
     # ------------------------------------------------------------ systemd units
 
     def unit_stories(self, subject: str) -> None:
-        """Environment= entries, ExecStart= and the unit's other settings of one service."""
+        """Each variable a systemd source of the unit sets, ExecStart=, then the unit's files."""
         service = service_name(subject) or subject
-        first: list[Story] = []
-        for root in self.unclaimed(subject, "unit:environment:"):
-            name = root.key.removeprefix("unit:environment:")
-            status, label, mirror = self.applied(service, root, f"env:{name}")
-            first.append(self.add(root, [mirror], status, label, unit_title(root), [service]))
+        not_loaded = _value(self.after.get((subject, "unit:need_daemon_reload"))) == "yes"
+        status: Status
+        first = [
+            self.variable_story(service, changes, not_loaded)
+            for changes in self.unit_variables(subject)
+        ]
         exec_start = self.free(subject, "unit:exec_start")
         if exec_start is not None:
             words = " ".join(_value(v) or "" for v in (exec_start.before, exec_start.after))
@@ -450,12 +454,17 @@ class _Grouper:
                     exec_start, [*flags, argv], status, label, unit_title(exec_start), [service]
                 )
             )
+        count = len(self.stories)
         self.setting_stories(subject)
+        first += self.stories[count:]  # a drop-in that sets LimitNOFILE= is evidence of it
         reload = self.free(subject, "unit:need_daemon_reload")
-        if reload is not None and _value(reload.after) == "yes":
-            label = f"{NOT_APPLIED}, after systemctl daemon-reload (unit file changed on disk)"
-            self.add(reload, [], "pending", label, unit_title(reload), [service])
-            reload = None
+        on_disk = [s for s in first if s.root.key.startswith(_ON_DISK)]
+        if reload is not None and _value(reload.after) == "yes" and not on_disk:
+            if not self.unclaimed(subject, "unit:file:"):
+                # Only systemd's word that something changed: what, drift cannot say.
+                label = f"{NOT_APPLIED}, after systemctl daemon-reload (unit file changed on disk)"
+                self.add(reload, [], "pending", label, unit_title(reload), [service])
+                reload = None
         others = [
             c
             for c in self.unclaimed(subject, "unit:")
@@ -464,18 +473,126 @@ class _Grouper:
             and c.key not in UNIT_RUNTIME_KEYS
             and not unit_setting(c.key)
         ]
-        others.sort(key=lambda c: (_UNIT_ROOTS.index(c.key) if c.key in _UNIT_ROOTS else 99, c.key))
+        others.sort(key=_unit_root_order)
         if first:
             # Settings that carry the change (a new drop-in) are evidence of it.
-            story = first[0]
+            story = (on_disk or first)[0]
             at = next(i for i, s in enumerate(self.stories) if s is story)
             self.stories[at] = replace(
                 story, evidence=(*story.evidence, *self.take(*others, reload))
             )
         elif others or reload is not None:
             root, *rest = [c for c in (*others, reload) if c is not None]
-            status, label = self.restarted_status(service, root)
-            self.add(root, rest, status, label, unit_title(root), [service])
+            if root.key.startswith("unit:file:") and not_loaded:
+                status, label = "pending", NOT_RELOADED
+            elif root.key == "unit:envfile_ignored":
+                status, label = "changed", "systemd skips such a line: no process gets it"
+            elif root.key.startswith("unit:envfile_sha256:"):
+                status, label = "changed", "no variable it gives changed"
+            else:
+                status, label = self.restarted_status(service, root)
+            rest += self.watched(root)
+            title = unit_title(root, not_loaded=not_loaded and root.key.startswith("unit:file:"))
+            self.add(root, rest, status, label, title, [service])
+
+    def unit_variables(self, subject: str) -> list[list[Change]]:
+        """The changes of each variable, across systemd's sources, the one to root first.
+
+        The source the next start takes it from comes first: an
+        EnvironmentFile= over Environment= (as loaded), then the files on
+        disk (not loaded yet), then PassEnvironment=.
+        """
+        by_name: dict[str, dict[str, Change]] = {}
+        for prefix in _VARIABLE_ROOTS:
+            for change in self.unclaimed(subject, prefix):
+                by_name.setdefault(change.key.removeprefix(prefix), {})[prefix] = change
+        return [
+            [found[p] for p in _VARIABLE_ROOTS if p in found]
+            for _n, found in sorted(by_name.items())
+        ]
+
+    def variable_story(self, service: str, changes: list[Change], not_loaded: bool) -> Story:
+        """A variable of a unit changed in one or more systemd sources: one story, file and line."""
+        root, *rest = changes
+        prefix = next(p for p in _VARIABLE_ROOTS if root.key.startswith(p))
+        name = root.key.removeprefix(prefix)
+        mirror: Change | None = None
+        if prefix == "unit:disk_environment:":
+            # Only the files changed: systemd holds what it loaded before.
+            if not_loaded:
+                status: Status = "pending"
+                label = NOT_RELOADED
+            else:
+                status, label = "changed", "in the unit's files, while systemd's loaded value stays"
+        else:
+            status, label, mirror = self.applied(service, root, f"env:{name}")
+            stronger = self.sources.overridden(service, name, prefix)
+            if stronger is not None and status != "live":
+                label = f"{label}; {stronger}"
+        evidence = [mirror, *rest]
+        for change in (root, *rest):
+            evidence += self.watched(change)
+        title = unit_title(root, not_loaded=prefix == "unit:disk_environment:" and not_loaded)
+        return self.add(root, evidence, status, label, title, [service])
+
+    def watched(self, change: Change) -> list[Change]:
+        """The changes of the file a unit fact names: its text or digest, its [[files]] entry.
+
+        The file is the one of the fact's provenance; a [[files]] entry
+        watching it from the host (through a container's /proc/PID/root) is
+        the same file.
+        """
+        latest = change.after or change.before
+        file = latest.provenance.get("file") if latest is not None else None
+        if not isinstance(file, str) or not file.startswith("/"):
+            return []
+        found = [
+            self.free(change.subject, f"unit:file:{file}"),
+            self.free(change.subject, f"unit:envfile_sha256:{file}"),
+        ]
+        root = latest.provenance.get("root") if latest is not None else None
+        subjects = {f"file:{file}"}
+        if isinstance(root, str) and root not in ("", "/"):
+            subjects.add(f"file:{root.rstrip('/')}{file}")
+        for subject in sorted(subjects):
+            found += self.unclaimed(subject)
+        return [c for c in found if c is not None]
+
+    def manager_stories(self) -> None:
+        """A variable of the systemd manager's environment: the services started since pick it up.
+
+        Only services found by unit are started by the manager; one whose
+        unit or serve script sets the name itself is not affected.
+        """
+        units = sorted(
+            service_name(s) or s
+            for s, k in self.after
+            if k == "unit:load_state" and s.startswith("service:")
+        )
+        for root in self.unclaimed(MANAGER_SUBJECT, "environment:"):
+            name = root.key.removeprefix("environment:")
+            verdicts: dict[Status, list[tuple[str, str, Change | None]]] = {}
+            for service in units:
+                if self.sources.overridden(service, name, "manager") is not None:
+                    continue
+                status, label, mirror = self.applied(service, root, f"env:{name}")
+                verdicts.setdefault(status, []).append((service, label, mirror))
+            for status in ("live", "pending", "on-disk"):
+                if status in verdicts:
+                    found = verdicts[status]
+                    break
+            else:
+                label = "no service recorded that systemd starts picks it up"
+                self.add(root, [], "changed", label, manager_title(root))
+                continue
+            services = [service for service, _l, _m in found]
+            mirrors = [mirror for _s, _l, mirror in found]
+            labels = list(dict.fromkeys(label for _s, label, _m in found))
+            if labels == [NOT_APPLIED]:
+                label = f"{NOT_APPLIED} of {', '.join(services)}"
+            else:
+                label = "; ".join(labels)
+            self.add(root, mirrors, status, label, manager_title(root), services)
 
     def setting_stories(self, subject: str) -> None:
         """Each changed launch setting (User=, LimitNOFILE= ...) is a story of its own.
@@ -740,16 +857,34 @@ class _Grouper:
 
 
 _UNIT_ROOTS = (
+    "unit:file:",
     "unit:drop_ins",
     "unit:fragment_path",
     "unit:environment_files",
     "unit:need_daemon_reload",
 )
+# A variable of a unit, by the source its story is rooted at, first choice first.
+_VARIABLE_ROOTS = (
+    "unit:envfile:",
+    "unit:environment:",
+    "unit:disk_environment:",
+    "unit:pass_environment:",
+)
+# What tells of the unit's files on disk, loaded or not.
+_ON_DISK = ("unit:disk_environment:", "unit:file:")
 _FILE_ROOTS = (*FILE_IDENTITY_KEYS, "mode", "size")
 _REPO_ROOTS = ("head", "branch", "state", "shallow")
 
 
 # ---------------------------------------------------------------- small helpers
+
+
+def _unit_root_order(change: Change) -> tuple[int, str]:
+    """Which of a unit's other changed settings roots its story: a file's text first."""
+    for i, prefix in enumerate(_UNIT_ROOTS):
+        if change.key.startswith(prefix) if prefix.endswith(":") else change.key == prefix:
+            return i, change.key
+    return len(_UNIT_ROOTS), change.key
 
 
 def _value(version: StoredVersion | None) -> str | None:

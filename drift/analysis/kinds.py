@@ -63,6 +63,14 @@ def unit_setting(key: str) -> bool:
     return key in UNIT_SETTING_KEYS or key.startswith("unit:limit:")
 
 
+# A unit's environment, from each systemd source: Environment= as loaded and as on
+# disk, EnvironmentFile=, PassEnvironment=.
+_UNIT_ENVIRONMENT = (
+    "unit:environment:",
+    "unit:disk_environment:",
+    "unit:envfile:",
+    "unit:pass_environment:",
+)
 # The facts of a running process that make up its command line.
 COMMAND_LINE_KEYS = ("exe", "argv", "cwd", "user")
 # The facts of a git checkout about what is not committed.
@@ -86,7 +94,7 @@ def category(subject: str, key: str) -> str:
             return "live env"
         if key.startswith("flag:"):
             return "live flag"
-        if key.startswith("unit:environment:"):
+        if key.startswith(_UNIT_ENVIRONMENT):
             return "unit environment"
         if key in ("unit:active_state", "unit:load_state", "running"):
             return "service state"
@@ -97,6 +105,8 @@ def category(subject: str, key: str) -> str:
         if key in COMMAND_LINE_KEYS:
             return "live command line"
         return "process id"
+    if kind == "systemd":  # the manager: its environment is every unit's
+        return "unit environment" if key.startswith("environment:") else "unit"
     if kind == "repo":
         return "repo working tree" if key in WORKTREE_KEYS else "repo"
     return {"file": "file", "command": "command", "health": "health"}.get(kind, kind)

@@ -3,8 +3,16 @@
 `drift.analysis.origins` matches one script fact against one live value;
 here the question is asked for a service across the whole current state:
 every serve script that serves it (with the branches its other live values
-show were taken), then its unit's Environment= and ExecStart=, else
-"source unknown".
+show were taken), then systemd's sources in the order systemd merges them
+(`SYSTEMD_SOURCES`), and ExecStart=, else "source unknown".
+
+systemd builds a unit's environment from its manager's environment, then
+PassEnvironment=, then Environment=, then the EnvironmentFile= files, a
+later source overriding an earlier one (exec_child in systemd's
+src/core/execute.c; checked against a real systemd in
+tests/test_unit_sources.py); the serve script it runs exports over all of
+them. Only the strongest source that sets a name can give its value: a
+weaker one that happens to hold the same value is not named.
 """
 
 from __future__ import annotations
@@ -20,9 +28,13 @@ from drift.analysis.origins import (
     attribute_together,
     branches_from_env,
 )
-from drift.analysis.titles import SOURCE_UNKNOWN
+from drift.analysis.titles import MANAGER, SOURCE_UNKNOWN, shown
 from drift.shell.patterns import feasible
 from drift.store.query import StoredVersion
+
+MANAGER_SUBJECT = "systemd:manager"
+SYSTEMD_SOURCES = ("unit:envfile:", "unit:environment:", "unit:pass_environment:", "manager")
+"""systemd's sources of a unit's variable, strongest first (``manager``: its environment)."""
 
 
 class ServiceSources:
@@ -45,7 +57,7 @@ class ServiceSources:
         (``${NAME:-default}`` taking the caller's) counts as inherited.
         """
         name = change.key.removeprefix("env:")
-        if (f"service:{service}", f"unit:environment:{name}") in self.after:
+        if self.systemd_source(service, name) is not None:
             return False
         exported = any(
             (script, f"export:{name}") in self.after
@@ -72,11 +84,47 @@ class ServiceSources:
         found = self.script_origin(service, f"export:{name}", change.after)
         if found is not None:
             return f"{found.words()} (unchanged since the baseline)"
-        unit = self.after.get((f"service:{service}", f"unit:environment:{name}"))
-        if unit is not None and _same(unit, change.after):
-            where = unit.provenance.get("unit")
-            return "from unit Environment=" + (f" ({where})" if where else "")
-        return SOURCE_UNKNOWN
+        source = self.systemd_source(service, name)
+        if source is None:
+            return SOURCE_UNKNOWN
+        words = source_words(*source)
+        if _same(source[1], change.after):
+            return f"from {words}"
+        # The strongest source says otherwise: none weaker can have given it.
+        return f"{SOURCE_UNKNOWN} ({words} sets {shown(source[1])} now)"
+
+    def systemd_source(self, service: str, name: str) -> tuple[str, StoredVersion] | None:
+        """The strongest systemd source that sets `name` for the service now, and its value.
+
+        The manager's environment counts only for a service systemd starts
+        (one found by unit).
+        """
+        subject = f"service:{service}"
+        for prefix in SYSTEMD_SOURCES[:-1]:
+            version = self.after.get((subject, prefix + name))
+            if version is not None:
+                return prefix, version
+        if (subject, "unit:load_state") in self.after:
+            version = self.after.get((MANAGER_SUBJECT, f"environment:{name}"))
+            if version is not None:
+                return "manager", version
+        return None
+
+    def overridden(self, service: str, name: str, source: str) -> str | None:
+        """What sets `name` for the service over the systemd `source`, in words; None if nothing.
+
+        A serve script's export overrides every systemd source; among them
+        the order of SYSTEMD_SOURCES decides.
+        """
+        for script, owner in sorted(self.script_service.items()):
+            version = self.after.get((script, f"export:{name}"))
+            if owner == service and version is not None and not version.provenance.get("inherited"):
+                return f"the serve script exports {name} ({_line_of(version)}), over it"
+        stronger = SYSTEMD_SOURCES[: SYSTEMD_SOURCES.index(source)]
+        found = self.systemd_source(service, name)
+        if found is not None and found[0] in stronger:
+            return f"{source_words(*found)} sets {name} over it"
+        return None
 
     def flag_source(self, service: str, change: Change) -> str:
         """Where a live flag could have come from: the script's exec line, the unit's ExecStart=."""
@@ -148,6 +196,25 @@ class ServiceSources:
         result = frozenset(known) if feasible(known) else frozenset()
         self._branches[service] = result
         return result
+
+
+def source_words(source: str, version: StoredVersion) -> str:
+    """A systemd source of a variable in words, with its file and line where known."""
+    where = _line_of(version)
+    unit = version.provenance.get("unit")
+    if source == "unit:envfile:":
+        return f"EnvironmentFile {where}"
+    if source == "unit:environment:":
+        return "unit Environment=" + (f" ({where})" if where else f" ({unit})" if unit else "")
+    if source == "unit:pass_environment:":
+        return f"PassEnvironment= of {unit} (the manager's own environment)"
+    return f"{MANAGER} (systemctl set-environment, or DefaultEnvironment=)"
+
+
+def _line_of(version: StoredVersion) -> str:
+    """FILE:LINE of a value, or "" when no one line gives it."""
+    file, line = version.provenance.get("file"), version.provenance.get("line")
+    return f"{file}:{line}" if file and line else ""
 
 
 def _same(a: StoredVersion | None, b: StoredVersion | None) -> bool:

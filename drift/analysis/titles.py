@@ -7,6 +7,7 @@ line each: secrets as their marker, long text shortened, blobs not at all.
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Sequence
 
@@ -155,21 +156,68 @@ def script_title(
     return f"{new} at {where} (was {shown(was if was is not None else change.before)})"
 
 
-def unit_title(change: Change) -> str:
-    """``Environment=K=V in unit U (was W)``, ``unit U: drop_ins modified`` ..."""
+NOT_LOADED = "not loaded: run systemctl daemon-reload"
+NOT_RELOADED = "not applied yet: takes effect after systemctl daemon-reload and a restart"
+MANAGER = "the systemd manager environment"
+
+
+def unit_title(change: Change, *, not_loaded: bool = False) -> str:
+    """``Environment=K=V added to FILE:LINE``, ``K=V in EnvironmentFile FILE:LINE (was W)`` ...
+
+    `not_loaded`: the unit's files say this, systemd has not loaded it yet
+    (``, not loaded: run systemctl daemon-reload``).
+    """
     latest = change.after or change.before
     assert latest is not None
     unit = latest.provenance.get("unit") or change.subject.removeprefix("service:")
-    if change.key.startswith("unit:environment:"):
-        name = change.key.removeprefix("unit:environment:")
-        if change.kind == "removed":
-            return f"Environment={name} removed from unit {unit}"
-        new = f"Environment={name}={shown(change.after)} in unit {unit}"
-        return new if change.kind == "added" else f"{new} (was {shown(change.before)})"
-    if change.key == "unit:need_daemon_reload":
+    family, _, name = change.key.removeprefix("unit:").partition(":")
+    if family in ("environment", "disk_environment", "envfile", "pass_environment") and name:
+        title = _variable_title(change, family, name, f"unit {unit}")
+    elif change.key == "unit:envfile_ignored" and change.after is not None:
+        lines = (change.after.value or "").split("\n")
+        more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
+        title = f"EnvironmentFile line ignored by systemd, not a variable name: {lines[0]}{more}"
+    elif family == "envfile_sha256" and name:
+        title = f"EnvironmentFile {name} {'changed' if change.kind == 'modified' else change.kind}"
+    elif change.key == "unit:need_daemon_reload":
         return f"unit {unit} changed on disk, not reloaded (NeedDaemonReload={latest.value})"
-    setting = change.key.removeprefix("unit:")
-    return f"unit {unit}: {setting} {change.kind}"
+    elif family == "file" and name:
+        # The path names the unit: decode.service, decode.service.d/override.conf.
+        what = "drop-in" if os.path.dirname(name).endswith(".d") else "unit file"
+        title = f"{what} {name} {'changed' if change.kind == 'modified' else change.kind}"
+    else:
+        title = f"unit {unit}: {change.key.removeprefix('unit:')} {change.kind}"
+    return f"{title}, {NOT_LOADED}" if not_loaded else title
+
+
+def _variable_title(change: Change, family: str, name: str, unit: str) -> str:
+    """A variable of a systemd source, where it is set: file and line when known."""
+    latest = change.after or change.before
+    assert latest is not None
+    file, line = latest.provenance.get("file"), latest.provenance.get("line")
+    where = f"{file}:{line}" if file and line else unit
+    if family == "envfile":
+        where = f"EnvironmentFile {where}"
+    elif family == "pass_environment":
+        where = "PassEnvironment= (from the manager's own environment)"
+    setting = name if family in ("envfile", "pass_environment") else f"Environment={name}"
+    if change.kind == "removed":
+        return f"{setting} removed from {where}"
+    new = f"{setting}={shown(change.after)}"
+    at = ("added to" if change.kind == "added" else "at") if file and line else "in"
+    was = "" if change.kind == "added" else f" (was {shown(change.before)})"
+    return f"{new} {at} {where}{was}"
+
+
+def manager_title(change: Change) -> str:
+    """``K=V set in the systemd manager environment``, ``K removed from ...`` ..."""
+    name = change.key.removeprefix("environment:")
+    if change.kind == "removed":
+        return f"{name} removed from {MANAGER}"
+    new = f"{name}={shown(change.after)}"
+    if change.kind == "added":
+        return f"{new} set in {MANAGER}"
+    return f"{new} in {MANAGER} (was {shown(change.before)})"
 
 
 def live_title(change: Change, service: str) -> str:

@@ -336,9 +336,10 @@ def _journal(subject: str, unit: str, ctx: CollectContext) -> Result:
 
 def _ask_systemd(unit: str, ctx: CollectContext, subject: str) -> tuple[Located, UnitState | None]:
     """The unit's main process as systemd names it (asked again while it is mid-start)."""
-    from drift.collectors.systemd import show_unit, unit_facts
-    from drift.collectors.unit_files import environment_origins, files_root
+    from drift.collectors.systemd import show_unit
+    from drift.collectors.unit_files import files_root
     from drift.collectors.unit_limits import limit_facts
+    from drift.collectors.unit_sources import unit_source_facts
 
     found_by = f"unit {unit}"
     waits = iter(STARTING_WAITS)
@@ -351,9 +352,7 @@ def _ask_systemd(unit: str, ctx: CollectContext, subject: str) -> tuple[Located,
             # covers the whole service: nothing of it may read as removed.
             error = CollectionError(subject, None, f"unit: {exc}")
             return Located(found_by, error=error), None
-        paths = [p for p in (state.fragment_path, *state.drop_in_paths) if p]
-        lines = environment_origins(paths, state.environment, files_root(ctx.proc_root))
-        facts: list[Result] = list(unit_facts(subject, state, lines))
+        facts: list[Result] = unit_source_facts(subject, state, ctx)
         facts += limit_facts(subject, state, files_root(ctx.proc_root))
         if state.main_pid <= 0:
             return Located(found_by, facts=facts), state

@@ -141,6 +141,62 @@ SERVICE = SubjectKind(
         ),
         *_UNIT_SETTINGS,
         *_UNIT_RUNTIME,
+        FactKey(
+            "unit:file:",
+            "the text of its unit file or a drop-in, on disk now",
+            _UNIT,
+            "value",
+            "PATH",
+        ),
+        FactKey(
+            "unit:disk_environment:",
+            "one variable its files on disk set with Environment= (what a daemon-reload loads)",
+            "unit environment",
+            "name",
+            "NAME",
+        ),
+        FactKey(
+            "unit:envfile:",
+            "one variable its EnvironmentFile= files set now (read at its next start)",
+            "unit environment",
+            "name",
+            "NAME",
+        ),
+        FactKey(
+            "unit:envfile_sha256:",
+            "the SHA-256 of one of its EnvironmentFile= files",
+            _UNIT,
+            "value",
+            "PATH",
+        ),
+        FactKey(
+            "unit:envfile_ignored",
+            "lines of its EnvironmentFile= files systemd ignores (not a variable name)",
+            _UNIT,
+            "value",
+        ),
+        FactKey(
+            "unit:pass_environment:",
+            "one variable PassEnvironment= hands on from the manager's own environment",
+            "unit environment",
+            "name",
+            "NAME",
+        ),
+    ),
+)
+
+SYSTEMD = SubjectKind(
+    "systemd",
+    "manager",
+    "the systemd manager of the services found by unit (one per `systemctl`)",
+    (
+        FactKey(
+            "environment:",
+            "one variable of its environment (`systemctl show-environment`): units start with it",
+            "unit environment",
+            "name",
+            "NAME",
+        ),
     ),
 )
 
@@ -277,6 +333,25 @@ class ScriptsCollector(Collector[ServiceSpec]):
         return collect_script(entry.name, entry.script, ctx)
 
 
+class ManagerCollector(Collector[str]):
+    """The systemd manager's environment, once a record (`drift.collectors.manager`)."""
+
+    name = "manager"
+    section = "systemd"  # not a section of drift.toml: one entry while a service is found by unit
+    subjects = (SYSTEMD,)
+
+    def entries(self, config: Config) -> tuple[str, ...]:
+        return ("manager",) if any(s.unit for s in config.services) else ()
+
+    def scope(self, entry: str) -> str:
+        return "systemd:manager"
+
+    def collect(self, entry: str, ctx: CollectContext) -> Iterable[Item]:
+        from drift.collectors.manager import collect_manager
+
+        return collect_manager(ctx)
+
+
 class FilesCollector(Collector[FileSpec]):
     """The files a set's globs match (`drift.collectors.files`)."""
 
@@ -346,6 +421,7 @@ class HealthCollector(Collector[HealthSpec]):
 COLLECTORS: tuple[Collector[Any], ...] = (
     ServicesCollector(),
     ScriptsCollector(),
+    ManagerCollector(),
     FilesCollector(),
     ReposCollector(),
     CommandsCollector(),

@@ -34,6 +34,7 @@ SHOW_PROPERTIES: tuple[str, ...] = (
     "FragmentPath",
     "DropInPaths",
     "NeedDaemonReload",
+    "PassEnvironment",
 )
 
 # How the unit's last run went: volatile, read as context of restarts and crash loops.
@@ -142,6 +143,7 @@ class UnitState:
     need_daemon_reload: bool
     runtime: UnitRuntime = field(default_factory=UnitRuntime)
     settings: UnitSettings = field(default_factory=UnitSettings)
+    pass_environment: tuple[str, ...] = ()  # names passed on from the manager's own environment
 
 
 def parse_show(text: str) -> dict[str, list[str]]:
@@ -197,6 +199,7 @@ def parse_unit_state(unit: str, props: dict[str, list[str]]) -> UnitState:
         need_daemon_reload=first("NeedDaemonReload") == "yes",
         runtime=parse_runtime(props),
         settings=parse_settings(props),
+        pass_environment=tuple(split_quoted(" ".join(props.get("PassEnvironment", [])))),
     )
 
 
@@ -210,6 +213,24 @@ def show_unit(
         raise SystemdError(f"invalid unit name {unit!r}")
     argv = [*systemctl, "show", "--timestamp=us+utc", unit, "-p", ",".join(SHOW_PROPERTIES)]
     command = shlex.join(argv[: len(systemctl) + 1] + [unit])
+    text = _show(argv, command, f"query {unit}", timeout)
+    props = parse_show(text)
+    if "LoadState" not in props:
+        raise SystemdError(f"{command} printed no LoadState: {_first_line(text)!r}")
+    return parse_unit_state(unit, props)
+
+
+def show_manager(
+    properties: Sequence[str], systemctl: Sequence[str] = ("systemctl",), timeout: float = 5.0
+) -> dict[str, list[str]]:
+    """The systemd manager's own properties (`systemctl show -p ...` without a unit)."""
+    argv = [*systemctl, "show", "-p", ",".join(properties)]
+    return parse_show(_show(argv, shlex.join(argv), "query the systemd manager", timeout))
+
+
+def _show(argv: list[str], command: str, what: str, timeout: float) -> str:
+    """What one `systemctl show` prints; any failure is a SystemdError."""
+    systemctl = argv[0]
     try:
         result = subprocess.run(
             argv,
@@ -221,18 +242,15 @@ def show_unit(
             stdin=subprocess.DEVNULL,
         )
     except FileNotFoundError:
-        raise SystemdError(f"cannot query {unit}: {systemctl[0]!r} not found") from None
+        raise SystemdError(f"cannot {what}: {systemctl!r} not found") from None
     except PermissionError:
-        raise SystemdError(f"cannot query {unit}: {systemctl[0]!r} is not executable") from None
+        raise SystemdError(f"cannot {what}: {systemctl!r} is not executable") from None
     except subprocess.TimeoutExpired:
         raise SystemdError(f"{command} did not answer within {timeout:g} s") from None
     if result.returncode != 0:
         reason = _first_line(result.stderr) or _first_line(result.stdout) or "no output"
         raise SystemdError(f"{command} failed (exit {result.returncode}): {reason}")
-    props = parse_show(result.stdout)
-    if "LoadState" not in props:
-        raise SystemdError(f"{command} printed no LoadState: {_first_line(result.stdout)!r}")
-    return parse_unit_state(unit, props)
+    return result.stdout
 
 
 def unit_facts(

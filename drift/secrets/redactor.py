@@ -532,16 +532,23 @@ def _distinct(provenances: list[dict[str, Any]]) -> Iterable[dict[str, Any]]:
 
 
 def _name_in_key(key: str) -> str | None:
-    """The name in ``env:NAME``, ``export:NAME``, ``unit:environment:NAME``, ``flag:--NAME``.
+    """The name in ``env:NAME``, ``export:NAME``, ``unit:environment:NAME``, ``flag:--NAME`` ...
 
     Only these keys are judged by name; any other key by its value alone.
     """
     head, _, rest = key.partition(":")
-    if head in ("env", "export", "flag"):
+    if head in ("env", "export", "flag", "environment"):
         return rest
-    if head == "unit" and rest.startswith("environment:"):
-        return rest[len("environment:") :]
+    if head == "unit":
+        kind, sep, name = rest.partition(":")
+        if sep and kind in _UNIT_NAMED:
+            return name
     return None
+
+
+# The unit:KIND:NAME keys whose NAME is a variable's (``environment`` of the systemd
+# manager is judged by name as well, above).
+_UNIT_NAMED = frozenset({"environment", "disk_environment", "envfile", "pass_environment"})
 
 
 def load_or_create_key(path: Path) -> bytes:

@@ -82,7 +82,7 @@ _COUNT_WORDS = frozenset(
         "PER",
     }
 )
-# Well-known session plumbing: paths and ids, not credentials.
+# Well-known session plumbing and settings: paths, ids and names, not credentials.
 _BENIGN_NAMES = frozenset(
     {
         "SSH_AUTH_SOCK",
@@ -92,6 +92,9 @@ _BENIGN_NAMES = frozenset(
         "XDG_SESSION_TYPE",
         "XDG_SESSION_CLASS",
         "XDG_SESSION_DESKTOP",
+        # systemd unit settings (a unit file is kept as text): names, not values
+        "PASSENVIRONMENT",
+        "KEYRINGMODE",
     }
 )
 _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+")

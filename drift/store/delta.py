@@ -191,6 +191,28 @@ def needs_known_subjects(
     )
 
 
+LINE_KEYS = ("unit:environment:", "unit:disk_environment:", "unit:envfile:")
+"""Keys outside scripts whose provenance names a line (a unit's variables): a line moved
+with the value unchanged is stored too, as a script's is."""
+
+
+def _has_line(ident: Ident) -> bool:
+    return ident[0].startswith("script:") or ident[1].startswith(LINE_KEYS)
+
+
+def _same_place(ident: Ident, stored: str | None, provenance: dict[str, Any]) -> bool:
+    """Whether a value with an unchanged value stays where it was stored.
+
+    A script fact's whole provenance is its place; a unit's variable is only
+    its file, line and text (its provenance also lists the unit's drop-ins,
+    which an unrelated drop-in changes).
+    """
+    if ident[0].startswith("script:"):
+        return stored == provenance_json(provenance)
+    old = json.loads(stored) if stored else {}
+    return all(old.get(k) == provenance.get(k) for k in ("file", "line", "text"))
+
+
 def needs_script_provenance(items: Sequence[Fact | FactBlock], config_changed: bool) -> bool:
     """Whether the delta needs the stored provenance of open script facts.
 
@@ -201,7 +223,7 @@ def needs_script_provenance(items: Sequence[Fact | FactBlock], config_changed: b
         return True
     for item in items:
         if isinstance(item, Fact):
-            if item.subject.startswith("script:"):
+            if item.subject.startswith("script:") or item.key.startswith(LINE_KEYS):
                 return True
         elif any(subject.startswith("script:") for subject in item.subjects):
             return True
@@ -372,13 +394,13 @@ def _compare(
             # A line added above an export moves it without changing its value;
             # the new line is stored, or drift would keep naming the old one.
             # A script's content has no line.
-            if ident[1] == "content" or not ident[0].startswith("script:"):
+            if ident[1] == "content" or not _has_line(ident):
                 continue
             if placed is None:
                 raise ValueError(
                     "PreviousState.script_provenance is needed (needs_script_provenance)"
                 )
-            if ident not in placed or placed[ident] == provenance_json(provenance):
+            if ident not in placed or _same_place(ident, placed[ident], provenance):
                 continue
             moved += 1  # a new line for the same value: stored, not a change
         closing.append(vid)

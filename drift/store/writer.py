@@ -418,8 +418,8 @@ class HistoryWriter:
             rows = self.conn.execute(
                 "SELECT f.subject, f.key, v.provenance FROM facts f "
                 "JOIN versions v ON v.fact_id = f.id WHERE f.host_id = ? "
-                "AND v.until_snapshot_id IS NULL AND f.subject LIKE ?",
-                (host_id, "script:%"),
+                "AND v.until_snapshot_id IS NULL AND (f.subject LIKE ? OR f.key LIKE ?)",
+                (host_id, "script:%", "unit:%"),
             )
             previous.script_provenance = {(r[0], r[1]): r[2] for r in rows}
         return previous
