@@ -115,9 +115,12 @@ class Conditions(Words):
         op = node_text(node.children[0])
         operand = node.named_children[-1]
         if op in _FILE_TESTS:
-            # A file the script tests for: if it is there now, it was there at start.
+            # A file the script tests for: if it is there now, it was there at start. One
+            # relative to a start folder drift does not know may be there or not.
             path = self._literal_word(operand, st)
-            resolved = self._resolve(path, st) if path else None
+            resolved = self._resolve(path, st)
+            if resolved is None:
+                self._start_relative(path, st)  # given the start folder, it would decide
             return True if resolved is not None and self.files.exists(resolved) else None
         if op not in ("-z", "-n"):
             return None

@@ -10,6 +10,7 @@ values. Any other form is one hole with its text.
 from __future__ import annotations
 
 import fnmatch
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
@@ -99,7 +100,7 @@ class ParameterExpansion(Words):
             return [Alt((Seg(self.file, origin),))]
         if name == "LINENO":
             return [Alt((Seg(str(origin.line), origin),))]
-        if name == "PWD" and name not in st.vars and st.cwd is not None:
+        if name == "PWD" and name not in st.vars and st.cwd is not None and os.path.isabs(st.cwd):
             return [Alt((Seg(st.cwd, origin),))]
         return None
 

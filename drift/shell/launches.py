@@ -10,6 +10,7 @@ followed instead, and what that child launches counts.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -95,9 +96,8 @@ class Launches(Builtins):
         if name == "eval":
             self._eval(node, variants, st, how)
             return
-        if name in ("cd", "pushd"):
-            target = field_literal(args[0]) if args else None
-            st.cwd = self._resolve(target, st) if target and target != "-" else None
+        if name in ("cd", "pushd", "popd"):
+            self._change_folder(name, args, st)
             return
         if name in ("exit",):
             st.stop = "exit"
@@ -115,6 +115,23 @@ class Launches(Builtins):
             self._call(name, args, st, how)
             return
         self._candidate(variants, prefix, origin, st, how, source=command_text(node))
+
+    def _change_folder(self, name: str, args: Sequence[Field], st: State) -> None:
+        """``cd DIR``, ``pushd DIR``: the new working folder (relative while the start is unknown).
+
+        ``cd -``, ``popd``, ``cd`` alone ($HOME) or a folder drift does not
+        know leave it unknown.
+        """
+        words = [field_literal(f) for f in args]
+        while words and words[0] in ("-L", "-P", "-e", "-@", "--"):
+            words = words[1:]
+        target = words[0] if words else None
+        if name == "popd" or not target or target == "-":
+            st.cwd = None
+        elif os.path.isabs(target) or st.cwd is None or os.path.isabs(st.cwd):
+            st.cwd = self._resolve(target, st)
+        else:
+            st.cwd = os.path.normpath(os.path.join(st.cwd, target))
 
     def _candidate(
         self,
@@ -152,13 +169,19 @@ class Launches(Builtins):
             if self._shell_program(program, env, st, how, via_exec, origin):
                 return
         if head is not None and head.startswith(("/", "./", "../")) and self.depth < MAX_DEPTH:
-            path = self._resolve(head, st)
-            if path is not None and is_shell_script(path, self.files):
-                if self._child_script(path, program[1:], env, st, how, via_exec, origin):
-                    return
+            if self._script_program(head, program[1:], env, st, how, via_exec, origin):
+                return
         if via_exec:
             launch = Launch(
-                tuple(stripped), env, origin, st.conds, "exec", cleared, tuple(variants), source
+                tuple(stripped),
+                env,
+                origin,
+                st.conds,
+                "exec",
+                cleared,
+                tuple(variants),
+                source,
+                st.cwd,
             )
             self.launches.append(launch)
             st.stop = "exec"
@@ -174,6 +197,7 @@ class Launches(Builtins):
             cleared,
             tuple(variants),
             source,
+            st.cwd,
         )
         st.last = better_launches(st.last, (score, launch))
 
@@ -239,11 +263,46 @@ class Launches(Builtins):
             if word.startswith("-"):
                 k += 1
                 continue
-            path = self._resolve(word, st)
-            if path is None:
-                return False
-            return self._child_script(path, program[k + 1 :], env, st, how, via_exec, origin)
+            return self._script_program(word, program[k + 1 :], env, st, how, via_exec, origin)
         return False
+
+    def _script_program(
+        self,
+        written: str,
+        args: Sequence[Field],
+        env: dict[str, tuple[Binding, ...]],
+        st: State,
+        how: str,
+        via_exec: bool,
+        origin: Origin,
+    ) -> bool:
+        """``./child.sh``, ``bash child.sh``: the child script followed; True if it was read.
+
+        A relative one is in the folder the script was started in: while
+        that is unknown, it is followed on the path started in the script's
+        own folder, and on the other it is a program drift cannot read.
+        """
+        path = self._resolve(written, st)
+        if path is not None:
+            if not is_shell_script(path, self.files):
+                return False
+            return self._child_script(path, args, env, st, how, via_exec, origin)
+        relative = self._start_relative(written, st)
+        if relative is None or not is_shell_script(self._guess(relative), self.files):
+            return False
+        how_unknown = "exec" if via_exec else how
+
+        def follow(path_st: State, guess: str) -> None:
+            if not self._child_script(guess, args, env, path_st, how, via_exec, origin):
+                self._unknown_launch(path_st, origin, how_unknown)
+
+        def elsewhere(path_st: State) -> None:
+            self._unknown_launch(path_st, origin, how_unknown)
+            if via_exec:
+                path_st.stop = "exec"
+
+        self._from_start(st, origin, relative, follow, elsewhere)
+        return True
 
     def _inline_scripts(self, field: Field, st: State) -> list[str]:
         """The code of ``bash -c STRING``: its texts if STRING is written here, else none.
