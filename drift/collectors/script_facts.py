@@ -136,7 +136,7 @@ def _exec_fact(subject: str, model: Any, where: dict[str, Any]) -> Fact:
     value = " | ".join(dict.fromkeys(renderings))
     provenance: dict[str, Any] = dict(where)
     origins = list(dict.fromkeys(launch.origin for launch in model.launches))
-    if len(origins) == 1:
+    if len(origins) == 1 and not any(launch.unknown for launch in model.launches):
         origin = origins[0]
         provenance.update(file=origin.file, line=origin.line, text=storable(origin.text))
     else:

@@ -33,7 +33,7 @@ MAX_SCRIPT_BYTES = 8 << 20
 """A "script" larger than this is a misconfiguration (a log, a binary), not read each minute."""
 
 _CACHE: dict[
-    tuple[str, str, bytes, StartFolder | None], tuple[Any, tuple[tuple[str, bytes | None], ...]]
+    tuple[str, str, bytes, StartFolder | None], tuple[Any, tuple[tuple[str, bytes], ...]]
 ] = {}
 
 
@@ -129,13 +129,15 @@ def script_model(
     """
     from drift.shell.evaluate import evaluate
     from drift.shell.syntax import bash_refuses
-    from drift.shell.walk import MAX_SOURCED_BYTES
+    from drift.shell.walk import MAX_SOURCED_BYTES, path_test
 
     key = (files.root, path, hashlib.blake2b(data, digest_size=16).digest(), start)
     cached = _CACHE.get(key)
     if cached is not None:
         model, sourced = cached
-        if all(files.read_regular(p, MAX_SOURCED_BYTES) == content for p, content in sourced):
+        if all(
+            files.read_regular(p, MAX_SOURCED_BYTES) == content for p, content in sourced
+        ) and all(path_test(kind, p, files) == answer for kind, p, answer in model.checked):
             return model
     excluded = frozenset(exclude)
 
@@ -154,9 +156,7 @@ def script_model(
             model.broken.append(f"{path}: {refused}")
     if len(_CACHE) > 64:
         _CACHE.clear()
-    # A file that appears where the reading found none changes it too.
-    read_files = [(s.path, s.data) for s in model.sourced]
-    _CACHE[key] = (model, (*read_files, *((p, None) for p in model.absent)))
+    _CACHE[key] = (model, tuple((s.path, s.data) for s in model.sourced))
     return model
 
 

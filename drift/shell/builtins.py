@@ -144,16 +144,16 @@ class Builtins(StartFolder):
     def _on_path(self, name: str, st: State) -> tuple[str | None, bool]:
         """The file `name` bash finds on PATH, if drift sees one; and whether that is certain.
 
-        Certain when the script sets PATH to one value drift knows whole.
-        Where PATH is the caller's (in part or whole), the system's folders
-        stand for it: a file there may be the one bash reads.
+        Certain when the script sets PATH to one value with that folder
+        ahead of anything drift does not know. Where PATH is the caller's
+        (in part or whole), the system's folders stand for it: a file there
+        may be the one bash reads.
         """
-        folders, complete = path_folders(st.vars.get("PATH"))
-        for folder in folders:
+        for folder, sure in path_folders(st.vars.get("PATH")):
             candidate = os.path.join(folder, name)
             if self._is_file(candidate):
-                return candidate, complete
-        return None, complete
+                return candidate, sure
+        return None, False
 
     def _set_builtin(self, args: Sequence[Field], st: State) -> None:
         """``set -a``, ``set -o allexport`` (and ``+``), ``set -- ARGS``."""
@@ -238,29 +238,29 @@ class Builtins(StartFolder):
         self._walk_string(" ".join(text), self.origin(node), st, how)
 
 
-def path_folders(bindings: Sequence[Binding] | None) -> tuple[list[str], bool]:
-    """The folders of PATH, in order, and whether they are all of them.
+def path_folders(bindings: Sequence[Binding] | None) -> list[tuple[str, bool]]:
+    """The folders of PATH in order, each with whether bash surely looks there first.
 
-    A part drift does not know (the caller's ``$PATH``, a ``$(cmd)``) stands
-    for the system's folders; a relative folder (the working one) is left
-    out. Complete only for one value written whole in the script.
+    A part drift does not know (the caller's ``$PATH``, a ``$(cmd)``)
+    stands for the system's folders; a relative folder (the working one)
+    is left out. A folder is sure when the script sets PATH to one value
+    and nothing drift does not know comes before it
+    (``PATH=/opt/venv/bin:$PATH``).
     """
     if not bindings:
-        return list(SYSTEM_PATH), False
-    folders: list[str] = []
-    complete = len(bindings) == 1
+        return [(folder, False) for folder in SYSTEM_PATH]
+    out: dict[str, bool] = {}
+    single = len(bindings) == 1 and bindings[0].alts is not None and len(bindings[0].alts) == 1
     for binding in bindings:
-        if binding.alts is None:
-            complete = False
-            continue
-        complete = complete and len(binding.alts) == 1
-        for alt in binding.alts:
+        for alt in binding.alts or ():
+            sure = single
             text = "".join(p if isinstance(p, str) else "\0" for p in alt.pattern)
             for folder in text.split(":"):
                 if "\0" in folder or not os.path.isabs(folder):
-                    complete = False
-                    if "\0" in folder:
-                        folders.extend(f for f in SYSTEM_PATH if f not in folders)
-                elif folder not in folders:
-                    folders.append(os.path.normpath(folder))
-    return folders, complete
+                    sure = False
+                    extra = SYSTEM_PATH if "\0" in folder else ()
+                    out.update((f, out.get(f, False)) for f in extra)
+                else:
+                    folder = os.path.normpath(folder)
+                    out[folder] = out.get(folder, sure) and sure
+    return list(out.items())

@@ -17,10 +17,10 @@ from typing import Any
 
 from drift.shell.state import State
 from drift.shell.syntax import WORD_NODES, Node, is_name, node_text, simple_name
-from drift.shell.words import Words
+from drift.shell.walk import Walker
 
 
-class Conditions(Words):
+class Conditions(Walker):
     """Decisions on conditions, mixed into the evaluator (see the module docstring)."""
 
     def decide(self, nodes: Sequence[Node], st: State) -> bool | None:
@@ -121,7 +121,8 @@ class Conditions(Words):
             resolved = self._resolve(path, st)
             if resolved is None:
                 self._start_relative(path, st)  # given the start folder, it would decide
-            return True if resolved is not None and self.files.exists(resolved) else None
+                return None
+            return True if self._check("exists", resolved) else None
         if op not in ("-z", "-n"):
             return None
         values = self._literals(operand, st)

@@ -341,8 +341,9 @@ def _default(
     fails = op in (":?", "?")  # no value: the shell stops, nothing is expanded
     if state == "unset":
         return ([], False) if fails else (_under(word, alt), True)
-    # unknown: the value the caller gave, or the word
-    caller = len(alt.segs) == 1 and isinstance(alt.segs[0].part, Hole)
+    # unknown: the value the caller gave, or the word; a line drift could not read stays that
+    part = alt.segs[0].part if len(alt.segs) == 1 else None
+    caller = isinstance(part, Hole) and part.kind != "unread"
     kept = Alt((Seg(Hole(node_text(node), "caller"), None, split=not quoted),), alt.conds)
     values = [kept if caller else alt]
     return (values, False) if fails else (values + _under(word, alt), True)

@@ -129,9 +129,12 @@ class Launches(Builtins):
         if name == "popd" or not target or target == "-":
             st.cwd = None
         elif os.path.isabs(target) or st.cwd is None or os.path.isabs(st.cwd):
-            st.cwd = self._resolve(target, st)
+            folder = self._resolve(target, st)
+            # a cd to a folder that is not there fails: then where it stays is not followed
+            st.cwd = folder if folder is not None and self._check("dir", folder) else None
         else:
-            st.cwd = os.path.normpath(os.path.join(st.cwd, target))
+            relative = os.path.normpath(os.path.join(st.cwd, target))
+            st.cwd = relative if self._check("dir", self._guess(relative)) else None
 
     def _candidate(
         self,
@@ -276,33 +279,51 @@ class Launches(Builtins):
         via_exec: bool,
         origin: Origin,
     ) -> bool:
-        """``./child.sh``, ``bash child.sh``: the child script followed; True if it was read.
+        """``./child.sh``, ``bash child.sh``: the child script followed; True if handled.
 
-        A relative one is in the folder the script was started in: while
-        that is unknown, it is followed on the path started in the script's
-        own folder, and on the other it is a program drift cannot read.
+        ``./name`` that is not there starts nothing; ``bash name`` not there
+        is looked for on PATH, so it runs a script drift cannot read, as
+        does one in a folder drift does not know. A relative one is in the
+        folder the script was started in: while that is unknown, it is read
+        on the path started in the script's own folder, and on the other it
+        is a program drift cannot read.
         """
-        path = self._resolve(written, st)
-        if path is not None:
-            if not is_shell_script(path, self.files):
-                return False
-            return self._child_script(path, args, env, st, how, via_exec, origin)
-        relative = self._start_relative(written, st)
-        if relative is None or not is_shell_script(self._guess(relative), self.files):
-            return False
-        how_unknown = "exec" if via_exec else how
 
-        def follow(path_st: State, guess: str) -> None:
-            if not self._child_script(guess, args, env, path_st, how, via_exec, origin):
-                self._unknown_launch(path_st, origin, how_unknown)
-
-        def elsewhere(path_st: State) -> None:
-            self._unknown_launch(path_st, origin, how_unknown)
+        def unknown(path_st: State) -> None:
+            self._unknown_launch(path_st, origin, "exec" if via_exec else how)
             if via_exec:
                 path_st.stop = "exec"
 
-        self._from_start(st, origin, relative, follow, elsewhere)
+        def run(path_st: State, path: str) -> None:
+            if self._shell_script(path):
+                if not self._child_script(path, args, env, path_st, how, via_exec, origin):
+                    unknown(path_st)
+            elif "/" in written:
+                _cannot_run(path_st, via_exec)
+            else:
+                unknown(path_st)
+
+        path = self._resolve(written, st)
+        relative = self._start_relative(written, st) if path is None else None
+        if path is None and relative is None:
+            unknown(st)  # in a folder drift does not know (after `cd "$DIR"`)
+            return True
+        target = path or self._guess(relative or "")
+        if not self._shell_script(target) and not self._missing(target):
+            return False  # a program, not a script (`./server`): a launch like any other
+        if path is not None:
+            run(st, path)
+        else:
+            assert relative is not None
+            self._from_start(st, origin, relative, run, unknown)
         return True
+
+    def _shell_script(self, path: str) -> bool:
+        """Whether `path` is a shell script to follow (one not there: remembered as checked)."""
+        if is_shell_script(path, self.files):
+            return True
+        self._missing(path)
+        return False
 
     def _inline_scripts(self, field: Field, st: State) -> list[str]:
         """The code of ``bash -c STRING``: its texts if STRING is written here, else none.
@@ -431,6 +452,12 @@ class Launches(Builtins):
                     return
         if body is not None:
             self.statement(body, st, how)
+
+
+def _cannot_run(st: State, via_exec: bool) -> None:
+    """A program that is not there: nothing starts, and an ``exec`` of it ends the script."""
+    if via_exec:
+        st.stop = "exit"
 
 
 def _with_changes(

@@ -59,4 +59,5 @@ class ScriptModel:
     # a relative path was read from the folder the script was started in, which the caller
     # did not give: given it, the reading may say more (`drift.shell.start`)
     needs_start: bool = False
-    absent: list[str] = field(default_factory=list)  # paths the reading found no file at
+    # what the reading asked of paths, (kind, path, answer): a new answer changes the reading
+    checked: list[tuple[str, str, bool]] = field(default_factory=list)

@@ -9,8 +9,8 @@ that folder, paths are read from it like any other. When it does not,
 ``if started in DIR`` (the script's own folder), where the file there is
 read, and its ``else``, where the file is one drift cannot see, so every
 variable the file sets there (and any command it launches) is unknown: a
-value it gives is then "one of common.sh:3, a line drift could not
-follow", never a single line.
+value it gives is then "one of common.sh:3, decode.sh:2, a line drift
+could not follow", never a single line.
 
 The live process can tell the two apart: bash exports its working folder
 as PWD, so when nothing changed folder before the launch, the launched
@@ -96,10 +96,14 @@ class StartFolder(Assignments):
         if launched or taken.last is not st.last:
             self._unknown_launch(skipped, origin, "exec" if taken.stop == "exec" else "other")
 
-    def _unknown_launch(self, st: State, origin: Origin, how: str, source: str = "") -> None:
+    def _unknown_launch(self, st: State, origin: Origin, how: str) -> None:
         """A command drift cannot read runs here: it may launch anything, with any environment."""
         unknown = _unknown_binding(origin, st.conds)
-        env = {name: dedupe((*bs, unknown)) for name, bs in environment(st, []).items()}
+        env = {
+            # what reaches this launch reaches it on this path only
+            name: dedupe((*(replace(b, conds=dedupe(b.conds + st.conds)) for b in bs), unknown))
+            for name, bs in environment(st, []).items()
+        }
         env["\0unknown"] = (unknown,)
         program = (Field((Hole(origin.text or "?", "command"),), origin, st.conds, spread=True),)
         launch = Launch(
@@ -108,7 +112,7 @@ class StartFolder(Assignments):
             origin,
             st.conds,
             "exec" if how == "exec" else ("background" if how == "background" else "foreground"),
-            source=source or origin.text,
+            source=origin.text,
             cwd=st.cwd,
             unknown=True,
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -55,7 +56,7 @@ class Walker(Words):
         self.start = os.path.normpath(start) if start else None
         self.start_label = start_label
         self.needs_start = False
-        self.absent: list[str] = []  # paths where no file was found: one there later changes all
+        self.checked: dict[tuple[str, str], bool] = {}  # (kind, path) -> answer, see path_test
         self.read = read
         self.files = files
         self.launches: list[Launch] = []
@@ -103,7 +104,7 @@ class Walker(Words):
             self.broken,
             tests,
             self.needs_start,
-            list(dict.fromkeys(self.absent)),
+            [(kind, path, answer) for (kind, path), answer in self.checked.items()],
         )
 
     def _walk_source(self, file: str, data: bytes, offset: int, st: State) -> None:
@@ -156,19 +157,18 @@ class Walker(Words):
             line = row + 1 + self.offset
             self.broken.append(f"{self.file}:{line}: drift cannot parse this line as bash{what}")
 
+    def _check(self, kind: str, path: str) -> bool:
+        """`path_test` of `path`, remembered: the reading holds while the answer does."""
+        answer = self.checked[(kind, path)] = path_test(kind, path, self.files)
+        return answer
+
     def _is_file(self, path: str) -> bool:
-        """True if `path` is a regular file; its absence is remembered (see `absent`)."""
-        if self.files.isfile(path):
-            return True
-        self.absent.append(path)
-        return False
+        """True if `path` is a regular file (its symlinks followed)."""
+        return self._check("file", path)
 
     def _missing(self, path: str) -> bool:
-        """True if nothing is at `path`; its absence is remembered (see `absent`)."""
-        if missing(path, self.files):
-            self.absent.append(path)
-            return True
-        return False
+        """True if nothing is at `path` (not even a dangling link)."""
+        return self._check("missing", path)
 
     def _read_source(self, path: str | None, origin: Origin) -> bytes | None:
         """The bytes of a file the script reads (once per evaluation), noted as sourced."""
@@ -247,6 +247,20 @@ def missing(path: str, files: Files = HOST) -> bool:
     except ValueError:
         return False
     return False
+
+
+def path_test(kind: str, path: str, files: Files = HOST) -> bool:
+    """What the reading asks of a path: "file" (a regular file), "dir", "exists", "missing"."""
+    if kind == "file":
+        return files.isfile(path)
+    if kind == "dir":
+        try:
+            return stat.S_ISDIR(files.stat(path).st_mode)
+        except (OSError, ValueError):
+            return False
+    if kind == "exists":
+        return files.exists(path)
+    return missing(path, files)
 
 
 def unreadable(path: str | None, files: Files = HOST) -> str:
