@@ -283,7 +283,8 @@ class Launches(Builtins):
 
         ``./name`` that is not there starts nothing; ``bash name`` not there
         is looked for on PATH, so it runs a script drift cannot read, as
-        does one in a folder drift does not know. A relative one is in the
+        does one in a folder drift does not know (an absolute path that is
+        not there is left a launch as written). A relative one is in the
         folder the script was started in: while that is unknown, it is read
         on the path started in the script's own folder, and on the other it
         is a program drift cannot read.
@@ -309,7 +310,7 @@ class Launches(Builtins):
             unknown(st)  # in a folder drift does not know (after `cd "$DIR"`)
             return True
         target = path or self._guess(relative or "")
-        if not self._shell_script(target) and not self._missing(target):
+        if not self._shell_script(target) and (os.path.isabs(written) or not self._missing(target)):
             return False  # a program, not a script (`./server`): a launch like any other
         if path is not None:
             run(st, path)
