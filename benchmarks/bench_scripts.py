@@ -38,6 +38,7 @@ from bash_oracle import launched  # noqa: E402
 from drift.analysis.origins import Attribution, attribute_together, branches_from_env  # noqa: E402
 from drift.collectors.flags import parse_flags  # noqa: E402
 from drift.collectors.scripts import collect_script, script_model  # noqa: E402
+from drift.collectors.start_folder import StartFolder  # noqa: E402
 from drift.facts import CollectContext, Fact  # noqa: E402
 from drift.store.query import StoredVersion  # noqa: E402
 
@@ -69,6 +70,11 @@ class CaseResult:
     evaluate_ms: float = 0.0
     lines: int = 0
     notes: list[str] = field(default_factory=list)
+    # the same run, drift not told the folder bash started the script in
+    env_untold: Count = field(default_factory=Count)
+    flags_untold: Count = field(default_factory=Count)
+    exec_right_untold: bool = False
+    notes_untold: list[str] = field(default_factory=list)
 
 
 def _version(fact: Fact) -> StoredVersion:
@@ -141,7 +147,12 @@ def _through_substitution(file: str, line: int, truth: tuple[str, int], name: st
 
 
 def run_case(case: Path, work: Path) -> CaseResult:
-    """One corpus case: bash runs it, drift reads it, every live value is judged."""
+    """One corpus case: bash runs it, drift reads it, every live value is judged.
+
+    bash runs in the case's folder, and drift is told so (as systemd's
+    WorkingDirectory= tells it for a unit); the same run also judges drift
+    not told where the script was started (a service started by hand).
+    """
     spec = json.loads((case / "case.json").read_text())
     folder = work / case.name
     shutil.copytree(case, folder)
@@ -149,16 +160,20 @@ def run_case(case: Path, work: Path) -> CaseResult:
     result = CaseResult(case.name, lines=len(script.read_text().splitlines()))
 
     data = script.read_bytes()
+    start = StartFolder(str(folder), "the folder bash ran it in")
     started = time.perf_counter()
     for _ in range(5):
         script_model.__globals__["_CACHE"].clear()
-        script_model(str(script), data)
+        script_model(str(script), data, start=start)
     result.evaluate_ms = (time.perf_counter() - started) / 5 * 1000
-    facts = {
-        item.key: item
-        for item in collect_script("s", str(script), CollectContext())
-        if isinstance(item, Fact)
-    }
+    told, untold = (
+        {
+            item.key: item
+            for item in collect_script("s", str(script), CollectContext(), start=given)
+            if isinstance(item, Fact)
+        }
+        for given in (start, None)
+    )
     with launched(
         script,
         sandbox=folder / ".sandbox",
@@ -166,42 +181,59 @@ def run_case(case: Path, work: Path) -> CaseResult:
         env=spec.get("env", {}),
         cwd=folder,
     ) as run:
-        flags = parse_flags(run.argv)
-        found = attribute_live(facts, run.argv, run.env)
-        for name in sorted(run.exported):
-            if name not in run.assigned and f"export:{name}" not in facts:
-                continue  # bash's own (PWD, SHLVL, _): no script line sets them
-            verdict, why = _judge(found.get(f"export:{name}"), run.assigned.get(name), name)
-            setattr(result.env, verdict, getattr(result.env, verdict) + 1)
-            if verdict != "right":
-                result.notes.append(f"{verdict}: ${name}: {why}")
-        expected = spec.get("flags", {})
-        for name in flags:
-            line = expected.get(name)
-            truth = None
-            if isinstance(line, int):
-                truth = (str(script), line)
-            elif isinstance(line, str) and ":" in line:
-                file, _, number = line.rpartition(":")
-                truth = (str(folder / file), int(number))
-            verdict, why = _judge(found.get(f"flag:{name}"), truth)
-            if truth is None and verdict == "wrong":
-                verdict, why = "unsure", f"not annotated in case.json ({why})"
-            setattr(result.flags, verdict, getattr(result.flags, verdict) + 1)
-            if verdict != "right":
-                result.notes.append(f"{verdict}: {name}: {why}")
-        exec_fact = facts.get("exec")
-        exec_line = exec_fact.provenance.get("line") if exec_fact else None
-        exec_file = exec_fact.provenance.get("file") if exec_fact else None
-        picked = found.get("exec")
-        if exec_line is None and picked is not None and picked.single is not None:
-            exec_line, exec_file = picked.single.line, picked.single.file  # the live argv chose
-        result.exec_right = exec_line == run.launch[1] and os.path.realpath(
-            str(exec_file or "")
-        ) == os.path.realpath(run.launch[0])
-        if not result.exec_right:
-            result.notes.append(f"exec: drift line {exec_line}, bash launched {run.launch}")
+        result.exec_right = _score(told, run, spec, folder, result.env, result.flags, result.notes)
+        result.exec_right_untold = _score(
+            untold, run, spec, folder, result.env_untold, result.flags_untold, result.notes_untold
+        )
     return result
+
+
+def _score(
+    facts: dict[str, Fact],
+    run: Any,
+    spec: dict[str, Any],
+    folder: Path,
+    env: Count,
+    flags: Count,
+    notes: list[str],
+) -> bool:
+    """Judge drift's facts against what bash did: counts and notes; True if the exec is right."""
+    script = folder / "serve.sh"
+    found = attribute_live(facts, run.argv, run.env)
+    for name in sorted(run.exported):
+        if name not in run.assigned and f"export:{name}" not in facts:
+            continue  # bash's own (PWD, SHLVL, _): no script line sets them
+        verdict, why = _judge(found.get(f"export:{name}"), run.assigned.get(name), name)
+        setattr(env, verdict, getattr(env, verdict) + 1)
+        if verdict != "right":
+            notes.append(f"{verdict}: ${name}: {why}")
+    expected = spec.get("flags", {})
+    for name in parse_flags(run.argv):
+        line = expected.get(name)
+        truth = None
+        if isinstance(line, int):
+            truth = (str(script), line)
+        elif isinstance(line, str) and ":" in line:
+            file, _, number = line.rpartition(":")
+            truth = (str(folder / file), int(number))
+        verdict, why = _judge(found.get(f"flag:{name}"), truth)
+        if truth is None and verdict == "wrong":
+            verdict, why = "unsure", f"not annotated in case.json ({why})"
+        setattr(flags, verdict, getattr(flags, verdict) + 1)
+        if verdict != "right":
+            notes.append(f"{verdict}: {name}: {why}")
+    exec_fact = facts.get("exec")
+    exec_line = exec_fact.provenance.get("line") if exec_fact else None
+    exec_file = exec_fact.provenance.get("file") if exec_fact else None
+    picked = found.get("exec")
+    if exec_line is None and picked is not None and picked.single is not None:
+        exec_line, exec_file = picked.single.line, picked.single.file  # the live argv chose
+    right = exec_line == run.launch[1] and os.path.realpath(
+        str(exec_file or "")
+    ) == os.path.realpath(run.launch[0])
+    if not right:
+        notes.append(f"exec: drift line {exec_line}, bash launched {run.launch}")
+    return right
 
 
 def generated_script(lines: int, seed: int = 1) -> bytes:
@@ -282,38 +314,59 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {case.name}", file=sys.stderr)
             results.append(run_case(case, Path(tmp)))
 
-    env, flags = Count(), Count()
+    env, flags, env_untold, flags_untold = Count(), Count(), Count(), Count()
     for r in results:
         env.add(r.env)
         flags.add(r.flags)
+        env_untold.add(r.env_untold)
+        flags_untold.add(r.flags_untold)
     execs = sum(r.exec_right for r in results)
+    execs_untold = sum(r.exec_right_untold for r in results)
     timing: dict[str, float] = {}
     timings = [r.evaluate_ms for r in results]
     print(f"\n{len(results)} scripts ({sum(r.lines for r in results)} lines)\n")
-    print("| measure | drift |")
-    print("| --- | --- |")
-    print(f"| exported variables linked to the right file:line | {_rate(env)} |")
-    print(f"| ... unsure (several lines named) / source unknown | {env.unsure} / {env.unknown} |")
-    print(f"| **wrong** single-line claims (variables) | {env.wrong} |")
-    print(f"| live flags linked to the line that produced them | {_rate(flags)} |")
-    print(f"| ... unsure / unknown | {flags.unsure} / {flags.unknown} |")
-    print(f"| **wrong** single-line claims (flags) | {flags.wrong} |")
-    print(f"| exec command picked right | {execs} of {len(results)} |")
+    print("| measure | drift | drift not told where the script starts |")
+    print("| --- | --- | --- |")
+    rows = [
+        ("exported variables linked to the right file:line", _rate(env), _rate(env_untold)),
+        (
+            "... unsure (several lines named) / source unknown",
+            f"{env.unsure} / {env.unknown}",
+            f"{env_untold.unsure} / {env_untold.unknown}",
+        ),
+        ("**wrong** single-line claims (variables)", env.wrong, env_untold.wrong),
+        ("live flags linked to the line that produced them", _rate(flags), _rate(flags_untold)),
+        (
+            "... unsure / unknown",
+            f"{flags.unsure} / {flags.unknown}",
+            f"{flags_untold.unsure} / {flags_untold.unknown}",
+        ),
+        ("**wrong** single-line claims (flags)", flags.wrong, flags_untold.wrong),
+        (
+            "exec command picked right",
+            f"{execs} of {len(results)}",
+            f"{execs_untold} of {len(results)}",
+        ),
+    ]
+    for measure, told, untold in rows:
+        print(f"| {measure} | {told} | {untold} |")
     print(
         f"| read and evaluate one script (median, max) | {statistics.median(timings):.1f} ms, "
-        f"{max(timings):.1f} ms |"
+        f"{max(timings):.1f} ms | |"
     )
     for lines in (100, 1000):
         drift_ms, bash_ms = time_reading(lines)
         print(
             f"| read a generated {lines}-line script / `bash -n` | {drift_ms:.1f} ms / "
-            f"{bash_ms:.1f} ms ({drift_ms / bash_ms:.1f}x) |"
+            f"{bash_ms:.1f} ms ({drift_ms / bash_ms:.1f}x) | |"
         )
         timing[f"generated_{lines}_ms"] = round(drift_ms, 1)
     if args.verbose:
         for r in results:
             for note in r.notes:
                 print(f"  {r.name}: {note}")
+            for note in r.notes_untold:
+                print(f"  {r.name} (not told where it starts): {note}")
     summary: dict[str, Any] = {
         "scripts": len(results),
         "env_right": env.right,
@@ -323,13 +376,18 @@ def main(argv: list[str] | None = None) -> int:
         "flags_total": flags.total,
         "flags_wrong": flags.wrong,
         "exec_right": execs,
+        "untold_env_right": env_untold.right,
+        "untold_env_wrong": env_untold.wrong,
+        "untold_flags_right": flags_untold.right,
+        "untold_flags_wrong": flags_untold.wrong,
+        "untold_exec_right": execs_untold,
         "evaluate_ms_median": round(statistics.median(timings), 2),
         **timing,
     }
     print(json.dumps(summary))
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in results], indent=2))
-    return 1 if env.wrong or flags.wrong else 0
+    return 1 if env.wrong or flags.wrong or env_untold.wrong or flags_untold.wrong else 0
 
 
 if __name__ == "__main__":

@@ -1122,6 +1122,9 @@ class _Trace:
             if rec.kind not in "XD":
                 places.append(last_real)
                 continue
+            if rec.kind == "X" and xtrace_words(rec.text)[:1] in (["source"], ["."]):
+                # Sourced again (after a cd, say): its relative name is resolved afresh.
+                first_seen.pop(next(iter(xtrace_words(rec.text)[1:2]), ""), None)
             path = first_seen.get(rec.file) if not os.path.isabs(rec.file) else None
             if path is None:
                 path = self._real(rec)

@@ -25,3 +25,6 @@ def test_no_wrong_claim(case: Path, tmp_path: Path) -> None:
     result = run_case(case, tmp_path)
     wrong = [note for note in result.notes if note.startswith("wrong")]
     assert result.env.wrong == result.flags.wrong == 0, wrong
+    # Not told the folder bash started the script in (a service started by hand), the same.
+    wrong = [note for note in result.notes_untold if note.startswith("wrong")]
+    assert result.env_untold.wrong == result.flags_untold.wrong == 0, wrong

@@ -50,6 +50,7 @@ class Attribution:
     unsure: bool = False
     exact: bool = False  # the value is written literally at those lines
     held: tuple[str, ...] = ()  # branch conditions under which every remaining line runs
+    unread: tuple[Spot, ...] = ()  # the lines drift could not follow that may have set it
 
     @property
     def single(self) -> Spot | None:
@@ -69,7 +70,10 @@ class Attribution:
         if self.caller:
             names.append("the value the script was given")
         if self.unsure:
-            names.append("a line drift could not follow")
+            unread = "".join(f"{s}, " for s in self.unread)
+            names.append(f"{unread}a line drift could not follow")
+        if not self.spots and self.unsure and not self.caller:
+            return "unsure: perhaps from " + names[-1]
         if not self.spots and self.caller:
             return "inherited: not set by the script (from the unit or the shell that started it)"
         if not self.spots:
@@ -127,9 +131,12 @@ def attribute(
     exact = [p for p, literal in found if literal and p.get("kind") != "caller"]
     chosen = [p for p, _ in found] if unsure or caller or not exact else exact
     spots: dict[tuple[str, int], Spot] = {}
+    unread: dict[tuple[str, int], Spot] = {}
     held: set[str] | None = None
     for p in chosen:
         kind = p.get("kind")
+        if kind == "unknown" and isinstance(p.get("file"), str) and isinstance(p.get("line"), int):
+            unread.setdefault((p["file"], p["line"]), Spot(p["file"], p["line"]))
         if kind == "unknown" or (kind == "caller" and "line" not in p):
             continue
         file, line = p.get("file"), p.get("line")
@@ -152,6 +159,7 @@ def attribute(
         unsure=unsure,
         exact=bool(exact) and not unsure,
         held=tuple(sorted(held or ())),
+        unread=tuple(unread.values()),
     )
 
 

@@ -330,7 +330,7 @@ class ScriptsCollector(Collector[ServiceSpec]):
         from drift.collectors.scripts import collect_script
 
         assert entry.script is not None  # scope() skips a service without one
-        return collect_script(entry.name, entry.script, ctx)
+        return collect_script(entry.name, entry.script, ctx, unit=entry.unit)
 
 
 class ManagerCollector(Collector[str]):

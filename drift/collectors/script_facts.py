@@ -136,7 +136,7 @@ def _exec_fact(subject: str, model: Any, where: dict[str, Any]) -> Fact:
     value = " | ".join(dict.fromkeys(renderings))
     provenance: dict[str, Any] = dict(where)
     origins = list(dict.fromkeys(launch.origin for launch in model.launches))
-    if len(origins) == 1:
+    if len(origins) == 1 and not any(launch.unknown for launch in model.launches):
         origin = origins[0]
         provenance.update(file=origin.file, line=origin.line, text=storable(origin.text))
     else:
@@ -154,6 +154,8 @@ def _exec_fact(subject: str, model: Any, where: dict[str, Any]) -> Fact:
                         if launch.conds
                         else {}
                     ),
+                    # a command drift cannot read: it may be what launched anything
+                    **({"kind": "unknown"} if launch.unknown else {}),
                 }
             )
             for launch in model.launches
@@ -175,7 +177,7 @@ def _exec_fact(subject: str, model: Any, where: dict[str, Any]) -> Fact:
 
 def _flags(model: Any) -> dict[str, list[Possibility]]:
     """flag name -> its possibilities, over every launch and command line the script may run."""
-    from drift.shell.patterns import feasible
+    from drift.shell.patterns import Hole, feasible, unread
 
     out: dict[str, list[Possibility]] = {}
     for launch in model.launches:
@@ -189,10 +191,16 @@ def _flags(model: Any) -> dict[str, list[Possibility]]:
                             value_pattern,
                             origin,
                             conds,
-                            "set",
+                            # a value a line drift could not read may have set
+                            "unknown" if unread(value_pattern) else "set",
                             value_origin=value_origin if value_origin != origin else None,
                         )
                     )
+    for launch in model.launches:
+        if launch.unknown:
+            # A command drift cannot read may pass any flag: none is sure to come from a line.
+            for possible in out.values():
+                possible.append(Possibility((Hole("?"),), launch.origin, launch.conds, "unknown"))
     return {name: _unique(possible) for name, possible in out.items()}
 
 

@@ -25,19 +25,32 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from drift.collectors.script_facts import script_facts
+from drift.collectors.start_folder import StartFolder, unit_start_folder
 from drift.facts import CollectContext, CollectionError, Fact, storable
 from drift.rooted import HOST, Files
 
 MAX_SCRIPT_BYTES = 8 << 20
 """A "script" larger than this is a misconfiguration (a log, a binary), not read each minute."""
 
-_CACHE: dict[tuple[str, str, bytes], tuple[Any, tuple[tuple[str, bytes], ...]]] = {}
+_CACHE: dict[
+    tuple[str, str, bytes, StartFolder | None], tuple[Any, tuple[tuple[str, bytes], ...]]
+] = {}
 
 
 def collect_script(
-    service_name: str, script_path: str, ctx: CollectContext
+    service_name: str,
+    script_path: str,
+    ctx: CollectContext,
+    *,
+    unit: str | None = None,
+    start: StartFolder | None = None,
 ) -> Iterator[Fact | CollectionError]:
-    """Facts about a service's serve script; an unreadable or missing script is a blind spot."""
+    """Facts about a service's serve script; an unreadable or missing script is a blind spot.
+
+    `start` is the folder the script is started in, when the caller knows
+    it; for a service found by `unit`, systemd is asked (only when the
+    script reads a relative path, which is read from that folder).
+    """
     subject = f"script:{script_path}"
     files = ctx.files
     if files.root + os.path.abspath(script_path) in ctx.exclude:
@@ -66,7 +79,11 @@ def collect_script(
 
     where = _where(script_path, service_name, files)
     yield Fact(subject, "content", data.decode("utf-8", "backslashreplace"), dict(where))
-    model = script_model(script_path, data, ctx.exclude, files)
+    model = script_model(script_path, data, ctx.exclude, files, start)
+    if start is None and unit is not None and model.needs_start:
+        start = unit_start_folder(unit, script_path, ctx)
+        if start is not None:
+            model = script_model(script_path, data, ctx.exclude, files, start)
     for sourced in model.sourced:
         if sourced.path == script_path:
             continue
@@ -98,20 +115,29 @@ def _where(path: str, service_name: str, files: Files) -> dict[str, str]:
     return {"file": path, "service": service_name, "container": files.container}
 
 
-def script_model(path: str, data: bytes, exclude: Iterable[str] = (), files: Files = HOST) -> Any:
+def script_model(
+    path: str,
+    data: bytes,
+    exclude: Iterable[str] = (),
+    files: Files = HOST,
+    start: StartFolder | None = None,
+) -> Any:
     """The evaluated script, from a cache while neither it nor a file it sources changed.
 
-    `files` is where the paths it names are read (a container's, seen from the host).
+    `files` is where the paths it names are read (a container's, seen from the host);
+    `start` the folder it is started in, if known.
     """
     from drift.shell.evaluate import evaluate
     from drift.shell.syntax import bash_refuses
-    from drift.shell.walk import MAX_SOURCED_BYTES
+    from drift.shell.walk import MAX_SOURCED_BYTES, path_test
 
-    key = (files.root, path, hashlib.blake2b(data, digest_size=16).digest())
+    key = (files.root, path, hashlib.blake2b(data, digest_size=16).digest(), start)
     cached = _CACHE.get(key)
     if cached is not None:
         model, sourced = cached
-        if all(files.read_regular(p, MAX_SOURCED_BYTES) == content for p, content in sourced):
+        if all(
+            files.read_regular(p, MAX_SOURCED_BYTES) == content for p, content in sourced
+        ) and all(path_test(kind, p, files) == answer for kind, p, answer in model.checked):
             return model
     excluded = frozenset(exclude)
 
@@ -120,7 +146,10 @@ def script_model(path: str, data: bytes, exclude: Iterable[str] = (), files: Fil
             return None
         return files.read_regular(target, MAX_SOURCED_BYTES)
 
-    model = evaluate(path, data, read, files)
+    if start is None:
+        model = evaluate(path, data, read, files)
+    else:
+        model = evaluate(path, data, read, files, start.path, start.how)
     if not model.broken:
         refused = bash_refuses(data)
         if refused is not None:

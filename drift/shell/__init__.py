@@ -30,7 +30,8 @@ its room:
   `conditions` (what a test decides), `flow` (``if``, ``case``, ``&&``,
   loops, functions), `builtins` (``source``, ``set``, ``read``, ``eval``,
   calls), `launches` (simple commands, launches, child shells), `wrappers`
-  (``env K=V nohup srv`` runs ``srv``).
+  (``env K=V nohup srv`` runs ``srv``), `start` (a file read from the
+  folder the script was started in, when that folder is not known).
 
 To teach drift a new statement, add a method to the room it belongs to and
 name it in `evaluate._Evaluator.STATEMENTS` (a new word form: `WORD_FORMS`).

@@ -221,7 +221,7 @@ class Assignments(Walker):
         """A line that may set any variable: every value known so far may have been replaced."""
         self.gaps.append(f"{origin.file}:{origin.line}: {why}")
         unknown = Binding(
-            (Alt((Seg(Hole(origin.text or "?"), origin, split=True),)),),
+            (Alt((Seg(Hole(origin.text or "?", "unread"), origin, split=True),)),),
             origin,
             True,
             st.conds,

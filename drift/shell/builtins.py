@@ -9,18 +9,22 @@ function's body with its own arguments and locals.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
-from drift.shell.assignments import Assignments
 from drift.shell.model import Launch
 from drift.shell.patterns import Hole, shown
+from drift.shell.start import StartFolder
 from drift.shell.state import Frame, State, better_launches, environment
 from drift.shell.syntax import Node, is_name
-from drift.shell.values import Alt, Field, Origin, Seg, field_literal
+from drift.shell.values import Alt, Binding, Field, Origin, Seg, field_literal
 from drift.shell.walk import MAX_DEPTH, unreadable
 
+SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+"""The folders a PATH drift does not know stands for: systemd's default PATH, and a login's."""
 
-class Builtins(Assignments):
+
+class Builtins(StartFolder):
     """Builtins that change the shell, mixed into the evaluator (see the module docstring)."""
 
     def _call(self, name: str, args: Sequence[Field], st: State, how: str) -> None:
@@ -54,15 +58,66 @@ class Builtins(Assignments):
                 st.vars[var] = old
 
     def _source(self, target: Field, st: State, origin: Origin, args: Sequence[Field]) -> None:
-        """``source FILE ARGS``: the file's code in this shell (else: it may set anything)."""
+        """``source FILE ARGS``: the file's code in this shell (else: it may set anything).
+
+        A FILE without a slash is looked for on PATH first, then in the
+        working folder, as bash does; a relative FILE is read from the working
+        folder, which is the folder the script was started in until a ``cd``.
+        """
         path_text = field_literal(target)
-        path = self._resolve(path_text, st, search=True) if path_text else None
-        data = self._read_source(path, origin) if path else None
-        if data is None or path is None:
-            written = path_text or shown(target.pattern)
+        written = path_text or shown(target.pattern)
+        if path_text and "/" not in path_text:
+            on_path, certain = self._on_path(path_text, st)
+            if on_path is not None and not certain:
+                self._unknown_assignments(
+                    st,
+                    origin,
+                    f"sources {written}, which bash looks for on PATH first: {on_path} may be "
+                    "the file it reads (drift does not know all of PATH)",
+                )
+                return
+            if on_path is not None:
+                self._source_file(on_path, written, st, origin, args)
+                return
+        path = self._resolve(path_text, st)
+        if path is not None:
+            self._source_file(path, written, st, origin, args)
+            return
+        relative = self._start_relative(path_text, st)
+        if relative is None:
+            why = "from a folder drift does not know" if path_text else "which drift cannot know"
+            self._unknown_assignments(st, origin, f"sources {written} {why}")
+            return
+        guess = self._guess(relative)
+        if self._missing(guess):
+            why = f"{self._where_written(relative)}, where there is no such file"
+            self._unknown_assignments(st, origin, f"sources {written} {why}")
+        elif self._read_source(guess, origin) is None:
             self._unknown_assignments(
-                st, origin, f"sources {written}, {unreadable(path, self.files)}"
+                st, origin, f"sources {written}, {unreadable(guess, self.files)}"
             )
+        else:
+            self._from_start(
+                st,
+                origin,
+                relative,
+                lambda path_st, guess: self._source_file(guess, written, path_st, origin, args),
+            )
+
+    def _source_file(
+        self, path: str, written: str, st: State, origin: Origin, args: Sequence[Field]
+    ) -> None:
+        """Walk the file at `path` in this shell; one that is not there sets nothing."""
+        if self._missing(path):
+            # bash sources nothing (it says so, and a `set -e` script stops there).
+            self.gaps.append(
+                f"{origin.file}:{origin.line}: sources {written}: no such file"
+                + self._in_folder(path, st)
+            )
+            return
+        data = self._read_source(path, origin)
+        if data is None:
+            self._unknown_assignments(st, origin, f"sources {path}, {unreadable(path, self.files)}")
             return
         if self.depth >= MAX_DEPTH:
             self._unknown_assignments(st, origin, f"sources {path} too deeply")
@@ -78,6 +133,27 @@ class Builtins(Assignments):
             st.args = outer_args
         if st.stop == "return":
             st.stop = None
+
+    def _in_folder(self, path: str, st: State) -> str:
+        """`` in FOLDER`` for a gap, and how drift knows that folder when the caller said."""
+        folder = os.path.dirname(path)
+        if folder == self.start and st.cwd == self.start and self.start_label:
+            return f" in {folder} ({self.start_label})"
+        return f" in {folder}"
+
+    def _on_path(self, name: str, st: State) -> tuple[str | None, bool]:
+        """The file `name` bash finds on PATH, if drift sees one; and whether that is certain.
+
+        Certain when the script sets PATH to one value with that folder
+        ahead of anything drift does not know. Where PATH is the caller's
+        (in part or whole), the system's folders stand for it: a file there
+        may be the one bash reads.
+        """
+        for folder, sure in path_folders(st.vars.get("PATH")):
+            candidate = os.path.join(folder, name)
+            if self._is_file(candidate):
+                return candidate, sure
+        return None, False
 
     def _set_builtin(self, args: Sequence[Field], st: State) -> None:
         """``set -a``, ``set -o allexport`` (and ``+``), ``set -- ARGS``."""
@@ -160,3 +236,31 @@ class Builtins(Assignments):
         if self.depth >= MAX_DEPTH:
             return
         self._walk_string(" ".join(text), self.origin(node), st, how)
+
+
+def path_folders(bindings: Sequence[Binding] | None) -> list[tuple[str, bool]]:
+    """The folders of PATH in order, each with whether bash surely looks there first.
+
+    A part drift does not know (the caller's ``$PATH``, a ``$(cmd)``)
+    stands for the system's folders; a relative folder (the working one)
+    is left out. A folder is sure when the script sets PATH to one value
+    and nothing drift does not know comes before it
+    (``PATH=/opt/venv/bin:$PATH``).
+    """
+    if not bindings:
+        return [(folder, False) for folder in SYSTEM_PATH]
+    out: dict[str, bool] = {}
+    single = len(bindings) == 1 and bindings[0].alts is not None and len(bindings[0].alts) == 1
+    for binding in bindings:
+        for alt in binding.alts or ():
+            sure = single
+            text = "".join(p if isinstance(p, str) else "\0" for p in alt.pattern)
+            for folder in text.split(":"):
+                if "\0" in folder or not os.path.isabs(folder):
+                    sure = False
+                    extra = SYSTEM_PATH if "\0" in folder else ()
+                    out.update((f, out.get(f, False)) for f in extra)
+                else:
+                    folder = os.path.normpath(folder)
+                    out[folder] = out.get(folder, sure) and sure
+    return list(out.items())

@@ -17,10 +17,10 @@ from typing import Any
 
 from drift.shell.state import State
 from drift.shell.syntax import WORD_NODES, Node, is_name, node_text, simple_name
-from drift.shell.words import Words
+from drift.shell.walk import Walker
 
 
-class Conditions(Words):
+class Conditions(Walker):
     """Decisions on conditions, mixed into the evaluator (see the module docstring)."""
 
     def decide(self, nodes: Sequence[Node], st: State) -> bool | None:
@@ -115,10 +115,14 @@ class Conditions(Words):
         op = node_text(node.children[0])
         operand = node.named_children[-1]
         if op in _FILE_TESTS:
-            # A file the script tests for: if it is there now, it was there at start.
+            # A file the script tests for: if it is there now, it was there at start. One
+            # relative to a start folder drift does not know may be there or not.
             path = self._literal_word(operand, st)
-            resolved = self._resolve(path, st) if path else None
-            return True if resolved is not None and self.files.exists(resolved) else None
+            resolved = self._resolve(path, st)
+            if resolved is None:
+                self._start_relative(path, st)  # given the start folder, it would decide
+                return None
+            return True if self._check("exists", resolved) else None
         if op not in ("-z", "-n"):
             return None
         values = self._literals(operand, st)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from drift.shell.assignments import Assignments
+from drift.shell.start import StartFolder
 from drift.shell.state import State
 from drift.shell.syntax import WORD_NODES, Node, is_name, node_text, short_text, walk_nodes
 from drift.shell.values import Alt, Binding, Origin, Seg
@@ -63,7 +63,7 @@ _COMPUTED = frozenset(
 )
 
 
-class Declarations(Assignments):
+class Declarations(StartFolder):
     """Declaration commands, mixed into the evaluator (see the module docstring)."""
 
     def s_declaration(self, node: Node, st: State, how: str) -> None:
@@ -132,14 +132,26 @@ class Declarations(Assignments):
     def _export_dynamic(self, node: Node, st: State, export: bool) -> None:
         """``export $(grep -v '^#' .env | xargs)``: KEY=VALUE lines of a file, each exported."""
         origin = self.origin(node)
-        path = None
+        path, relative = None, None
         if node.type == "command_substitution":
-            path = self._file_in_command(node, st)
+            path, relative = self._file_in_command(node, st)
+        if path is None and relative is not None:
+            self._from_start(
+                st,
+                origin,
+                relative,
+                lambda path_st, guess: self._read_assignments(guess, path_st, origin, export),
+            )
+            return
         if path is None:
             self._unknown_assignments(
                 st, origin, f"{short_text(node_text(node))} sets variables drift cannot read"
             )
             return
+        self._read_assignments(path, st, origin, export)
+
+    def _read_assignments(self, path: str, st: State, origin: Origin, export: bool) -> None:
+        """The KEY=VALUE lines of the file at `path`, each assigned (and exported if `export`)."""
         data = self._read_source(path, origin)
         if data is None:
             self._unknown_assignments(st, origin, f"reads {path}, {unreadable(path, self.files)}")
@@ -163,8 +175,13 @@ class Declarations(Assignments):
             if export:
                 self._mark_export(st, name, where)
 
-    def _file_in_command(self, node: Node, st: State) -> str | None:
-        """The file a ``$(grep ... FILE | xargs)``-style command reads KEY=VALUE lines from."""
+    def _file_in_command(self, node: Node, st: State) -> tuple[str | None, str | None]:
+        """The file a ``$(grep ... FILE | xargs)``-style command reads KEY=VALUE lines from.
+
+        (its absolute path, None) where the working folder is known; (None, the
+        path relative to the start folder) where it is not and the script's
+        own folder has that file; (None, None) if drift finds none.
+        """
         candidates: list[str] = []
         for sub in walk_nodes(node):
             parent = sub.parent
@@ -181,8 +198,11 @@ class Declarations(Assignments):
         for text in candidates:
             path = self._resolve(text, st)
             if path is not None and self.files.isfile(path):
-                return path
-        return None
+                return path, None
+            relative = self._start_relative(text, st) if path is None else None
+            if relative is not None and self._is_file(self._guess(relative)):
+                return None, relative
+        return None, None
 
     def s_unset(self, node: Node, st: State, how: str) -> None:
         """``unset X`` leaves X without a value; ``unset -f f`` forgets a function."""

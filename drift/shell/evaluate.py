@@ -85,10 +85,15 @@ def evaluate(
     data: bytes,
     read: Callable[[str], bytes | None] = read_regular,
     files: Files = HOST,
+    start: str | None = None,
+    start_label: str = "",
 ) -> ScriptModel:
     """What the script at `path` (contents `data`) may launch, with which environment.
 
     `read` fetches files the script sources (None if it cannot be read);
     `files` answers what the script asks of other paths (``[ -f X ]``, ``realpath``).
+    `start` is the folder the script is started in, if known (`start_label`
+    says how, for the gaps: "the working folder of unit decode.service");
+    without it, what depends on it is read as `drift.shell.start` says.
     """
-    return _Evaluator(os.path.abspath(path), read, files).run_file(data)
+    return _Evaluator(os.path.abspath(path), read, files, start, start_label).run_file(data)

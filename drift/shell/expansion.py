@@ -10,6 +10,7 @@ values. Any other form is one hole with its text.
 from __future__ import annotations
 
 import fnmatch
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
@@ -99,7 +100,7 @@ class ParameterExpansion(Words):
             return [Alt((Seg(self.file, origin),))]
         if name == "LINENO":
             return [Alt((Seg(str(origin.line), origin),))]
-        if name == "PWD" and name not in st.vars and st.cwd is not None:
+        if name == "PWD" and name not in st.vars and st.cwd is not None and os.path.isabs(st.cwd):
             return [Alt((Seg(st.cwd, origin),))]
         return None
 
@@ -340,8 +341,9 @@ def _default(
     fails = op in (":?", "?")  # no value: the shell stops, nothing is expanded
     if state == "unset":
         return ([], False) if fails else (_under(word, alt), True)
-    # unknown: the value the caller gave, or the word
-    caller = len(alt.segs) == 1 and isinstance(alt.segs[0].part, Hole)
+    # unknown: the value the caller gave, or the word; a line drift could not read stays that
+    part = alt.segs[0].part if len(alt.segs) == 1 else None
+    caller = isinstance(part, Hole) and part.kind != "unread"
     kept = Alt((Seg(Hole(node_text(node), "caller"), None, split=not quoted),), alt.conds)
     values = [kept if caller else alt]
     return (values, False) if fails else (values + _under(word, alt), True)

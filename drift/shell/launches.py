@@ -10,6 +10,7 @@ followed instead, and what that child launches counts.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -95,9 +96,8 @@ class Launches(Builtins):
         if name == "eval":
             self._eval(node, variants, st, how)
             return
-        if name in ("cd", "pushd"):
-            target = field_literal(args[0]) if args else None
-            st.cwd = self._resolve(target, st) if target and target != "-" else None
+        if name in ("cd", "pushd", "popd"):
+            self._change_folder(name, args, st)
             return
         if name in ("exit",):
             st.stop = "exit"
@@ -115,6 +115,26 @@ class Launches(Builtins):
             self._call(name, args, st, how)
             return
         self._candidate(variants, prefix, origin, st, how, source=command_text(node))
+
+    def _change_folder(self, name: str, args: Sequence[Field], st: State) -> None:
+        """``cd DIR``, ``pushd DIR``: the new working folder (relative while the start is unknown).
+
+        ``cd -``, ``popd``, ``cd`` alone ($HOME) or a folder drift does not
+        know leave it unknown.
+        """
+        words = [field_literal(f) for f in args]
+        while words and words[0] in ("-L", "-P", "-e", "-@", "--"):
+            words = words[1:]
+        target = words[0] if words else None
+        if name == "popd" or not target or target == "-":
+            st.cwd = None
+        elif os.path.isabs(target) or st.cwd is None or os.path.isabs(st.cwd):
+            folder = self._resolve(target, st)
+            # a cd to a folder that is not there fails: then where it stays is not followed
+            st.cwd = folder if folder is not None and self._check("dir", folder) else None
+        else:
+            relative = os.path.normpath(os.path.join(st.cwd, target))
+            st.cwd = relative if self._check("dir", self._guess(relative)) else None
 
     def _candidate(
         self,
@@ -152,13 +172,19 @@ class Launches(Builtins):
             if self._shell_program(program, env, st, how, via_exec, origin):
                 return
         if head is not None and head.startswith(("/", "./", "../")) and self.depth < MAX_DEPTH:
-            path = self._resolve(head, st)
-            if path is not None and is_shell_script(path, self.files):
-                if self._child_script(path, program[1:], env, st, how, via_exec, origin):
-                    return
+            if self._script_program(head, program[1:], env, st, how, via_exec, origin):
+                return
         if via_exec:
             launch = Launch(
-                tuple(stripped), env, origin, st.conds, "exec", cleared, tuple(variants), source
+                tuple(stripped),
+                env,
+                origin,
+                st.conds,
+                "exec",
+                cleared,
+                tuple(variants),
+                source,
+                st.cwd,
             )
             self.launches.append(launch)
             st.stop = "exec"
@@ -174,6 +200,7 @@ class Launches(Builtins):
             cleared,
             tuple(variants),
             source,
+            st.cwd,
         )
         st.last = better_launches(st.last, (score, launch))
 
@@ -239,10 +266,64 @@ class Launches(Builtins):
             if word.startswith("-"):
                 k += 1
                 continue
-            path = self._resolve(word, st)
-            if path is None:
-                return False
-            return self._child_script(path, program[k + 1 :], env, st, how, via_exec, origin)
+            return self._script_program(word, program[k + 1 :], env, st, how, via_exec, origin)
+        return False
+
+    def _script_program(
+        self,
+        written: str,
+        args: Sequence[Field],
+        env: dict[str, tuple[Binding, ...]],
+        st: State,
+        how: str,
+        via_exec: bool,
+        origin: Origin,
+    ) -> bool:
+        """``./child.sh``, ``bash child.sh``: the child script followed; True if handled.
+
+        ``./name`` that is not there starts nothing; ``bash name`` not there
+        is looked for on PATH, so it runs a script drift cannot read, as
+        does one in a folder drift does not know (an absolute path that is
+        not there is left a launch as written). A relative one is in the
+        folder the script was started in: while that is unknown, it is read
+        on the path started in the script's own folder, and on the other it
+        is a program drift cannot read.
+        """
+
+        def unknown(path_st: State) -> None:
+            self._unknown_launch(path_st, origin, "exec" if via_exec else how)
+            if via_exec:
+                path_st.stop = "exec"
+
+        def run(path_st: State, path: str) -> None:
+            if self._shell_script(path):
+                if not self._child_script(path, args, env, path_st, how, via_exec, origin):
+                    unknown(path_st)
+            elif "/" in written:
+                _cannot_run(path_st, via_exec)
+            else:
+                unknown(path_st)
+
+        path = self._resolve(written, st)
+        relative = self._start_relative(written, st) if path is None else None
+        if path is None and relative is None:
+            unknown(st)  # in a folder drift does not know (after `cd "$DIR"`)
+            return True
+        target = path or self._guess(relative or "")
+        if not self._shell_script(target) and (os.path.isabs(written) or not self._missing(target)):
+            return False  # a program, not a script (`./server`): a launch like any other
+        if path is not None:
+            run(st, path)
+        else:
+            assert relative is not None
+            self._from_start(st, origin, relative, run, unknown)
+        return True
+
+    def _shell_script(self, path: str) -> bool:
+        """Whether `path` is a shell script to follow (one not there: remembered as checked)."""
+        if is_shell_script(path, self.files):
+            return True
+        self._missing(path)
         return False
 
     def _inline_scripts(self, field: Field, st: State) -> list[str]:
@@ -372,6 +453,12 @@ class Launches(Builtins):
                     return
         if body is not None:
             self.statement(body, st, how)
+
+
+def _cannot_run(st: State, via_exec: bool) -> None:
+    """A program that is not there: nothing starts, and an ``exec`` of it ends the script."""
+    if via_exec:
+        st.stop = "exit"
 
 
 def _with_changes(

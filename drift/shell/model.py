@@ -20,6 +20,9 @@ class Launch:
     ``env K=V``, ``numactl ...`` or ``nohup`` removed (`written` keeps them).
     `env` maps each variable the script touched to its possible bindings;
     `cleared` means the command gets nothing else (``env -i``, ``exec -c``).
+    `cwd` is the working folder it starts in (as `State.cwd`); `unknown`
+    marks a command drift cannot read (a script in a folder it does not
+    know) that may launch anything with any environment.
     """
 
     variants: tuple[tuple[Field, ...], ...]
@@ -30,6 +33,8 @@ class Launch:
     cleared: bool = False
     written: tuple[tuple[Field, ...], ...] = ()  # the command lines with their wrappers
     source: str = ""  # the command as the script writes it, continuation lines joined
+    cwd: str | None = None
+    unknown: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,3 +56,8 @@ class ScriptModel:
     gaps: list[str]  # lines drift could not follow, in words
     broken: list[str]  # lines that do not parse: then nothing derived from the script holds
     tests: dict[str, dict[str, Any]] = field(default_factory=dict)  # see Conditions.caller_test
+    # a relative path was read from the folder the script was started in, which the caller
+    # did not give: given it, the reading may say more (`drift.shell.start`)
+    needs_start: bool = False
+    # what the reading asked of paths, (kind, path, answer): a new answer changes the reading
+    checked: list[tuple[str, str, bool]] = field(default_factory=list)

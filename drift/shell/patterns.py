@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
-HoleKind = Literal["caller", "command", "args", "unknown", "choice"]
+HoleKind = Literal["caller", "command", "args", "unknown", "choice", "unread"]
+"""What fills a hole; "unread": whatever a file or line drift could not read set there."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +50,18 @@ def pattern(*parts: Part) -> Pattern:
                 continue
         out.append(part)
     return tuple(out)
+
+
+def unread(p: Pattern) -> bool:
+    """True if a line drift could not read may have written the pattern (a hole "unread")."""
+    return any(
+        isinstance(part, Hole)
+        and (
+            part.kind == "unread"
+            or (part.kind == "choice" and any(unread(o[0]) for o in part.options))
+        )
+        for part in p
+    )
 
 
 def is_literal(p: Pattern) -> bool:

@@ -31,6 +31,8 @@ class State:
     vars: dict[str, tuple[Binding, ...]]
     conds: tuple[str, ...] = ()
     allexport: bool = False
+    # The working folder: absolute when known; relative ("." at first) to the folder the
+    # script was started in while that folder is unknown; None when nothing is known of it.
     cwd: str | None = None
     args: tuple[Field, ...] | None = None  # the positional parameters; None: unknown
     frames: tuple[Frame, ...] = ()

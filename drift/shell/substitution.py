@@ -49,7 +49,7 @@ class CommandSubstitution(Words):
         if not words:
             return None
         name, args = words[0], [w for w in words[1:] if not w.startswith("-") or w == "-"]
-        if name == "pwd" and st.cwd is not None:
+        if name == "pwd" and st.cwd is not None and os.path.isabs(st.cwd):
             return st.cwd
         if name == "dirname" and len(args) == 1:
             return os.path.dirname(args[0].rstrip("/")) or "."

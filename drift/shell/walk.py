@@ -8,6 +8,9 @@ node type (the evaluator fills the table from its rooms).
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -26,6 +29,10 @@ MAX_SOURCED_BYTES = 4 << 20
 """The largest file drift reads as code or KEY=VALUE lines."""
 
 
+STARTED_IN = "if started in "
+"""The condition of a path on which the script was started in the folder that follows."""
+
+
 Statement = Callable[[Any, Node, State, str], None]
 """How one kind of statement is walked: (evaluator, node, path, how it runs)."""
 
@@ -36,8 +43,20 @@ class Walker(Words):
     STATEMENTS: ClassVar[Mapping[str, Statement]]
     """Node type -> its handler; any other statement is read for ``${X:=d}`` alone."""
 
-    def __init__(self, path: str, read: Callable[[str], bytes | None], files: Files = HOST) -> None:
+    def __init__(
+        self,
+        path: str,
+        read: Callable[[str], bytes | None],
+        files: Files = HOST,
+        start: str | None = None,
+        start_label: str = "",
+    ) -> None:
         self.top = path
+        # the folder the script is started in, if the caller knows it, and how it knows
+        self.start = os.path.normpath(start) if start else None
+        self.start_label = start_label
+        self.needs_start = False
+        self.checked: dict[tuple[str, str], bool] = {}  # (kind, path) -> answer, see path_test
         self.read = read
         self.files = files
         self.launches: list[Launch] = []
@@ -62,7 +81,7 @@ class Walker(Words):
 
     def run_file(self, data: bytes) -> ScriptModel:
         """Walk the script (its contents `data`) and say what it may launch and export."""
-        state = State({}, cwd=None)
+        state = State({}, cwd=self.start or ".")
         self._walk_source(self.top, data, 0, state)
         final = state
         if final.stop is None:
@@ -75,7 +94,18 @@ class Walker(Words):
             for cond, test in self.tests.items()
             if test["var"] not in self.touched and not self.opaque
         }
-        return ScriptModel(self.launches, exported, self.sourced, self.gaps, self.broken, tests)
+        if not pwd_shows_start(self.launches):
+            tests = {cond: test for cond, test in tests.items() if not cond.startswith(STARTED_IN)}
+        return ScriptModel(
+            self.launches,
+            exported,
+            self.sourced,
+            self.gaps,
+            self.broken,
+            tests,
+            self.needs_start,
+            [(kind, path, answer) for (kind, path), answer in self.checked.items()],
+        )
 
     def _walk_source(self, file: str, data: bytes, offset: int, st: State) -> None:
         """Walk the code in `data`, which starts at line `offset` + 1 of `file`."""
@@ -126,6 +156,19 @@ class Walker(Words):
             row, what = problem
             line = row + 1 + self.offset
             self.broken.append(f"{self.file}:{line}: drift cannot parse this line as bash{what}")
+
+    def _check(self, kind: str, path: str) -> bool:
+        """`path_test` of `path`, remembered: the reading holds while the answer does."""
+        answer = self.checked[(kind, path)] = path_test(kind, path, self.files)
+        return answer
+
+    def _is_file(self, path: str) -> bool:
+        """True if `path` is a regular file (its symlinks followed)."""
+        return self._check("file", path)
+
+    def _missing(self, path: str) -> bool:
+        """True if nothing is at `path` (not even a dangling link)."""
+        return self._check("missing", path)
 
     def _read_source(self, path: str | None, origin: Origin) -> bytes | None:
         """The bytes of a file the script reads (once per evaluation), noted as sourced."""
@@ -180,6 +223,44 @@ class Walker(Words):
                     self.alts(child, st)
             elif child.named_child_count:
                 self._expressions(child, st)
+
+
+def pwd_shows_start(launches: Sequence[Launch]) -> bool:
+    """Whether the live PWD of what the script launches is the folder it was started in.
+
+    bash exports its working folder as PWD. When every launch happens in
+    the folder the script was started in (no ``cd`` before it), with PWD
+    neither set by the script nor cleared, the launched process's PWD names
+    that folder.
+    """
+    return bool(launches) and all(
+        launch.cwd == "." and not launch.cleared and "PWD" not in launch.env for launch in launches
+    )
+
+
+def missing(path: str, files: Files = HOST) -> bool:
+    """True if nothing is at `path` (not even a dangling link); False if it is there or unknown."""
+    try:
+        files.stat(path, follow_symlinks=False)
+    except OSError as exc:
+        return exc.errno in (errno.ENOENT, errno.ENOTDIR)
+    except ValueError:
+        return False
+    return False
+
+
+def path_test(kind: str, path: str, files: Files = HOST) -> bool:
+    """What the reading asks of a path: "file" (a regular file), "dir", "exists", "missing"."""
+    if kind == "file":
+        return files.isfile(path)
+    if kind == "dir":
+        try:
+            return stat.S_ISDIR(files.stat(path).st_mode)
+        except (OSError, ValueError):
+            return False
+    if kind == "exists":
+        return files.exists(path)
+    return missing(path, files)
 
 
 def unreadable(path: str | None, files: Files = HOST) -> str:

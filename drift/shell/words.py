@@ -54,6 +54,7 @@ class Words:
     origins: dict[tuple[str, int], Origin]
     keep_lines: bool
     touched: set[str]
+    needs_start: bool  # a path was read from the folder the script was started in, unknown
 
     def origin(self, node: Node) -> Origin:
         """Where `node` was written: its file, line and the line's text."""
@@ -70,21 +71,35 @@ class Words:
         """The bindings of `name` on this path; the caller's, if the script never set it."""
         return st.vars.get(name) or caller_bindings(name)
 
-    def _resolve(self, text: str | None, st: State, search: bool = False) -> str | None:
-        """An absolute path for `text`, relative to the known working directory.
+    def _resolve(self, text: str | None, st: State) -> str | None:
+        """An absolute path for `text`, if the folder it is relative to is known; else None.
 
-        Without one (the script's directory is unknown at run time), a relative
-        path is taken relative to the script's own folder: services are usually
-        started there or cd there first.
+        bash reads a relative path from its working folder, which the script's
+        own folder is not: under systemd it is ``/`` unless the unit says, by
+        hand wherever the operator stood. While the folder the script was
+        started in is unknown, a relative path has no absolute one here (see
+        `_start_relative` and `drift.shell.start`).
         """
-        if not text:
-            return None
-        if text.startswith("~"):
+        if not text or text.startswith("~"):
             return None
         if os.path.isabs(text):
             return os.path.normpath(text)
-        base = st.cwd or os.path.dirname(os.path.abspath(self.top))
-        return os.path.normpath(os.path.join(base, text))
+        if st.cwd is None or not os.path.isabs(st.cwd):
+            return None
+        return os.path.normpath(os.path.join(st.cwd, text))
+
+    def _start_relative(self, text: str | None, st: State) -> str | None:
+        """`text` relative to the folder the script was started in, when that folder is unknown.
+
+        None when `text` is absolute, the working folder is known, or nothing
+        is known of it (a ``cd`` to a value drift does not know).
+        """
+        if not text or text.startswith("~") or os.path.isabs(text):
+            return None
+        if st.cwd is None or os.path.isabs(st.cwd):
+            return None
+        self.needs_start = True
+        return os.path.normpath(os.path.join(st.cwd, text))
 
     def _literals(self, node: Node, st: State) -> set[str] | None:
         """Every text a word may have, if all are known; else None."""
