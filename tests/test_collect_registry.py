@@ -28,7 +28,6 @@ from collector_contract import facts_of, run_collector, undeclared
 from privileges import as_nobody
 
 from drift.analysis.kinds import category
-from drift.collectors.base import FactKey, SubjectKind
 from drift.collectors.registry import COLLECTORS, collection_order
 from drift.config import (
     CommandSpec,
@@ -39,6 +38,7 @@ from drift.config import (
     ServiceSpec,
     load_config,
 )
+from drift.declaration import FactKey, SubjectKind
 from drift.demo import IncidentSandbox
 from drift.facts import CollectContext, CollectionError, Fact
 from drift.secrets.redactor import Redactor
