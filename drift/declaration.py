@@ -3,17 +3,19 @@
 A `SubjectKind` (``service``) lists every key its facts may have, as
 `FactKey`s: an exact key (``pid``) or a prefix with a placeholder
 (``env:NAME``), each with the category the analysis files it under and how
-redaction treats its values. `Declarations` turns a set of kinds into the
-lookups the analysis (`category`) and redaction (`skips`, `name_in_key`) run
-per fact, built once so that a new collector's declaration is all they need.
-`drift.subjects` holds the declarations themselves.
+redaction treats its values. A kind files its keys (`SubjectKind.category`);
+`Declarations` turns a set of kinds into the lookups the analysis
+(`category`) and redaction (`skips`, `name_in_key`) run per fact, built once,
+so that a new collector's declaration is all they need. `drift.subjects`
+holds the declarations themselves.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Literal
+from functools import cached_property
+from typing import Literal, NamedTuple
 
 Secrecy = Literal["never", "name", "value"]
 """How redaction (`drift.secrets.redactor`) treats a key's values.
@@ -51,6 +53,15 @@ class FactKey:
         return key.startswith(self.key) if self.placeholder else key == self.key
 
 
+class _Index(NamedTuple):
+    """A subject kind's keys ready to look up."""
+
+    exact: dict[str, FactKey]
+    categories: dict[str, str]  # of the exact keys: the common case, in one lookup
+    prefixes: tuple[FactKey, ...]  # longest first
+    fallbacks: tuple[tuple[str, str], ...]  # its `undeclared`, longest prefix first
+
+
 @dataclass(frozen=True)
 class SubjectKind:
     """One kind of subject (``file`` of ``file:/etc/app.conf``) and every key its facts may have.
@@ -76,54 +87,60 @@ class SubjectKind:
         """The subject as the documentation writes it: ``file:PATH``."""
         return f"{self.kind}:{self.name}"
 
+    def __post_init__(self) -> None:
+        """Refuse keys the lookups could not honour, naming the kind and the key."""
+        seen: set[tuple[str, bool]] = set()
+        for declared in self.keys:
+            if declared.placeholder and not declared.key.endswith(":"):
+                # an error on ``env:`` covers every ``env:NAME``, and redaction finds a
+                # prefix by the text before the first colon
+                raise ValueError(f"{self.shown} {declared.shown}: a prefix ends with a colon")
+            if declared.secret == "name" and not declared.placeholder:
+                raise ValueError(
+                    f"{self.shown} {declared.shown}: a key judged by name needs a placeholder, "
+                    "the name being what follows its prefix"
+                )
+            ident = (declared.key, bool(declared.placeholder))
+            if ident in seen:
+                raise ValueError(f"{self.shown}: {declared.shown} is declared twice")
+            seen.add(ident)
+
+    @cached_property
+    def _index(self) -> _Index:
+        """Its keys ready to look up, built on first use."""
+        return _Index(
+            {k.key: k for k in self.keys if not k.placeholder},
+            {k.key: k.category for k in self.keys if not k.placeholder},
+            tuple(sorted((k for k in self.keys if k.placeholder), key=lambda k: -len(k.key))),
+            tuple(sorted(self.undeclared, key=lambda p: -len(p[0]))),
+        )
+
     def key(self, key: str) -> FactKey | None:
         """The declaration `key` falls under: itself, else the longest prefix it has; or None."""
-        prefixed: FactKey | None = None
-        for declared in self.keys:
-            if not declared.placeholder:
-                if declared.key == key:
+        index = self._index
+        found = index.exact.get(key)
+        if found is None:
+            for declared in index.prefixes:
+                if key.startswith(declared.key):
                     return declared
-            elif key.startswith(declared.key) and (
-                prefixed is None or len(declared.key) > len(prefixed.key)
-            ):
-                prefixed = declared
-        return prefixed
+        return found
+
+    def category(self, key: str) -> str:
+        """Where the analysis files `key`: its declared category, else its `undeclared` one."""
+        found = self._index.categories.get(key)
+        if found is not None:
+            return found
+        declared = self.key(key)
+        if declared is not None:
+            return declared.category
+        for prefix, category in self._index.fallbacks:
+            if key.startswith(prefix):
+                return category
+        return self.kind
 
     def keys_in(self, category: str) -> tuple[str, ...]:
         """Its exact keys filed under `category`, in the order declared."""
         return tuple(k.key for k in self.keys if k.category == category and not k.placeholder)
-
-
-@dataclass(frozen=True, slots=True)
-class _Filing:
-    """Where one subject kind's keys are filed: exact keys, then prefixes longest first."""
-
-    exact: dict[str, str]
-    prefixes: tuple[tuple[str, str], ...]
-    otherwise: str
-
-
-def _filing(kind: SubjectKind) -> _Filing:
-    exact: dict[str, str] = {}
-    prefixes: list[tuple[str, str]] = []
-    seen: set[tuple[str, bool]] = set()
-    for declared in kind.keys:
-        if declared.placeholder and not declared.key.endswith(":"):
-            # an error on ``env:`` covers every ``env:NAME``, and redaction finds a
-            # prefix by the text before the first colon
-            raise ValueError(f"{kind.shown} {declared.shown}: a prefix ends with a colon")
-        ident = (declared.key, bool(declared.placeholder))
-        if ident in seen:
-            raise ValueError(f"{kind.shown}: {declared.shown} is declared twice")
-        seen.add(ident)
-        if declared.placeholder:
-            prefixes.append((declared.key, declared.category))
-        else:
-            exact[declared.key] = declared.category
-    by_length = sorted(prefixes, key=lambda p: -len(p[0]))
-    # a declared prefix wins over any fallback for what it does not declare
-    fallbacks = sorted(kind.undeclared, key=lambda p: -len(p[0]))
-    return _Filing(exact, (*by_length, *fallbacks), kind.kind)
 
 
 class Declarations:
@@ -136,11 +153,11 @@ class Declarations:
 
     def __init__(self, kinds: Iterable[SubjectKind]) -> None:
         self.kinds = tuple(kinds)
-        self._filings: dict[str, _Filing] = {}
+        self._by_kind: dict[str, SubjectKind] = {}
         for kind in self.kinds:
-            if kind.kind in self._filings:
+            if kind.kind in self._by_kind:
                 raise ValueError(f"subject kind {kind.kind!r} is declared twice")
-            self._filings[kind.kind] = _filing(kind)
+            self._by_kind[kind.kind] = kind
         declared = [key for kind in self.kinds for key in kind.keys]
         never = [k for k in declared if k.secret == "never"]
         self.skips: Callable[[str], bool] = _skipper(
@@ -159,22 +176,14 @@ class Declarations:
                 self._check_secrecy(kind, key)
 
     def category(self, subject: str, key: str) -> str:
-        """The category of a fact: its key's declared one; else its kind's fallback, or name.
+        """The category of a fact: its kind's for its key (`SubjectKind.category`).
 
         A subject of a kind nothing declares is filed under its kind (the
         text before the first colon).
         """
         kind = subject.partition(":")[0]
-        filing = self._filings.get(kind)
-        if filing is None:
-            return kind
-        found = filing.exact.get(key)
-        if found is not None:
-            return found
-        for prefix, category in filing.prefixes:
-            if key.startswith(prefix):
-                return category
-        return filing.otherwise
+        declared = self._by_kind.get(kind)
+        return kind if declared is None else declared.category(key)
 
     def secrecy(self, key: str) -> Secrecy:
         """How redaction treats values of `key`, whatever its subject."""
@@ -184,11 +193,6 @@ class Declarations:
 
     def _check_secrecy(self, kind: SubjectKind, key: FactKey) -> None:
         """Refuse a key whose declared secrecy is not what redaction, by key alone, would do."""
-        if key.secret == "name" and not key.placeholder:
-            raise ValueError(
-                f"{kind.shown} {key.shown}: a key judged by name needs a placeholder, "
-                "the name being what follows its prefix"
-            )
         does = self.secrecy(key.shown)
         if does != key.secret:
             others = [
