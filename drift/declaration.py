@@ -33,7 +33,7 @@ class FactKey:
 
     ``FactKey("env:", ..., placeholder="NAME")`` declares ``env:PATH``,
     ``env:HF_TOKEN`` and the rest. `category` is where the analysis files a
-    change of it (`Declarations.category`); `secret` how redaction treats
+    change of it (`SubjectKind.category`); `secret` how redaction treats
     its values.
     """
 
