@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal, NamedTuple
+from typing import Literal
 
 Secrecy = Literal["never", "name", "value"]
 """How redaction (`drift.secrets.redactor`) treats a key's values.
@@ -53,13 +53,17 @@ class FactKey:
         return key.startswith(self.key) if self.placeholder else key == self.key
 
 
-class _Index(NamedTuple):
-    """A subject kind's keys ready to look up."""
+class _Index:
+    """A subject kind's keys ready to look up (a plain class: defined at every record's import)."""
 
-    exact: dict[str, FactKey]
-    categories: dict[str, str]  # of the exact keys: the common case, in one lookup
-    prefixes: tuple[FactKey, ...]  # longest first
-    fallbacks: tuple[tuple[str, str], ...]  # its `undeclared`, longest prefix first
+    __slots__ = ("exact", "categories", "prefixes", "fallbacks")
+
+    def __init__(self, keys: tuple[FactKey, ...], undeclared: tuple[tuple[str, str], ...]) -> None:
+        self.exact = {k.key: k for k in keys if not k.placeholder}
+        # the exact keys' categories: the common case, in one lookup
+        self.categories = {k.key: k.category for k in keys if not k.placeholder}
+        self.prefixes = tuple(sorted((k for k in keys if k.placeholder), key=lambda k: -len(k.key)))
+        self.fallbacks = tuple(sorted(undeclared, key=lambda p: -len(p[0])))
 
 
 @dataclass(frozen=True)
@@ -108,12 +112,7 @@ class SubjectKind:
     @cached_property
     def _index(self) -> _Index:
         """Its keys ready to look up, built on first use."""
-        return _Index(
-            {k.key: k for k in self.keys if not k.placeholder},
-            {k.key: k.category for k in self.keys if not k.placeholder},
-            tuple(sorted((k for k in self.keys if k.placeholder), key=lambda k: -len(k.key))),
-            tuple(sorted(self.undeclared, key=lambda p: -len(p[0]))),
-        )
+        return _Index(self.keys, self.undeclared)
 
     def key(self, key: str) -> FactKey | None:
         """The declaration `key` falls under: itself, else the longest prefix it has; or None."""
