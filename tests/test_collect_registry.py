@@ -3,8 +3,10 @@
 The collectors run against the real things (the incident sandbox's processes,
 scripts, files and git checkout, plus a process found by regex, a richer serve
 script, special files and health checks); each fact must have a subject kind
-and a key its collector declared. The declarations must agree with the
-analysis (category), with redaction (secrecy) and with docs/collectors.md.
+and a key its collector declared. The analysis (category) and redaction
+(secrecy) read the same declarations (`drift.subjects`), so a collector
+declared there and in the registry, and nowhere else, is ranked, grouped and
+redacted as declared; docs/collectors.md lists them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,10 +28,10 @@ from typing import Any
 
 import pytest
 from collector_contract import facts_of, run_collector, undeclared
+from conftest import drift_env
 from privileges import as_nobody
 
 from drift.analysis.kinds import category
-from drift.collectors.base import FactKey, SubjectKind
 from drift.collectors.registry import COLLECTORS, collection_order
 from drift.config import (
     CommandSpec,
@@ -39,11 +42,14 @@ from drift.config import (
     ServiceSpec,
     load_config,
 )
+from drift.declaration import FactKey, SubjectKind
 from drift.demo import IncidentSandbox
 from drift.facts import CollectContext, CollectionError, Fact
 from drift.secrets.redactor import Redactor
+from drift.subjects import DECLARED, SUBJECT_KINDS
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "collectors.md"
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "collectors.md"
 SECRECY = {"never": "never", "name": "by name or value", "value": "by value"}
 TOKEN = "hf_" + "RegistryTokenShapedNotReal0123456789"
 
@@ -329,3 +335,139 @@ def test_a_record_imports_only_the_collectors_its_config_uses(tmp_path: Path) ->
         "drift.collectors.commands",
         "drift.collectors.registry",
     ]
+
+
+def test_the_analysis_and_redaction_read_the_kinds_the_collectors_write() -> None:
+    """Nothing left to keep in step: one list of kinds, which the analysis and redaction read."""
+    written = [kind for collector in COLLECTORS for kind in collector.subjects]
+    assert len({kind.kind for kind in written}) == len(written) == len(SUBJECT_KINDS)
+    assert set(written) == set(SUBJECT_KINDS)
+    assert category == DECLARED.category
+
+
+GPU_KIND = """
+GPU = SubjectKind(
+    "gpu",
+    "INDEX",
+    "a GPU, as its state file says",
+    (
+        FactKey("clock", "its clock in MHz", "gpu clock", "value"),
+        FactKey("serial", "its serial number", "gpu", "never"),
+        FactKey("driver", "its driver's version", "gpu", "value"),
+        FactKey("setting:", "one of its settings", "gpu setting", "name", "NAME"),
+    ),
+)
+"""
+
+GPU_COLLECTOR = '''
+class GpuCollector(Collector[str]):
+    """A GPU's state (`drift.collectors.gpu`)."""
+
+    name = "gpu"
+    section = "gpu"
+    subjects = (GPU,)
+
+    def entries(self, config: Config) -> tuple[str, ...]:
+        return ("0",)
+
+    def scope(self, entry: str) -> str:
+        return f"gpu:{entry}"
+
+    def collect(self, entry: str, ctx: CollectContext) -> Iterable[Item]:
+        from drift.collectors.gpu import collect_gpu
+
+        return collect_gpu(entry, ctx)
+
+'''
+
+GPU_MODULE = '''"""A GPU's state, as the JSON file $GPU_STATE says."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+
+from drift.facts import CollectContext, Fact
+
+
+def collect_gpu(index: str, ctx: CollectContext) -> Iterator[Fact]:
+    """One fact per entry of the state file."""
+    path = os.environ["GPU_STATE"]
+    with open(path, encoding="utf-8") as f:
+        state = json.load(f)
+    for key, value in sorted(state.items()):
+        yield Fact(f"gpu:{index}", key, value, {"file": path})
+'''
+
+
+def add_to_source(path: Path, anchor: str, text: str) -> None:
+    """Put `text` in place of `anchor`, which `path` must hold once."""
+    source = path.read_text()
+    assert source.count(anchor) == 1, f"{path.name} no longer holds {anchor!r}: update this test"
+    path.write_text(source.replace(anchor, text))
+
+
+def test_a_collector_declared_only_in_the_registry_is_ranked_and_redacted(tmp_path: Path) -> None:
+    """A made-up collector, with nothing but its module, its kind and its registry entry.
+
+    drift is copied and given a GPU collector as CONTRIBUTING.md says to add
+    one; `drift since` files its changes under the declared categories, and
+    redaction reads its keys as declared (``setting:`` by name, ``serial``
+    never).
+    """
+    copy = tmp_path / "src"
+    shutil.copytree(ROOT / "drift", copy / "drift", ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in ("migrations", "templates"):
+        (copy / folder).symlink_to(ROOT / folder)
+    package = copy / "drift"
+    add_to_source(
+        package / "subjects.py", "\nSUBJECT_KINDS = (", f"{GPU_KIND}\nSUBJECT_KINDS = (GPU, "
+    )
+    registry = package / "collectors" / "registry.py"
+    add_to_source(registry, "from drift.subjects import ", "from drift.subjects import GPU, ")
+    anchor = "\nCOLLECTORS: tuple[Collector[Any], ...] = (\n"
+    add_to_source(registry, anchor, f"{GPU_COLLECTOR}{anchor}    GpuCollector(),\n")
+    (package / "collectors" / "gpu.py").write_text(GPU_MODULE)
+
+    state = tmp_path / "gpu.json"
+    config = tmp_path / "drift.toml"
+    config.write_text('host = "h"\n')
+    env = {**drift_env(tmp_path), "PYTHONPATH": str(copy), "GPU_STATE": str(state)}
+    common = ["--config", str(config), "--db", str(tmp_path / "d.db")]
+
+    def drift(*args: str) -> Any:
+        done = subprocess.run(
+            [sys.executable, "-m", "drift", *args, *common],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return json.loads(done.stdout)["data"] if "--format" in args else None
+
+    serial = "hf_" + "SerialShapedLikeATokenNotReal0123"
+    for clock, words, power in (("1410", "plain words", "300"), ("1800", "other words", "350")):
+        settings = {"setting:API_TOKEN": words, "setting:POWER_LIMIT": power}
+        facts = {"clock": clock, "serial": serial, "driver": TOKEN, **settings}
+        state.write_text(json.dumps(facts))
+        drift("record", "--quiet")
+
+    since = drift("since", "--stable", "#1", "--all", "--format", "json")
+    filed = {(c["key"], c["category"]) for s in since["suspects"] for c in s["changes"]}
+    assert filed == {
+        ("clock", "gpu clock"),
+        ("setting:API_TOKEN", "gpu setting"),
+        ("setting:POWER_LIMIT", "gpu setting"),
+    }
+    assert since["unchanged"]["by_kind"] == {"gpu": 2}
+    shown = drift("show", "--format", "json")["subjects"]
+    assert {f["key"]: f["secret"] for s in shown for f in s["facts"]} == {
+        "clock": False,
+        "driver": True,  # a token's shape: by value
+        "serial": False,  # never read, whatever it looks like
+        "setting:API_TOKEN": True,  # by name
+        "setting:POWER_LIMIT": False,
+    }

@@ -23,9 +23,9 @@ from conftest import run_drift
 from systemd_container import SCRIPT as CONTAINER_SCRIPT
 from systemd_container import SystemdContainer, require_systemd
 
-from drift.collectors.registry import SERVICE
 from drift.config import load_config
 from drift.errors import ConfigError
+from drift.subjects import SERVICE
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chroot and nsenter need root")
 

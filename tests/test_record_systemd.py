@@ -16,9 +16,10 @@ from collector_contract import facts_of, run_collector, undeclared
 from conftest import changes_by_fact, run_drift
 from systemd_container import SystemdContainer, systemd_container_fixture
 
-from drift.collectors.registry import COLLECTORS, SERVICE
+from drift.collectors.registry import COLLECTORS
 from drift.config import ServiceSpec
 from drift.facts import CollectContext
+from drift.subjects import SERVICE
 
 pytestmark = pytest.mark.systemd
 

@@ -22,7 +22,18 @@ PACKAGE = Path(__file__).resolve().parents[1] / "drift"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "base",
-        ("errors", "display", "timespec", "resources", "atomic", "private_dirs", "rooted", "facts"),
+        (
+            "errors",
+            "display",
+            "timespec",
+            "resources",
+            "atomic",
+            "private_dirs",
+            "rooted",
+            "facts",
+            "declaration",
+            "subjects",
+        ),
     ),
     ("config", ("config", "scope", "sample_config", "keyfile", "secrets")),
     ("shell", ("shell",)),

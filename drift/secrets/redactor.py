@@ -51,6 +51,7 @@ from drift.secrets.shapes import (
     secret_by_name,
     tool_passwords,
 )
+from drift.subjects import DECLARED
 
 if TYPE_CHECKING:
     from drift.config import SecretsSpec
@@ -59,25 +60,14 @@ if TYPE_CHECKING:
 MIN_KNOWN_LENGTH = 6
 
 
-# Keys whose values are hashes, sizes, modes and ids: never secret, and
-# masking a known secret inside a hex digest would corrupt it (a six-digit
-# secret turns up in about one sha256 in 300k by chance). Skipping them is also
-# what keeps a record of 40k file facts cheap.
-SKIP_KEYS = frozenset(
-    {
-        "sha256",
-        "size",
-        "mode",
-        "mtime",
-        "inode",
-        "head",
-        "pid",
-        "started_at",
-        "exit",
-        "ok",
-        "dirty",
-    }
-)
+# Keys declared ``never`` (`drift.subjects`) are hashes, sizes, modes and ids:
+# never secret, and masking a known secret inside a hex digest would corrupt
+# it (a six-digit secret turns up in about one sha256 in 300k by chance).
+# Skipping them is also what keeps a record of 40k file facts cheap.
+_skips = DECLARED.skips
+# What a key is judged by: the name in ``env:NAME``, ``flag:--NAME`` ...
+# for the prefixes declared ``name``, else None (the value alone).
+_name_in_key = DECLARED.name_in_key
 
 
 Item = Fact | FactBlock | CollectionError
@@ -392,19 +382,19 @@ class Redactor:
         """Every collected item with its secrets digested or masked, in the same order.
 
         Values, provenances (every string in them), subjects, keys and error
-        messages are all searched. A FactBlock whose keys are all in SKIP_KEYS
-        (hashes, sizes, modes) stays a block, its subjects and provenances
+        messages are all searched. A FactBlock whose keys are all declared
+        ``never`` (hashes, sizes, modes) stays a block, its subjects and provenances
         masked; any other block is redacted fact by fact.
 
         First pass: find secret facts (by name, by format) and learn every
         secret value seen anywhere; second pass: digest the secret facts (and
         those whose whole value is a secret learned elsewhere) and mask the
-        rest. The values of facts with keys in SKIP_KEYS and of facts already
-        secret are left as they are.
+        rest. The values of facts with keys declared ``never`` and of facts
+        already secret are left as they are.
         """
         flat: list[Item] = []
         for item in items:
-            if isinstance(item, FactBlock) and not SKIP_KEYS.issuperset(item.keys):
+            if isinstance(item, FactBlock) and not all(map(_skips, item.keys)):
                 flat.extend(item)
             else:
                 flat.append(item)
@@ -461,7 +451,7 @@ class Redactor:
         self._learn(fact.key, memo)
         self._learn_provenance(fact.provenance, memo)
         key = fact.key
-        if key in SKIP_KEYS or fact.secret:
+        if _skips(key) or fact.secret:
             return False
         value = fact.value
         name = _name_in_key(key)
@@ -483,7 +473,7 @@ class Redactor:
         key = self._mask_key(fact.key, memo)
         provenance = self._mask_provenance(fact.provenance, memo)
         value = fact.value
-        if fact.key in SKIP_KEYS or fact.secret:
+        if _skips(fact.key) or fact.secret:
             masked = value
         elif secret or value in self._known or self._secret_flag_value(fact.key, value):
             if isinstance(fact.provenance.get("possible"), list):
@@ -529,26 +519,6 @@ class Redactor:
 def _distinct(provenances: list[dict[str, Any]]) -> Iterable[dict[str, Any]]:
     """Each provenance dict once, by identity (a block's files share a few)."""
     return dict(zip(map(id, provenances), provenances, strict=True)).values()
-
-
-def _name_in_key(key: str) -> str | None:
-    """The name in ``env:NAME``, ``export:NAME``, ``unit:environment:NAME``, ``flag:--NAME`` ...
-
-    Only these keys are judged by name; any other key by its value alone.
-    """
-    head, _, rest = key.partition(":")
-    if head in ("env", "export", "flag", "environment"):
-        return rest
-    if head == "unit":
-        kind, sep, name = rest.partition(":")
-        if sep and kind in _UNIT_NAMED:
-            return name
-    return None
-
-
-# The unit:KIND:NAME keys whose NAME is a variable's (``environment`` of the systemd
-# manager is judged by name as well, above).
-_UNIT_NAMED = frozenset({"environment", "disk_environment", "envfile", "pass_environment"})
 
 
 def load_or_create_key(path: Path) -> bytes:

@@ -1,0 +1,135 @@
+"""What a collector's declaration gives the analysis and redaction, and what it refuses.
+
+The analysis files a fact under its key's declared category and redaction
+reads each key as declared ``never``, ``name`` or ``value``: a made-up kind
+of subject gets both from its declaration alone, an undeclared key a clear
+default, and a declaration redaction could not honour is refused by name.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from drift.declaration import Declarations, FactKey, SubjectKind
+from drift.facts import Fact
+from drift.secrets.redactor import Redactor
+from drift.subjects import DECLARED, SUBJECT_KINDS
+
+TOKEN = "hf_" + "DeclaredTokenShapedNotReal0123456789"
+
+GPU = SubjectKind(
+    "gpu",
+    "INDEX",
+    "a made-up GPU",
+    (
+        FactKey("clock", "its clock in MHz", "gpu clock", "value"),
+        FactKey("serial", "its serial number", "gpu", "never"),
+        FactKey("setting:", "one of its settings", "gpu setting", "name", "NAME"),
+        FactKey("setting:fan:", "one of its fan's settings", "gpu fan", "name", "NAME"),
+        FactKey("firmware:", "the SHA-256 of one of its firmware files", "gpu", "never", "PATH"),
+    ),
+)
+
+
+def secret(key: str, value: str, subject: str = "gpu:0") -> bool:
+    """Whether drift's redaction stores `value` of `key` as a secret."""
+    (fact,) = Redactor(b"k" * 32).redact_facts([Fact(subject, key, value)])
+    return fact.secret
+
+
+def test_a_made_up_kind_is_filed_and_judged_as_declared() -> None:
+    declared = Declarations((*SUBJECT_KINDS, GPU))
+    assert declared.category("gpu:0", "clock") == "gpu clock"
+    assert declared.category("gpu:0", "setting:POWER_LIMIT") == "gpu setting"
+    assert declared.category("gpu:0", "setting:fan:SPEED") == "gpu fan"  # the longest prefix
+    assert declared.category("gpu:0", "firmware:/lib/gpu.bin") == "gpu"
+    assert declared.category("gpu:0", "colour") == "gpu"  # undeclared: the kind's name
+    assert [declared.secrecy(k) for k in ("clock", "serial", "firmware:/a", "setting:X")] == [
+        "value",
+        "never",
+        "never",
+        "name",
+    ]
+    assert declared.name_in_key("setting:API_TOKEN") == "API_TOKEN"
+    assert declared.name_in_key("setting:fan:API_TOKEN") == "API_TOKEN"
+    assert declared.name_in_key("clock") is None
+    # what drift declares already is filed and judged as before
+    for kind in SUBJECT_KINDS:
+        for key in kind.keys:
+            subject = f"{kind.kind}:x"
+            assert declared.category(subject, key.shown) == DECLARED.category(subject, key.shown)
+            assert declared.secrecy(key.shown) == DECLARED.secrecy(key.shown) == key.secret
+
+
+def test_an_undeclared_key_gets_its_kinds_default() -> None:
+    category = DECLARED.category
+    # a declared kind: its `undeclared` fallback, else its own name
+    assert category("service:decode", "colour") == "process id"
+    assert category("service:decode", "unit:colour") == "unit"
+    assert category("script:/opt/serve.sh", "colour") == "script exec"
+    assert category("systemd:manager", "colour") == "unit"
+    assert category("file:/etc/app.conf", "colour") == "file"
+    assert category("repo:/opt/sglang", "colour") == "repo"
+    # a kind nothing declares, and a subject without a kind
+    assert category("gpu:0", "clock") == "gpu"
+    assert category("gpu", "clock") == "gpu"
+    # redaction judges an undeclared key by its value alone, whatever its name says
+    assert DECLARED.secrecy("colour:API_TOKEN") == "value"
+    assert secret("colour", TOKEN) and not secret("colour:API_TOKEN", "plain words")
+    assert secret("env:API_TOKEN", "plain words")  # a declared name prefix, on any subject
+
+
+def test_the_keys_drift_declares_never_are_the_ones_redaction_leaves_unread() -> None:
+    never = {k.key for kind in SUBJECT_KINDS for k in kind.keys if k.secret == "never"}
+    assert never == {"pid", "started_at", "sha256", "size", "mode", "head", "dirty", "exit", "ok"}
+    for key in never:
+        assert DECLARED.skips(key) and not secret(key, TOKEN)
+    assert not DECLARED.skips("content") and secret("content", TOKEN)
+
+
+@pytest.mark.parametrize(
+    ("kinds", "refusal"),
+    [
+        (
+            (SubjectKind("gpu", "INDEX", "", (FactKey("env:", "", "gpu", "value", "NAME"),)),),
+            "gpu:INDEX env:NAME is declared 'value', but redaction reads keys alone and treats "
+            "it as 'name', as declared by service:NAME env:NAME (name)",
+        ),
+        (
+            (SubjectKind("gpu", "INDEX", "", (FactKey("size", "", "gpu", "value"),)),),
+            "gpu:INDEX size is declared 'value', but redaction reads keys alone and treats "
+            "it as 'never', as declared by file:PATH size (never)",
+        ),
+        (
+            (SubjectKind("file", "PATH", "", ()),),
+            "subject kind 'file' is declared twice",
+        ),
+    ],
+)
+def test_declarations_redaction_could_not_honour_are_refused(
+    kinds: tuple[SubjectKind, ...], refusal: str
+) -> None:
+    with pytest.raises(ValueError) as refused:
+        Declarations((*SUBJECT_KINDS, *kinds))
+    assert str(refused.value) == refusal
+
+
+@pytest.mark.parametrize(
+    ("key", "refusal"),
+    [
+        (
+            FactKey("token", "", "gpu", "name"),
+            "gpu:INDEX token: a key judged by name needs a placeholder, "
+            "the name being what follows its prefix",
+        ),
+        (
+            FactKey("limit_", "", "gpu", "value", "NAME"),
+            "gpu:INDEX limit_NAME: a prefix ends with a colon",
+        ),
+        (FactKey("clock", "again", "gpu", "value"), "gpu:INDEX: clock is declared twice"),
+    ],
+)
+def test_a_kind_refuses_a_key_it_could_not_look_up(key: FactKey, refusal: str) -> None:
+    with pytest.raises(ValueError) as refused:
+        SubjectKind("gpu", "INDEX", "", (FactKey("clock", "", "gpu", "value"), key))
+    assert str(refused.value) == refusal
