@@ -82,6 +82,44 @@ _UNIT_RUNTIME = (
     ),
 )
 
+_PYTHON = "python package"
+PYTHON_KEYS = (
+    FactKey(
+        "python",
+        "a Python process's sys.prefix: its venv's folder, or the base prefix",
+        _PYTHON,
+        "value",
+    ),
+    FactKey(
+        "python:path",
+        "the folders its distributions are found in, in sys.path order",
+        _PYTHON,
+        "value",
+    ),
+    FactKey(
+        "package:",
+        "the version of a distribution on its path (the first wins)",
+        _PYTHON,
+        "never",
+        "NAME",
+    ),
+    FactKey(
+        "package_source:",
+        "where a distribution was installed from (direct_url.json)",
+        _PYTHON,
+        "value",
+        "NAME",
+    ),
+    FactKey(
+        "package_head:",
+        "the HEAD commit of the checkout an editable install points at",
+        _PYTHON,
+        "never",
+        "NAME",
+    ),
+)
+"""What a Python service runs (`drift.collectors.packages`): its interpreter and distributions."""
+
 SERVICE = SubjectKind(
     "service",
     "NAME",
@@ -177,6 +215,7 @@ SERVICE = SubjectKind(
             "name",
             "NAME",
         ),
+        *PYTHON_KEYS,
     ),
     undeclared=(("unit:", _UNIT), ("", _PROCESS)),
 )

@@ -24,6 +24,7 @@ CATEGORY_ORDER = (
     "live flag",
     "unit",
     "script content",
+    "python package",
     "file",
     "repo",
     "repo working tree",

@@ -78,6 +78,8 @@ class Weights:
                 "live flag": 0.95,
                 "unit": 0.85,
                 "script content": 0.85,
+                # the code a process runs, as likely a cause as its script's text
+                "python package": 0.85,
                 "file": 0.8,
                 "repo": 0.8,
                 "repo working tree": 0.75,
@@ -282,6 +284,7 @@ _KIND_WORDS = {
     "live flag": "a flag of the live process",
     "unit": "a systemd unit setting",
     "script content": "the serve script's text",
+    "python package": "a Python distribution the service runs",
     "file": "a watched file",
     "repo": "a git checkout's HEAD",
     "repo working tree": "uncommitted changes in a git checkout",

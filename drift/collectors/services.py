@@ -108,6 +108,10 @@ def _collect(spec: ServiceSpec, ctx: CollectContext, subject: str, boot_ns: int)
                 out.append(stale)
                 return out
         out.extend(facts)
+        if spec.packages:
+            from drift.collectors.packages import python_facts
+
+            out.extend(python_facts(subject, facts, ctx))
         return out
     pids = ", ".join(str(p) for p in vanished)
     out.append(CollectionError(subject, None, f"process exited while being read (pids {pids})"))

@@ -1,0 +1,238 @@
+"""A Python service's distributions as history: real venvs, real wheels, real pip, real processes.
+
+The wheels are built here (a wheel is a zip with a dist-info, per the wheel
+spec), installed with ``pip install --no-index`` into a real ``python -m
+venv``, and run by a real long-running interpreter that `drift record`
+finds by its pidfile. What is asserted is what `drift since` says.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import run_drift
+
+PYTHON = os.path.realpath(os.path.join(sys.base_prefix, "bin", f"python{sys.version_info[0]}"))
+
+
+def build_wheel(folder: Path, name: str, version: str, extra: dict[str, str] | None = None) -> Path:
+    """A pure-Python wheel of one module, written per the wheel spec (PEP 427)."""
+    stem = name.replace("-", "_")
+    dist_info = f"{stem}-{version}.dist-info"
+    files = {
+        f"{stem}.py": f"VERSION = {version!r}\n",
+        f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n",
+        f"{dist_info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+        "Tag: py3-none-any\n",
+        **(extra or {}),
+    }
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+        record.append(f"{path},sha256={digest.decode()},{len(text.encode())}")
+    record.append(f"{dist_info}/RECORD,,")
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / f"{stem}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for path, text in files.items():
+            z.writestr(path, text)
+        z.writestr(f"{dist_info}/RECORD", "\n".join(record) + "\n")
+    return wheel
+
+
+# An in-tree PEP 517/660 build backend: pip -e calls build_editable, which gives a wheel
+# whose .pth puts the checkout's folder on the path (what setuptools does), and pip writes
+# direct_url.json with dir_info.editable, as for any editable install.
+BACKEND = """
+import os, zipfile
+
+NAME, VERSION = "sglang", "0.4.0"
+DIST = f"{NAME}-{VERSION}.dist-info"
+
+
+def _wheel(directory, files):
+    path = os.path.join(directory, f"{NAME}-{VERSION}-py3-none-any.whl")
+    files = {
+        **files,
+        f"{DIST}/METADATA": f"Metadata-Version: 2.1\\nName: {NAME}\\nVersion: {VERSION}\\n\\n",
+        f"{DIST}/WHEEL": "Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
+    }
+    with zipfile.ZipFile(path, "w") as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+        z.writestr(f"{DIST}/RECORD", "".join(f"{n},,\\n" for n in [*files, f"{DIST}/RECORD"]))
+    return os.path.basename(path)
+
+
+def build_wheel(directory, config_settings=None, metadata_directory=None):
+    return _wheel(directory, {})
+
+
+def build_editable(directory, config_settings=None, metadata_directory=None):
+    return _wheel(directory, {"__editable__.sglang.pth": os.path.abspath(".") + "\\n"})
+"""
+
+
+def make_venv(path: Path, *args: str) -> Path:
+    subprocess.run([PYTHON, "-m", "venv", *args, str(path)], check=True, timeout=120)
+    return path / "bin" / "python"
+
+
+def pip(python: Path, *args: str) -> None:
+    subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--disable-pip-version-check",
+            *args,
+        ],
+        check=True,
+        timeout=120,
+        capture_output=True,
+    )
+
+
+class Server:
+    """A long-running Python process that imports a package, found by a pidfile."""
+
+    def __init__(self, python: Path, tmp_path: Path, module: str, env: dict[str, str]) -> None:
+        self.python, self.tmp_path, self.module, self.env = python, tmp_path, module, env
+        self.pidfile = tmp_path / "server.pid"
+        self.script = tmp_path / "server.py"
+        self.script.write_text(f"import time, {module}\nwhile True:\n    time.sleep(60)\n")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.stop()
+        time.sleep(0.05)  # a start in a clock tick of its own, after what came before
+        self.proc = subprocess.Popen(
+            [str(self.python), str(self.script)], cwd=self.tmp_path, env=self.env
+        )
+        self.pidfile.write_text(f"{self.proc.pid}\n")
+        time.sleep(0.3)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+
+@pytest.fixture
+def server_env(tmp_path: Path) -> Iterator[dict[str, str]]:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home")}
+    yield env
+
+
+def drift(tmp_path: Path, server: Server, *args: str) -> str:
+    config = tmp_path / "drift.toml"
+    config.write_text(f'host = "pk"\n[[services]]\nname = "decode"\npidfile = "{server.pidfile}"\n')
+    cfg = ["--config", str(config), "--db", str(tmp_path / "d.db")]
+    return run_drift([*args, *cfg], tmp_path).stdout
+
+
+def suspects(tmp_path: Path, server: Server, stable: str) -> list[dict[str, object]]:
+    out = drift(tmp_path, server, "since", "--stable", stable, "--format", "json")
+    found: list[dict[str, object]] = json.loads(out)["data"]["suspects"]
+    return found
+
+
+def test_a_package_upgrade_is_one_story_pending_until_restart_then_live(
+    tmp_path: Path, server_env: dict[str, str]
+) -> None:
+    wheels = tmp_path / "wheels"
+    build_wheel(wheels, "flashinfer-python", "0.2.5")
+    build_wheel(wheels, "flashinfer-python", "0.2.6")
+    venv = tmp_path / "venv"
+    python = make_venv(venv)
+    pip(python, "--find-links", str(wheels), "flashinfer-python==0.2.5")
+    server = Server(python, tmp_path, "flashinfer_python", server_env)
+    server.start()
+    try:
+        drift(tmp_path, server, "record")
+        drift(tmp_path, server, "record")
+        pip(python, "--find-links", str(wheels), "--upgrade", "flashinfer-python==0.2.6")
+        drift(tmp_path, server, "record")
+        (story,) = suspects(tmp_path, server, "#2")
+        assert story["title"] == (
+            f"flashinfer-python 0.2.5 -> 0.2.6 in the venv of decode ({venv})"
+        )
+        assert story["status"] == "pending"
+        assert story["services"] == ["decode"]
+        server.start()
+        drift(tmp_path, server, "record")
+        stories = {s["title"]: s for s in suspects(tmp_path, server, "#2")}
+        story = stories[f"flashinfer-python 0.2.5 -> 0.2.6 in the venv of decode ({venv})"]
+        assert story["status"] == "live"
+        assert "since restart" in str(story["label"])
+    finally:
+        server.stop()
+
+
+def test_an_editable_checkout_whose_head_moved_is_its_package_story(
+    tmp_path: Path, server_env: dict[str, str]
+) -> None:
+    checkout = tmp_path / "sglang"
+    (checkout / "python" / "sglang").mkdir(parents=True)
+    (checkout / "python" / "sglang" / "__init__.py").write_text("")
+    (checkout / "python" / "backend.py").write_text(BACKEND)
+    (checkout / "python" / "pyproject.toml").write_text(
+        '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n'
+    )
+    git = ["git", "-C", str(checkout), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    venv = tmp_path / "venv"
+    python = make_venv(venv, "--system-site-packages")
+    pip(python, "--no-build-isolation", "-e", str(checkout / "python"))
+    server = Server(python, tmp_path, "sglang", server_env)
+    server.start()
+    try:
+        drift(tmp_path, server, "record")
+        (checkout / "python" / "sglang" / "attention.py").write_text("CTAS = 512\n")
+        subprocess.run([*git, "add", "."], check=True)
+        subprocess.run([*git, "commit", "-qm", "two"], check=True)
+        head = subprocess.run(
+            [*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True
+        ).stdout.strip()
+        drift(tmp_path, server, "record")
+        (story,) = suspects(tmp_path, server, "#1")
+        assert story["title"] == (
+            f"sglang's checkout moved to {head[:12]} (was "
+            f"{story['changes'][0]['before'][:12]}) in the venv of decode ({venv})"  # type: ignore[index]
+        )
+        assert story["status"] == "pending"
+    finally:
+        server.stop()
+
+
+def test_a_process_that_is_not_python_has_no_python_facts_and_no_error(tmp_path: Path) -> None:
+    proc = subprocess.Popen(["sleep", "60"])
+    pidfile = tmp_path / "sleep.pid"
+    pidfile.write_text(f"{proc.pid}\n")
+    try:
+        config = tmp_path / "drift.toml"
+        config.write_text(f'host = "pk"\n[[services]]\nname = "s"\npidfile = "{pidfile}"\n')
+        cfg = ["--config", str(config), "--db", str(tmp_path / "d.db")]
+        out = run_drift(["record", *cfg], tmp_path).stdout
+        assert ", 0 errors" in out
+        shown = run_drift(["show", "--format", "json", *cfg], tmp_path).stdout
+        assert '"python' not in shown and '"package:' not in shown
+    finally:
+        proc.kill()
+        proc.wait()
