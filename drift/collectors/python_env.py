@@ -132,7 +132,7 @@ def python_env(
         base_prefix=base,
         version=version,
         paths=tuple(_existing(paths, unsure)),
-        unsure=tuple(unsure),
+        unsure=tuple(dict.fromkeys(unsure)),
     )
 
 
@@ -240,6 +240,13 @@ def _site(
     """What site.py adds: duplicates gone, the user site, the site folders with their .pth files."""
     out = list(dict.fromkeys(paths))
     known = {p for p in out if os.path.exists(p)}
+    debian = _debian(base, platlibdir, version)
+    venv = prefixes[0] != base
+    if venv:
+        # site.venv() adds the venv's own folders first: they win over the user site
+        for folder in _site_packages(prefixes[:1], version, platlibdir, debian, venv):
+            if os.path.isdir(folder):
+                _add_site_dir(folder, out, known, unsure)
     if user:
         home = env.get("HOME")
         userbase = env.get("PYTHONUSERBASE") or (f"{home}/.local" if home else None)
@@ -249,8 +256,7 @@ def _site(
             folder = f"{userbase}/lib/python{version}/site-packages"
             if os.path.isdir(folder):
                 _add_site_dir(folder, out, known, unsure)
-    debian = _debian(base, platlibdir, version)
-    for folder in _site_packages(prefixes, version, platlibdir, debian, prefixes[0] != base):
+    for folder in _site_packages(prefixes, version, platlibdir, debian, venv):
         if os.path.isdir(folder):
             _add_site_dir(folder, out, known, unsure)
     return out
