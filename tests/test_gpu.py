@@ -264,7 +264,9 @@ def test_a_gpu_the_working_tool_no_longer_lists_is_removed(box: Box) -> None:
     assert gone["rank"] == 1 and gone["status"] == "live"
     assert {c["key"] for c in gone["changes"] if c["subject"] == GPU1} == set(box.shown()[GPU3])
     # the GPUs after it are numbered again, by their own UUIDs: evidence of this story
-    renumbered = {(c["subject"], c["before"], c["after"]) for c in gone["changes"] if c["key"] == "index"}
+    renumbered = {
+        (c["subject"], c["before"], c["after"]) for c in gone["changes"] if c["key"] == "index"
+    }
     assert renumbered == {(GPU1, "1", None), (GPU2, "2", "1"), (GPU3, "3", "2")}
     assert len(since["suspects"]) == 1
     assert blind_spots_of(since) == []
@@ -385,6 +387,19 @@ def test_nvml_and_nvidia_smi_agree_on_a_real_gpu() -> None:
     from drift.collectors.nvml import read_nvml
 
     def facts(reading: Any) -> dict[tuple[str, str], str]:
-        return {(f.subject, f.key): getattr(f, "value", "unread") for f in reading_facts(reading, {})}
+        return {
+            (f.subject, f.key): getattr(f, "value", "unread") for f in reading_facts(reading, {})
+        }
 
     assert facts(read_nvml()) == facts(read_command(("nvidia-smi", "-q", "-x"), 30))
+
+
+def test_turning_gpus_off_is_no_longer_tracked_not_removed(tmp_path: Path) -> None:
+    box = Box(tmp_path)
+    box.prints(H100)
+    box.record()
+    box.config.write_text('host = "gpu-box"\n[gpu]\nenabled = false\n')
+    box.record()
+    since = box.drift("since", "--stable", "#1", "--format", "json")
+    assert since["suspects"] == []
+    assert GPU3 in {u["subject"] for u in since["scope"]["untracked"]}
