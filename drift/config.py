@@ -125,6 +125,20 @@ class ContainerSpec:
 
 
 @dataclass(frozen=True)
+class GpuSpec:
+    """[gpu]: the GPUs and their driver, read with `command` (nvidia-smi -q -x) or NVML.
+
+    `enabled` None is "auto": read them when the command is on PATH or NVML
+    loads, and say nothing when neither is there; True makes a missing tool a
+    blind spot; False never reads them.
+    """
+
+    enabled: bool | None = None
+    command: tuple[str, ...] = ("nvidia-smi", "-q", "-x")
+    timeout: float = 10.0
+
+
+@dataclass(frozen=True)
 class SecretsSpec:
     """Extra env/flag names to always redact, and names never to redact."""
 
@@ -150,6 +164,7 @@ class Config:
     proc_root: str = "/proc"
     templates_dir: str | None = None
     container: ContainerSpec | None = None
+    gpu: GpuSpec = field(default_factory=GpuSpec)
 
 
 def find_config(explicit: str | os.PathLike[str] | None = None) -> Path | None:
@@ -373,6 +388,7 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
             "proc_root",
             "templates_dir",
             "container",
+            "gpu",
         }
     )
     container = _container(top)
@@ -479,6 +495,7 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
         proc_root=top.path_string("proc_root") or "/proc",
         templates_dir=top.path_string("templates_dir"),
         container=container,
+        gpu=_gpu(top),
     )
 
 
@@ -571,3 +588,19 @@ def _name(r: _Reader) -> str:
     if any(c in name for c in "\n\r\t"):
         r.fail("name", "must be one line")
     return name
+
+
+def _gpu(top: _Reader) -> GpuSpec:
+    """[gpu]: `enabled` ("auto", true or false), `command` and `timeout`."""
+    if "gpu" not in top.table:
+        return GpuSpec()
+    r = _Reader(top.path, "gpu", top.table["gpu"], top.base)
+    r.check_keys({"enabled", "command", "timeout"})
+    enabled = r.table.get("enabled", "auto")
+    if enabled != "auto" and not isinstance(enabled, bool):
+        r.fail("enabled", f'expected "auto", true or false, got {_short_repr(str(enabled))}')
+    return GpuSpec(
+        enabled=None if enabled == "auto" else bool(enabled),
+        command=r.command("command") or GpuSpec.command,
+        timeout=r.number("timeout", GpuSpec.timeout),
+    )

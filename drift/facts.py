@@ -63,8 +63,9 @@ class CollectionError:
     """Something a collector could not read; its facts keep their last value.
 
     A subject ending in ``/`` (``file:/opt/k/``) covers every subject under
-    that folder. `key` None means the whole subject; a key ending in ``:``
-    (``env:``) covers every key with that prefix; any other key covers that key only.
+    that folder, and a kind alone (``gpu:``) every subject of that kind. `key`
+    None means the whole subject; a key ending in ``:`` (``env:``) covers
+    every key with that prefix; any other key covers that key only.
     """
 
     subject: str
@@ -73,7 +74,7 @@ class CollectionError:
 
     def covers(self, subject: str, key: str) -> bool:
         """True if a fact (subject, key) falls inside what this error failed to collect."""
-        if self.subject.endswith("/"):
+        if self.subject.endswith("/") or self.subject.find(":") == len(self.subject) - 1:
             if not subject.startswith(self.subject):
                 return False
         elif subject != self.subject:

@@ -65,4 +65,10 @@ STARTER_CONFIG = """\
 # [secrets]
 # redact = ["MY_INTERNAL_*"]
 # allow = ["TOKENIZERS_PARALLELISM"]
+
+# The NVIDIA driver and each GPU's settings (power limit, clocks, ECC, MIG),
+# read by default whenever nvidia-smi is on PATH. On a GPU box, true makes a
+# missing or failing nvidia-smi a blind spot rather than GPUs gone.
+# [gpu]
+# enabled = true
 """

@@ -46,6 +46,8 @@ class Scope:
     # Whether the systemd manager is asked (a service is found by unit). True when not
     # known (a scope stored before drift recorded the manager): never guessed away.
     systemd: bool = True
+    # Whether GPUs are read ([gpu] enabled "auto" or true): True when not known.
+    gpu: bool = True
 
     @classmethod
     def of(cls, config: Config) -> Scope:
@@ -56,6 +58,7 @@ class Scope:
             commands=tuple(c.name for c in config.commands),
             health=tuple(h.name for h in config.health),
             systemd=any(s.unit for s in config.services),
+            gpu=config.gpu.enabled is not False,
         )
 
     def masked(self, name: Callable[[str], str], glob: Callable[[str], str]) -> Scope:
@@ -71,6 +74,7 @@ class Scope:
             commands=tuple(name(c) for c in self.commands),
             health=tuple(name(h) for h in self.health),
             systemd=self.systemd,
+            gpu=self.gpu,
         )
 
     def to_json(self) -> str:
@@ -86,6 +90,7 @@ class Scope:
             commands=tuple(data.get("commands", ())),
             health=tuple(data.get("health", ())),
             systemd=bool(data.get("systemd", True)),
+            gpu=bool(data.get("gpu", True)),
         )
 
     @property
@@ -117,6 +122,8 @@ class Scope:
             return name in self.health
         if kind == "systemd":
             return self.systemd
+        if kind == "gpu":
+            return self.gpu
         return True
 
     def shares_with(self, other: Scope) -> bool:

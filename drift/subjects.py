@@ -338,7 +338,65 @@ HEALTH = SubjectKind(
 )
 
 
-SUBJECT_KINDS = (SERVICE, SYSTEMD, SCRIPT, FILE, FILE_SET, REPO, COMMAND, HEALTH)
+_GPU = "gpu"
+GPU_PENDING_KEYS = ("ecc.mode.pending", "mig.mode.pending")
+"""Settings a GPU applies only at its next reset or reboot (`drift.analysis.gpu_stories`)."""
+
+# Keys are nvidia-smi's own --query-gpu names where it has one; values as nvidia-smi
+# writes them, "N/A" where it has none. Never a reading that moves by itself
+# (temperature, utilisation, memory used, clocks now, power draw, processes, fans).
+GPU = SubjectKind(
+    "gpu",
+    "UUID",
+    "an NVIDIA GPU by its UUID, and `gpu:driver` for the driver they share (nvidia-smi or NVML)",
+    (
+        FactKey("driver_version", "of `gpu:driver`: the NVIDIA driver loaded", _GPU, "value"),
+        FactKey(
+            "cuda_version", "of `gpu:driver`: the CUDA version that driver supports", _GPU, "value"
+        ),
+        FactKey("index", "its index, as nvidia-smi and NVML number it", _GPU, "value"),
+        FactKey("name", "its product name", _GPU, "value"),
+        FactKey("pci.bus_id", "its PCI bus id", _GPU, "value"),
+        FactKey("vbios_version", "its VBIOS version", _GPU, "value"),
+        FactKey("persistence_mode", "Enabled or Disabled", _GPU, "value"),
+        FactKey("compute_mode", "Default, Exclusive_Process or Prohibited", _GPU, "value"),
+        FactKey("ecc.mode.current", "its ECC mode", _GPU, "value"),
+        FactKey("ecc.mode.pending", "its ECC mode after the next reset", _GPU, "value"),
+        FactKey("mig.mode.current", "its MIG mode", _GPU, "value"),
+        FactKey("mig.mode.pending", "its MIG mode after the next reset", _GPU, "value"),
+        FactKey(
+            "mig.devices",
+            "its MIG devices, one a line: GPU instance, compute instance, SMs",
+            _GPU,
+            "value",
+        ),
+        FactKey("enforced.power.limit", "the power limit it enforces (700.00 W)", _GPU, "value"),
+        FactKey("power.limit", "the power limit software set (nvidia-smi -pl)", _GPU, "value"),
+        FactKey("power.default_limit", "its default power limit", _GPU, "value"),
+        FactKey(
+            "clocks.applications.graphics", "its application graphics clock (MHz)", _GPU, "value"
+        ),
+        FactKey("clocks.applications.memory", "its application memory clock", _GPU, "value"),
+        FactKey(
+            "clocks.default_applications.graphics",
+            "its default application graphics clock",
+            _GPU,
+            "value",
+        ),
+        FactKey(
+            "clocks.default_applications.memory",
+            "its default application memory clock",
+            _GPU,
+            "value",
+        ),
+        FactKey("clocks.max.graphics", "its maximum graphics clock", _GPU, "value"),
+        FactKey("clocks.max.sm", "its maximum SM clock", _GPU, "value"),
+        FactKey("clocks.max.memory", "its maximum memory clock", _GPU, "value"),
+    ),
+)
+
+
+SUBJECT_KINDS = (SERVICE, SYSTEMD, SCRIPT, FILE, FILE_SET, REPO, COMMAND, HEALTH, GPU)
 """Every kind of subject drift records; a collector writes only kinds listed here."""
 
 DECLARED = Declarations(SUBJECT_KINDS)

@@ -37,6 +37,7 @@ from drift.config import (
     CommandSpec,
     Config,
     FileSpec,
+    GpuSpec,
     HealthSpec,
     RepoSpec,
     ServiceSpec,
@@ -164,6 +165,8 @@ def everything(box: IncidentSandbox, tmp_path: Path, marker: str) -> Config:
         repos=(*config.repos, RepoSpec(str(box.repo))),
         commands=(*config.commands, CommandSpec("failing", "echo oops; exit 3")),
         health=(HealthSpec("fine", "true"), HealthSpec("down", "exit 1")),
+        # GPUs in nvidia-smi's XML, as tests/test_gpu.py serves them (no GPU here)
+        gpu=GpuSpec(enabled=True, command=("cat", str(ROOT / "tests" / "gpu_xml" / "h100x4.xml"))),
     )
 
 
@@ -295,6 +298,7 @@ def test_collectors_run_section_by_section_and_entry_by_entry() -> None:
         repos=(RepoSpec("/r"),),
         commands=(CommandSpec("c", "true"),),
         health=(HealthSpec("h", "true"),),
+        gpu=GpuSpec(enabled=True),
     )
     assert [(c.name, scope) for c, _entry, scope in collection_order(config)] == [
         ("services", "service:a"),
@@ -305,6 +309,7 @@ def test_collectors_run_section_by_section_and_entry_by_entry() -> None:
         ("repos", "repo:/r"),
         ("commands", "command:c"),
         ("health", "health:h"),
+        ("gpu", "gpu:"),
     ]
 
 
@@ -347,42 +352,42 @@ def test_the_analysis_and_redaction_read_the_kinds_the_collectors_write() -> Non
     assert category == DECLARED.category
 
 
-GPU_KIND = """
-GPU = SubjectKind(
-    "gpu",
+ACCEL_KIND = """
+ACCEL = SubjectKind(
+    "accel",
     "INDEX",
-    "a GPU, as its state file says",
+    "an accelerator, as its state file says",
     (
-        FactKey("clock", "its clock in MHz", "gpu clock", "value"),
-        FactKey("serial", "its serial number", "gpu", "never"),
-        FactKey("driver", "its driver's version", "gpu", "value"),
-        FactKey("setting:", "one of its settings", "gpu setting", "name", "NAME"),
+        FactKey("clock", "its clock in MHz", "accel clock", "value"),
+        FactKey("serial", "its serial number", "accel", "never"),
+        FactKey("driver", "its driver's version", "accel", "value"),
+        FactKey("setting:", "one of its settings", "accel setting", "name", "NAME"),
     ),
 )
 """
 
-GPU_COLLECTOR = '''
-class GpuCollector(Collector[str]):
-    """A GPU's state (`drift.collectors.gpu`)."""
+ACCEL_COLLECTOR = '''
+class AccelCollector(Collector[str]):
+    """An accelerator's state (`drift.collectors.accel`)."""
 
-    name = "gpu"
-    section = "gpu"
-    subjects = (GPU,)
+    name = "accel"
+    section = "accel"
+    subjects = (ACCEL,)
 
     def entries(self, config: Config) -> tuple[str, ...]:
         return ("0",)
 
     def scope(self, entry: str) -> str:
-        return f"gpu:{entry}"
+        return f"accel:{entry}"
 
     def collect(self, entry: str, ctx: CollectContext) -> Iterable[Item]:
-        from drift.collectors.gpu import collect_gpu
+        from drift.collectors.accel import collect_accel
 
-        return collect_gpu(entry, ctx)
+        return collect_accel(entry, ctx)
 
 '''
 
-GPU_MODULE = '''"""A GPU's state, as the JSON file $GPU_STATE says."""
+ACCEL_MODULE = '''"""An accelerator's state, as the JSON file $ACCEL_STATE says."""
 
 from __future__ import annotations
 
@@ -393,13 +398,13 @@ from collections.abc import Iterator
 from drift.facts import CollectContext, Fact
 
 
-def collect_gpu(index: str, ctx: CollectContext) -> Iterator[Fact]:
+def collect_accel(index: str, ctx: CollectContext) -> Iterator[Fact]:
     """One fact per entry of the state file."""
-    path = os.environ["GPU_STATE"]
+    path = os.environ["ACCEL_STATE"]
     with open(path, encoding="utf-8") as f:
         state = json.load(f)
     for key, value in sorted(state.items()):
-        yield Fact(f"gpu:{index}", key, value, {"file": path})
+        yield Fact(f"accel:{index}", key, value, {"file": path})
 '''
 
 
@@ -413,7 +418,7 @@ def add_to_source(path: Path, anchor: str, text: str) -> None:
 def test_a_collector_declared_only_in_the_registry_is_ranked_and_redacted(tmp_path: Path) -> None:
     """A made-up collector, with nothing but its module, its kind and its registry entry.
 
-    drift is copied and given a GPU collector as CONTRIBUTING.md says to add
+    drift is copied and given a made-up accelerator collector as CONTRIBUTING.md says to add
     one; `drift since` files its changes under the declared categories, and
     redaction reads its keys as declared (``setting:`` by name, ``serial``
     never).
@@ -424,18 +429,18 @@ def test_a_collector_declared_only_in_the_registry_is_ranked_and_redacted(tmp_pa
         (copy / folder).symlink_to(ROOT / folder)
     package = copy / "drift"
     add_to_source(
-        package / "subjects.py", "\nSUBJECT_KINDS = (", f"{GPU_KIND}\nSUBJECT_KINDS = (GPU, "
+        package / "subjects.py", "\nSUBJECT_KINDS = (", f"{ACCEL_KIND}\nSUBJECT_KINDS = (ACCEL, "
     )
     registry = package / "collectors" / "registry.py"
-    add_to_source(registry, "from drift.subjects import ", "from drift.subjects import GPU, ")
+    add_to_source(registry, "from drift.subjects import ", "from drift.subjects import ACCEL, ")
     anchor = "\nCOLLECTORS: tuple[Collector[Any], ...] = (\n"
-    add_to_source(registry, anchor, f"{GPU_COLLECTOR}{anchor}    GpuCollector(),\n")
-    (package / "collectors" / "gpu.py").write_text(GPU_MODULE)
+    add_to_source(registry, anchor, f"{ACCEL_COLLECTOR}{anchor}    AccelCollector(),\n")
+    (package / "collectors" / "accel.py").write_text(ACCEL_MODULE)
 
-    state = tmp_path / "gpu.json"
+    state = tmp_path / "accel.json"
     config = tmp_path / "drift.toml"
     config.write_text('host = "h"\n')
-    env = {**drift_env(tmp_path), "PYTHONPATH": str(copy), "GPU_STATE": str(state)}
+    env = {**drift_env(tmp_path), "PYTHONPATH": str(copy), "ACCEL_STATE": str(state)}
     common = ["--config", str(config), "--db", str(tmp_path / "d.db")]
 
     def drift(*args: str) -> Any:
@@ -460,11 +465,11 @@ def test_a_collector_declared_only_in_the_registry_is_ranked_and_redacted(tmp_pa
     since = drift("since", "--stable", "#1", "--all", "--format", "json")
     filed = {(c["key"], c["category"]) for s in since["suspects"] for c in s["changes"]}
     assert filed == {
-        ("clock", "gpu clock"),
-        ("setting:API_TOKEN", "gpu setting"),
-        ("setting:POWER_LIMIT", "gpu setting"),
+        ("clock", "accel clock"),
+        ("setting:API_TOKEN", "accel setting"),
+        ("setting:POWER_LIMIT", "accel setting"),
     }
-    assert since["unchanged"]["by_kind"] == {"gpu": 2}
+    assert since["unchanged"]["by_kind"] == {"accel": 2}
     shown = drift("show", "--format", "json")["subjects"]
     assert {f["key"]: f["secret"] for s in shown for f in s["facts"]} == {
         "clock": False,

@@ -15,10 +15,11 @@ from collections.abc import Iterable, Sequence
 
 from drift.analysis.diff import Change, State
 from drift.analysis.failures import Failure
+from drift.analysis.kinds import service_name
 from drift.analysis.restarts import Restart
 from drift.analysis.sources import ServiceSources
 from drift.analysis.story import Status, Story
-from drift.analysis.timing import Records
+from drift.analysis.timing import Records, Span, start_span
 from drift.analysis.unit_history import ServiceRuns
 from drift.store.query import StoredVersion
 
@@ -95,6 +96,20 @@ class Claims:
         )
         self.stories.append(story)
         return story
+
+    def running_starts(self) -> dict[str, Span]:
+        """When each service running now started, by name: what it loaded is from then."""
+        started: dict[str, Span] = {}
+        for (subject, key), version in self.after.items():
+            name = service_name(subject)
+            if name is None or key != "started_at":
+                continue
+            if value_of(self.after.get((subject, "running"))) == "false":
+                continue
+            moment = start_span(version)
+            if moment is not None:
+                started[name] = moment
+        return started
 
     def _script_services(self) -> dict[str, str]:
         """script subject -> the service it serves, from the provenance of any of its facts."""

@@ -23,6 +23,7 @@ CATEGORY_ORDER = (
     "script exec",
     "live flag",
     "unit",
+    "gpu",
     "script content",
     "python package",
     "file",

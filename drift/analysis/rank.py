@@ -77,6 +77,9 @@ class Weights:
                 "script exec": 0.95,
                 "live flag": 0.95,
                 "unit": 0.85,
+                # a GPU or driver setting: every kernel of the server runs under it, and
+                # operators change it rarely (a power cap, a clock lock, an upgrade)
+                "gpu": 0.85,
                 "script content": 0.85,
                 # the code a process runs, as likely a cause as its script's text
                 "python package": 0.85,
@@ -283,6 +286,7 @@ _KIND_WORDS = {
     "script exec": "the serve script's command line",
     "live flag": "a flag of the live process",
     "unit": "a systemd unit setting",
+    "gpu": "a GPU or driver setting the server runs under",
     "script content": "the serve script's text",
     "python package": "a Python distribution the service runs",
     "file": "a watched file",
@@ -354,7 +358,7 @@ def _failure(story: Story, failures: Sequence[Failure], weights: Weights) -> tup
         )
     if story.failure is not None:
         return weights.failure_elsewhere, f"not applied at the failing starts of {name}"
-    if story.category in ("file", "repo", "repo working tree"):
+    if story.category in ("file", "repo", "repo working tree", "gpu"):
         return (
             weights.failure_loaded,
             f"changed before {name} began to fail: its starts may load it",

@@ -20,9 +20,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from drift.collectors.base import Collector, Item
-from drift.config import CommandSpec, Config, FileSpec, HealthSpec, RepoSpec, ServiceSpec
+from drift.config import CommandSpec, Config, FileSpec, GpuSpec, HealthSpec, RepoSpec, ServiceSpec
 from drift.facts import CollectContext
-from drift.subjects import COMMAND, FILE, FILE_SET, HEALTH, REPO, SCRIPT, SERVICE, SYSTEMD
+from drift.subjects import COMMAND, FILE, FILE_SET, GPU, HEALTH, REPO, SCRIPT, SERVICE, SYSTEMD
 
 
 class ServicesCollector(Collector[ServiceSpec]):
@@ -143,6 +143,39 @@ class HealthCollector(Collector[HealthSpec]):
         return collect_health(entry, ctx)
 
 
+class GpuCollector(Collector[GpuSpec]):
+    """The NVIDIA driver and each GPU's settings (`drift.collectors.gpu`)."""
+
+    name = "gpu"
+    section = "gpu"
+    subjects = (GPU,)
+    in_container = False  # the host's GPUs and driver, whatever container uses them
+
+    def entries(self, config: Config) -> tuple[GpuSpec, ...]:
+        spec = config.gpu
+        if spec.enabled is False:
+            return ()
+        if spec.enabled is None and not _gpu_tool_here(spec):
+            return ()  # auto, and nothing here to read GPUs with: no GPU, and no module loaded
+        return (spec,)
+
+    def scope(self, entry: GpuSpec) -> str:
+        return "gpu:"  # every GPU and the driver: a crash must not read as GPUs removed
+
+    def collect(self, entry: GpuSpec, ctx: CollectContext) -> Iterable[Item]:
+        from drift.collectors.gpu import collect_gpus
+
+        return collect_gpus(entry, ctx)
+
+
+def _gpu_tool_here(spec: GpuSpec) -> bool:
+    """Whether the GPU command is on PATH or NVML's Python binding is installed (no import)."""
+    import shutil
+    from importlib.util import find_spec
+
+    return shutil.which(spec.command[0]) is not None or find_spec("pynvml") is not None
+
+
 COLLECTORS: tuple[Collector[Any], ...] = (
     ServicesCollector(),
     ScriptsCollector(),
@@ -151,6 +184,7 @@ COLLECTORS: tuple[Collector[Any], ...] = (
     ReposCollector(),
     CommandsCollector(),
     HealthCollector(),
+    GpuCollector(),
 )
 """Every collector, in the order they run."""
 
