@@ -20,9 +20,27 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from drift.collectors.base import Collector, Item
-from drift.config import CommandSpec, Config, FileSpec, HealthSpec, RepoSpec, ServiceSpec
+from drift.config import (
+    CommandSpec,
+    Config,
+    EndpointSpec,
+    FileSpec,
+    HealthSpec,
+    RepoSpec,
+    ServiceSpec,
+)
 from drift.facts import CollectContext
-from drift.subjects import COMMAND, FILE, FILE_SET, HEALTH, REPO, SCRIPT, SERVICE, SYSTEMD
+from drift.subjects import (
+    COMMAND,
+    ENDPOINT,
+    FILE,
+    FILE_SET,
+    HEALTH,
+    REPO,
+    SCRIPT,
+    SERVICE,
+    SYSTEMD,
+)
 
 
 class ServicesCollector(Collector[ServiceSpec]):
@@ -143,6 +161,23 @@ class HealthCollector(Collector[HealthSpec]):
         return collect_health(entry, ctx)
 
 
+class EndpointsCollector(Collector[EndpointSpec]):
+    """A server's JSON document, leaf by leaf (`drift.collectors.endpoints`)."""
+
+    name = "endpoints"
+    section = "endpoints"
+    subjects = (ENDPOINT,)
+    in_container = False  # a URL is asked from the host, as written
+
+    def scope(self, entry: EndpointSpec) -> str:
+        return f"endpoint:{entry.name}"
+
+    def collect(self, entry: EndpointSpec, ctx: CollectContext) -> Iterable[Item]:
+        from drift.collectors.endpoints import collect_endpoint
+
+        return collect_endpoint(entry, ctx)
+
+
 COLLECTORS: tuple[Collector[Any], ...] = (
     ServicesCollector(),
     ScriptsCollector(),
@@ -151,6 +186,7 @@ COLLECTORS: tuple[Collector[Any], ...] = (
     ReposCollector(),
     CommandsCollector(),
     HealthCollector(),
+    EndpointsCollector(),
 )
 """Every collector, in the order they run."""
 
