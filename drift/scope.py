@@ -4,7 +4,8 @@ A fact that leaves the history because the config stopped asking for it was
 not removed from the box; a fact that enters because the config started asking
 for it was not added. Each snapshot therefore records which config it was taken
 with (its path and a digest of its effective content) and that config's scope:
-the services, scripts, file sets, repos, commands and health checks it names.
+the services, scripts, file sets, repos, commands, health checks and
+endpoints it names.
 Analysis asks the scope whether a subject was watched before saying "removed"
 or "added"; a subject outside it is "no longer tracked" or "now tracked".
 
@@ -46,6 +47,7 @@ class Scope:
     # Whether the systemd manager is asked (a service is found by unit). True when not
     # known (a scope stored before drift recorded the manager): never guessed away.
     systemd: bool = True
+    endpoints: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, config: Config) -> Scope:
@@ -56,6 +58,7 @@ class Scope:
             commands=tuple(c.name for c in config.commands),
             health=tuple(h.name for h in config.health),
             systemd=any(s.unit for s in config.services),
+            endpoints=tuple(e.name for e in config.endpoints),
         )
 
     def masked(self, name: Callable[[str], str], glob: Callable[[str], str]) -> Scope:
@@ -71,6 +74,7 @@ class Scope:
             commands=tuple(name(c) for c in self.commands),
             health=tuple(name(h) for h in self.health),
             systemd=self.systemd,
+            endpoints=tuple(name(e) for e in self.endpoints),
         )
 
     def to_json(self) -> str:
@@ -86,11 +90,19 @@ class Scope:
             commands=tuple(data.get("commands", ())),
             health=tuple(data.get("health", ())),
             systemd=bool(data.get("systemd", True)),
+            endpoints=tuple(data.get("endpoints", ())),
         )
 
     @property
     def empty(self) -> bool:
-        return not (self.services or self.files or self.repos or self.commands or self.health)
+        return not (
+            self.services
+            or self.files
+            or self.repos
+            or self.commands
+            or self.health
+            or self.endpoints
+        )
 
     def covers(self, subject: str, provenance: dict[str, Any] | None = None) -> bool:
         """Whether this scope asks for `subject` (``service:decode``, ``file:/etc/x`` ...).
@@ -117,6 +129,8 @@ class Scope:
             return name in self.health
         if kind == "systemd":
             return self.systemd
+        if kind == "endpoint":
+            return name in self.endpoints
         return True
 
     def shares_with(self, other: Scope) -> bool:
@@ -128,6 +142,7 @@ class Scope:
             or set(self.repos) & set(other.repos)
             or set(self.commands) & set(other.commands)
             or set(self.health) & set(other.health)
+            or set(self.endpoints) & set(other.endpoints)
         )
 
     def changes_to(self, other: Scope) -> list[str]:
@@ -142,6 +157,7 @@ class Scope:
             ("repos", dict.fromkeys(self.repos), dict.fromkeys(other.repos)),
             ("commands", dict.fromkeys(self.commands), dict.fromkeys(other.commands)),
             ("health", dict.fromkeys(self.health), dict.fromkeys(other.health)),
+            ("endpoints", dict.fromkeys(self.endpoints), dict.fromkeys(other.endpoints)),
         ):
             names = [f"-{n}" for n in before if n not in after]
             names += [f"+{n}" for n in after if n not in before]

@@ -13,7 +13,8 @@ holds what has been claimed so far (`drift.analysis.claims`):
 `drift.analysis.applied` tells whether a change is in the live process,
 `drift.analysis.unit_stories` tells systemd's units and the manager's
 environment, `drift.analysis.process_stories` the serve scripts and the
-live process. This module puts them together and runs the passes in order;
+live process, `drift.analysis.endpoint_stories` a server's own view
+of its config ([[endpoints]]). This module puts them together and runs the passes in order;
 restarts, files, repositories and commands are told here.
 
 A start is called before or after a change only when their times say so
@@ -30,6 +31,7 @@ from dataclasses import replace
 
 from drift.analysis.claims import value_of
 from drift.analysis.diff import Change, State
+from drift.analysis.endpoint_stories import EndpointStories
 from drift.analysis.failures import Failure
 from drift.analysis.kinds import FILE_IDENTITY_KEYS, WORKTREE_KEYS, category_rank, service_name
 from drift.analysis.process_stories import ProcessStories
@@ -66,7 +68,7 @@ def group_changes(
     return grouper.run()
 
 
-class _Grouper(UnitStories, ProcessStories):
+class _Grouper(UnitStories, ProcessStories, EndpointStories):
     """One grouping run: claims changes for stories in order of how much they explain."""
 
     # ------------------------------------------------------------ the run
@@ -88,6 +90,7 @@ class _Grouper(UnitStories, ProcessStories):
         for subject in services:
             self.live_stories(subject)
         self.subject_stories()
+        self.endpoint_stories()
         for subject in services:
             self.runtime_story(subject)
         for change in self.unclaimed():
