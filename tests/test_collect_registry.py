@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 from collector_contract import facts_of, run_collector, undeclared
 from conftest import drift_env
+from json_server import JsonServer, json_server
 from privileges import as_nobody
 
 from drift.analysis.kinds import category
@@ -36,6 +37,7 @@ from drift.collectors.registry import COLLECTORS, collection_order
 from drift.config import (
     CommandSpec,
     Config,
+    EndpointSpec,
     FileSpec,
     HealthSpec,
     RepoSpec,
@@ -122,7 +124,15 @@ def matched(tmp_path: Path) -> Iterator[str]:
         proc.wait()
 
 
-def everything(box: IncidentSandbox, tmp_path: Path, marker: str) -> Config:
+@pytest.fixture
+def engine() -> Iterator[JsonServer]:
+    """A server answering [[endpoints]] with a small config document."""
+    with json_server() as server:
+        server.serve({"chunked_prefill_size": 8192, "served_model_names": ["m"], "api_key": TOKEN})
+        yield server
+
+
+def everything(box: IncidentSandbox, tmp_path: Path, marker: str, engine: str) -> Config:
     """The sandbox's config and more: every collector, and most ways each can answer."""
     config = load_config(box.config_path)
     scripts = tmp_path / "scripts"
@@ -164,13 +174,17 @@ def everything(box: IncidentSandbox, tmp_path: Path, marker: str) -> Config:
         repos=(*config.repos, RepoSpec(str(box.repo))),
         commands=(*config.commands, CommandSpec("failing", "echo oops; exit 3")),
         health=(HealthSpec("fine", "true"), HealthSpec("down", "exit 1")),
+        endpoints=(
+            EndpointSpec("engine", engine, service="matched"),
+            EndpointSpec("refused", "http://127.0.0.1:9/", timeout=1),
+        ),
     )
 
 
 def test_every_fact_is_declared_by_its_collector(
-    sandbox: IncidentSandbox, tmp_path: Path, matched: str
+    sandbox: IncidentSandbox, tmp_path: Path, matched: str, engine: JsonServer
 ) -> None:
-    config = everything(sandbox, tmp_path, matched)
+    config = everything(sandbox, tmp_path, matched, engine.url)
     ctx = CollectContext()
     problems: list[str] = []
     seen: set[tuple[str, str]] = set()

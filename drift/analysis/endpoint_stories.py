@@ -29,7 +29,9 @@ class EndpointStories(Applied):
 
     def endpoint_stories(self) -> None:
         """One story per endpoint and record that saw its leaves change."""
-        subjects = sorted({c.subject for c in self.unclaimed() if c.subject.startswith("endpoint:")})
+        subjects = sorted(
+            {c.subject for c in self.unclaimed() if c.subject.startswith("endpoint:")}
+        )
         for subject in subjects:
             batches: dict[int, list[Change]] = {}
             for change in self.unclaimed(subject, _PREFIX):
@@ -95,7 +97,7 @@ def pointer_of(change: Change) -> str:
 
 
 def _seen_by(change: Change) -> int:
-    """The snapshot that first saw the change: the leaves it saw changed between the same records."""
+    """The snapshot that first saw the change: leaves it saw moved between the same records."""
     if change.after is not None:
         return change.after.first_snapshot_id
     assert change.before is not None and change.before.until_snapshot_id is not None

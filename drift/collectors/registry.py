@@ -30,17 +30,7 @@ from drift.config import (
     ServiceSpec,
 )
 from drift.facts import CollectContext
-from drift.subjects import (
-    COMMAND,
-    ENDPOINT,
-    FILE,
-    FILE_SET,
-    HEALTH,
-    REPO,
-    SCRIPT,
-    SERVICE,
-    SYSTEMD,
-)
+from drift.subjects import COMMAND, ENDPOINT, FILE, FILE_SET, HEALTH, REPO, SCRIPT, SERVICE, SYSTEMD
 
 
 class ServicesCollector(Collector[ServiceSpec]):
