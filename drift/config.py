@@ -105,6 +105,27 @@ class HealthSpec:
 _Run = TypeVar("_Run", CommandSpec, HealthSpec)
 
 
+ENDPOINT_TIMEOUT = 5.0
+"""Default `timeout` of an [[endpoints]] entry, in seconds: for the whole request."""
+
+
+@dataclass(frozen=True)
+class EndpointSpec:
+    """A server's JSON document (its config, version, server info), fetched at every record.
+
+    Each leaf is a fact; `pointer` keeps only that subtree, `ignore` leaves
+    out the subtrees named (counters a server reports that move every
+    minute); `service` is the [[services]] entry whose server answers.
+    """
+
+    name: str
+    url: str
+    timeout: float = ENDPOINT_TIMEOUT
+    pointer: str = ""
+    ignore: tuple[str, ...] = ()
+    service: str | None = None
+
+
 @dataclass(frozen=True)
 class ContainerSpec:
     """The container this box's services, scripts, files and repos live in.
@@ -165,6 +186,7 @@ class Config:
     templates_dir: str | None = None
     container: ContainerSpec | None = None
     gpu: GpuSpec = field(default_factory=GpuSpec)
+    endpoints: tuple[EndpointSpec, ...] = ()
 
 
 def find_config(explicit: str | os.PathLike[str] | None = None) -> Path | None:
@@ -389,6 +411,7 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
             "templates_dir",
             "container",
             "gpu",
+            "endpoints",
         }
     )
     container = _container(top)
@@ -496,6 +519,7 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
         templates_dir=top.path_string("templates_dir"),
         container=container,
         gpu=_gpu(top),
+        endpoints=tuple(_endpoints(top, [s.name for s in services])),
     )
 
 
@@ -604,3 +628,50 @@ def _gpu(top: _Reader) -> GpuSpec:
         command=r.command("command") or GpuSpec.command,
         timeout=r.number("timeout", GpuSpec.timeout),
     )
+
+
+def _endpoints(top: _Reader, services: list[str]) -> list[EndpointSpec]:
+    """[[endpoints]]: a unique name, an http(s) URL, a timeout, pointers, the service it serves."""
+    from urllib.parse import urlsplit
+
+    from drift.json_pointer import PointerError, parse
+
+    readers = top.tables("endpoints")
+    endpoints = []
+    for r in readers:
+        r.check_keys({"name", "url", "timeout", "pointer", "ignore", "service"})
+        url = r.string("url", required=True) or ""
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018  # raises on a port that is not a number
+        except ValueError as exc:
+            r.fail("url", f"{_short_repr(url)} is not a URL: {exc}")
+        if any(c.isspace() or not c.isprintable() for c in url):
+            r.fail("url", f"{_short_repr(url)}: a URL holds no space or control character")
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            r.fail("url", f"{_short_repr(url)}: expected http://HOST... or https://HOST...")
+        pointers = {"pointer": [r.string("pointer") or ""], "ignore": list(r.strings("ignore"))}
+        for key, values in pointers.items():
+            for value in values:
+                try:
+                    parse(value)
+                except PointerError as exc:
+                    r.fail(key, f"not a JSON pointer (RFC 6901): {exc}")
+                if key == "ignore" and value == "":
+                    r.fail(key, '"" is the whole document: name the parts to leave out')
+        service = r.string("service")
+        if service is not None and service not in services:
+            known = ", ".join(services) or "none"
+            r.fail("service", f"no [[services]] entry named {service!r} (known: {known})")
+        endpoints.append(
+            EndpointSpec(
+                name=_name(r),
+                url=url,
+                timeout=r.number("timeout", ENDPOINT_TIMEOUT),
+                pointer=pointers["pointer"][0],
+                ignore=tuple(pointers["ignore"]),
+                service=service,
+            )
+        )
+    _unique_names(readers, [e.name for e in endpoints])
+    return endpoints

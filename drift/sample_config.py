@@ -60,6 +60,18 @@ STARTER_CONFIG = """\
 # run = "curl -sf -m 20 http://127.0.0.1:30000/health_generate"
 # timeout = 25
 
+# A server's own view of its config: each leaf of the JSON document its URL
+# answers with is recorded, so a default that moved with an engine upgrade
+# shows even when the command line did not change. `ignore` leaves out parts
+# that move every minute; `service` names the [[services]] entry it serves.
+# [[endpoints]]
+# name = "decode-info"
+# url = "http://127.0.0.1:30000/get_server_info"   # SGLang; vLLM: http://127.0.0.1:8000/version
+# timeout = 5
+# # pointer = "/server_args"       # keep only this part (a JSON pointer)
+# ignore = ["/internal_states"]
+# service = "decode"
+
 # Secrets are stored as keyed hashes. Add names to always redact, or names
 # never to redact by name (values in known token formats are redacted anyway).
 # [secrets]

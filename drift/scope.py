@@ -4,7 +4,8 @@ A fact that leaves the history because the config stopped asking for it was
 not removed from the box; a fact that enters because the config started asking
 for it was not added. Each snapshot therefore records which config it was taken
 with (its path and a digest of its effective content) and that config's scope:
-the services, scripts, file sets, repos, commands and health checks it names.
+the services, scripts, file sets, repos, commands, health checks and
+endpoints it names.
 Analysis asks the scope whether a subject was watched before saying "removed"
 or "added"; a subject outside it is "no longer tracked" or "now tracked".
 
@@ -46,8 +47,10 @@ class Scope:
     # Whether the systemd manager is asked (a service is found by unit). True when not
     # known (a scope stored before drift recorded the manager): never guessed away.
     systemd: bool = True
-    # Whether GPUs are read ([gpu] enabled "auto" or true): True when not known.
+    # Whether GPUs are read ([gpu] enabled "auto" or true). False in a scope stored
+    # before drift read GPUs: what it finds then is "now tracked", not new on the box.
     gpu: bool = True
+    endpoints: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, config: Config) -> Scope:
@@ -59,6 +62,7 @@ class Scope:
             health=tuple(h.name for h in config.health),
             systemd=any(s.unit for s in config.services),
             gpu=config.gpu.enabled is not False,
+            endpoints=tuple(e.name for e in config.endpoints),
         )
 
     def masked(self, name: Callable[[str], str], glob: Callable[[str], str]) -> Scope:
@@ -75,6 +79,7 @@ class Scope:
             health=tuple(name(h) for h in self.health),
             systemd=self.systemd,
             gpu=self.gpu,
+            endpoints=tuple(name(e) for e in self.endpoints),
         )
 
     def to_json(self) -> str:
@@ -90,12 +95,20 @@ class Scope:
             commands=tuple(data.get("commands", ())),
             health=tuple(data.get("health", ())),
             systemd=bool(data.get("systemd", True)),
-            gpu=bool(data.get("gpu", True)),
+            gpu=bool(data.get("gpu", False)),
+            endpoints=tuple(data.get("endpoints", ())),
         )
 
     @property
     def empty(self) -> bool:
-        return not (self.services or self.files or self.repos or self.commands or self.health)
+        return not (
+            self.services
+            or self.files
+            or self.repos
+            or self.commands
+            or self.health
+            or self.endpoints
+        )
 
     def covers(self, subject: str, provenance: dict[str, Any] | None = None) -> bool:
         """Whether this scope asks for `subject` (``service:decode``, ``file:/etc/x`` ...).
@@ -124,6 +137,8 @@ class Scope:
             return self.systemd
         if kind == "gpu":
             return self.gpu
+        if kind == "endpoint":
+            return name in self.endpoints
         return True
 
     def shares_with(self, other: Scope) -> bool:
@@ -135,6 +150,7 @@ class Scope:
             or set(self.repos) & set(other.repos)
             or set(self.commands) & set(other.commands)
             or set(self.health) & set(other.health)
+            or set(self.endpoints) & set(other.endpoints)
         )
 
     def changes_to(self, other: Scope) -> list[str]:
@@ -149,6 +165,7 @@ class Scope:
             ("repos", dict.fromkeys(self.repos), dict.fromkeys(other.repos)),
             ("commands", dict.fromkeys(self.commands), dict.fromkeys(other.commands)),
             ("health", dict.fromkeys(self.health), dict.fromkeys(other.health)),
+            ("endpoints", dict.fromkeys(self.endpoints), dict.fromkeys(other.endpoints)),
         ):
             names = [f"-{n}" for n in before if n not in after]
             names += [f"+{n}" for n in after if n not in before]

@@ -337,6 +337,23 @@ HEALTH = SubjectKind(
     (FactKey("ok", '"true" when the check exited 0 within its timeout', "health", "never"),),
 )
 
+ENDPOINT = SubjectKind(
+    "endpoint",
+    "NAME",
+    "the JSON document an [[endpoints]] entry's server answers with, leaf by leaf",
+    (
+        # judged by name: the pointer's names (``/api_key``, ``/auth/hf_token``) say what
+        # a leaf holds, as a variable's name does
+        FactKey(
+            "json:",
+            "one leaf of the document (a scalar, or an empty object or array) as JSON text, "
+            "by its RFC 6901 pointer",
+            "engine config",
+            "name",
+            "POINTER",
+        ),
+    ),
+)
 
 _GPU = "gpu"
 GPU_PENDING_KEYS = ("ecc.mode.pending", "mig.mode.pending")
@@ -396,7 +413,7 @@ GPU = SubjectKind(
 )
 
 
-SUBJECT_KINDS = (SERVICE, SYSTEMD, SCRIPT, FILE, FILE_SET, REPO, COMMAND, HEALTH, GPU)
+SUBJECT_KINDS = (SERVICE, SYSTEMD, SCRIPT, FILE, FILE_SET, REPO, COMMAND, HEALTH, GPU, ENDPOINT)
 """Every kind of subject drift records; a collector writes only kinds listed here."""
 
 DECLARED = Declarations(SUBJECT_KINDS)

@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 from collector_contract import facts_of, run_collector, undeclared
 from conftest import drift_env
+from json_server import JsonServer, json_server
 from privileges import as_nobody
 
 from drift.analysis.kinds import category
@@ -36,6 +37,7 @@ from drift.collectors.registry import COLLECTORS, collection_order
 from drift.config import (
     CommandSpec,
     Config,
+    EndpointSpec,
     FileSpec,
     GpuSpec,
     HealthSpec,
@@ -123,7 +125,15 @@ def matched(tmp_path: Path) -> Iterator[str]:
         proc.wait()
 
 
-def everything(box: IncidentSandbox, tmp_path: Path, marker: str) -> Config:
+@pytest.fixture
+def engine() -> Iterator[JsonServer]:
+    """A server answering [[endpoints]] with a small config document."""
+    with json_server() as server:
+        server.serve({"chunked_prefill_size": 8192, "served_model_names": ["m"], "api_key": TOKEN})
+        yield server
+
+
+def everything(box: IncidentSandbox, tmp_path: Path, marker: str, engine: str) -> Config:
     """The sandbox's config and more: every collector, and most ways each can answer."""
     config = load_config(box.config_path)
     scripts = tmp_path / "scripts"
@@ -167,13 +177,17 @@ def everything(box: IncidentSandbox, tmp_path: Path, marker: str) -> Config:
         health=(HealthSpec("fine", "true"), HealthSpec("down", "exit 1")),
         # GPUs in nvidia-smi's XML, as tests/test_gpu.py serves them (no GPU here)
         gpu=GpuSpec(enabled=True, command=("cat", str(ROOT / "tests" / "gpu_xml" / "h100x4.xml"))),
+        endpoints=(
+            EndpointSpec("engine", engine, service="matched"),
+            EndpointSpec("refused", "http://127.0.0.1:9/", timeout=1),
+        ),
     )
 
 
 def test_every_fact_is_declared_by_its_collector(
-    sandbox: IncidentSandbox, tmp_path: Path, matched: str
+    sandbox: IncidentSandbox, tmp_path: Path, matched: str, engine: JsonServer
 ) -> None:
-    config = everything(sandbox, tmp_path, matched)
+    config = everything(sandbox, tmp_path, matched, engine.url)
     ctx = CollectContext()
     problems: list[str] = []
     seen: set[tuple[str, str]] = set()
@@ -432,7 +446,11 @@ def test_a_collector_declared_only_in_the_registry_is_ranked_and_redacted(tmp_pa
         package / "subjects.py", "\nSUBJECT_KINDS = (", f"{ACCEL_KIND}\nSUBJECT_KINDS = (ACCEL, "
     )
     registry = package / "collectors" / "registry.py"
-    add_to_source(registry, "from drift.subjects import ", "from drift.subjects import ACCEL, ")
+    add_to_source(
+        registry,
+        "\nfrom drift.subjects import ",
+        "\nfrom drift.subjects import ACCEL\nfrom drift.subjects import ",
+    )
     anchor = "\nCOLLECTORS: tuple[Collector[Any], ...] = (\n"
     add_to_source(registry, anchor, f"{ACCEL_COLLECTOR}{anchor}    AccelCollector(),\n")
     (package / "collectors" / "accel.py").write_text(ACCEL_MODULE)

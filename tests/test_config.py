@@ -307,3 +307,91 @@ def test_db_is_a_path_from_the_config_folder_or_a_url(
 ) -> None:
     config = load_config(write(tmp_path, f'db = "{value}"\n'))
     assert config.db == expected.format(base=tmp_path)
+
+
+def test_an_endpoint_takes_a_url_a_timeout_pointers_and_its_service(tmp_path: Path) -> None:
+    text = (
+        '[[services]]\nname = "decode"\nmatch = "x"\n'
+        '[[endpoints]]\nname = "info"\nurl = "http://127.0.0.1:30000/get_server_info"\n'
+        'timeout = 2.5\npointer = "/server_args"\nignore = ["/a~1b", "/stats"]\n'
+        'service = "decode"\n'
+        '[[endpoints]]\nname = "version"\nurl = "https://engine.internal:8000/version"\n'
+    )
+    info, version = load_config(write(tmp_path, text)).endpoints
+    assert (info.url, info.timeout, info.pointer, info.ignore, info.service) == (
+        "http://127.0.0.1:30000/get_server_info",
+        2.5,
+        "/server_args",
+        ("/a~1b", "/stats"),
+        "decode",
+    )
+    assert (version.timeout, version.pointer, version.ignore, version.service) == (
+        5.0,
+        "",
+        (),
+        None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ("", "endpoints[0].url: missing (required)"),
+        (
+            'url = "ftp://h/x"',
+            "endpoints[0].url: 'ftp://h/x': expected http://HOST... or https://HOST...",
+        ),
+        (
+            'url = "http:///x"',
+            "endpoints[0].url: 'http:///x': expected http://HOST... or https://HOST...",
+        ),
+        (
+            'url = "http://h:port/"',
+            "endpoints[0].url: 'http://h:port/' is not a URL: "
+            "Port could not be cast to integer value as 'port'",
+        ),
+        (
+            'url = "http://h/a b"',
+            "endpoints[0].url: 'http://h/a b': a URL holds no space or control character",
+        ),
+        ('url = "http://h"\ntimeout = 0', "endpoints[0].timeout: must be greater than 0"),
+        (
+            'url = "http://h"\npointer = "server_args"',
+            "endpoints[0].pointer: not a JSON pointer (RFC 6901): "
+            "'server_args' does not start with '/'",
+        ),
+        (
+            'url = "http://h"\nignore = ["/a~2"]',
+            "endpoints[0].ignore: not a JSON pointer (RFC 6901): "
+            "'/a~2': '~' must be followed by 0 or 1",
+        ),
+        (
+            'url = "http://h"\nignore = [""]',
+            'endpoints[0].ignore: "" is the whole document: name the parts to leave out',
+        ),
+        (
+            'url = "http://h"\nservice = "decod"',
+            "endpoints[0].service: no [[services]] entry named 'decod' (known: none)",
+        ),
+        (
+            'url = "http://h"\nheaders = {}',
+            "endpoints[0].headers: unknown key "
+            "(known keys: ignore, name, pointer, service, timeout, url)",
+        ),
+    ],
+)
+def test_a_bad_endpoint_is_one_line_naming_its_key(
+    tmp_path: Path, entry: str, message: str
+) -> None:
+    path = write(tmp_path, f'[[endpoints]]\nname = "e"\n{entry}\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value) == f"{path}: {message}"
+
+
+def test_two_endpoints_of_one_name_are_refused(tmp_path: Path) -> None:
+    entry = '[[endpoints]]\nname = "e"\nurl = "http://h"\n'
+    path = write(tmp_path, entry + entry)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value) == f"{path}: endpoints[1].name: duplicate name 'e'"

@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "facts",
             "declaration",
             "subjects",
+            "json_pointer",
         ),
     ),
     ("config", ("config", "scope", "sample_config", "keyfile", "secrets")),

@@ -13,9 +13,11 @@ holds what has been claimed so far (`drift.analysis.claims`):
 `drift.analysis.applied` tells whether a change is in the live process,
 `drift.analysis.unit_stories` tells systemd's units and the manager's
 environment, `drift.analysis.process_stories` the serve scripts and the
-live process, `drift.analysis.gpu_stories` the GPUs and their driver. This
-module puts them together and runs the passes in order; restarts, files,
-repositories and commands are told here.
+live process, `drift.analysis.package_stories` a Python service's
+interpreter and distributions, `drift.analysis.gpu_stories` the GPUs and
+their driver, `drift.analysis.endpoint_stories` a server's own view of its
+config ([[endpoints]]). This module puts them together and runs the passes
+in order; restarts, files, repositories and commands are told here.
 
 A start is called before or after a change only when their times say so
 (see `drift.analysis.timing`); otherwise "at about the same time".
@@ -31,6 +33,7 @@ from dataclasses import replace
 
 from drift.analysis.claims import value_of
 from drift.analysis.diff import Change, State
+from drift.analysis.endpoint_stories import EndpointStories
 from drift.analysis.failures import Failure
 from drift.analysis.gpu_stories import GpuStories
 from drift.analysis.kinds import FILE_IDENTITY_KEYS, WORKTREE_KEYS, category_rank
@@ -69,7 +72,7 @@ def group_changes(
     return grouper.run()
 
 
-class _Grouper(UnitStories, ProcessStories, PackageStories, GpuStories):
+class _Grouper(UnitStories, ProcessStories, PackageStories, GpuStories, EndpointStories):
     """One grouping run: claims changes for stories in order of how much they explain."""
 
     # ------------------------------------------------------------ the run
@@ -94,6 +97,7 @@ class _Grouper(UnitStories, ProcessStories, PackageStories, GpuStories):
             self.package_stories(subject)
         self.subject_stories()
         self.gpu_stories()
+        self.endpoint_stories()
         for subject in services:
             self.runtime_story(subject)
         for change in self.unclaimed():

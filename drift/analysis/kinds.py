@@ -22,6 +22,7 @@ CATEGORY_ORDER = (
     "live env",
     "script exec",
     "live flag",
+    "engine config",
     "unit",
     "gpu",
     "script content",

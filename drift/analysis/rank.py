@@ -76,6 +76,10 @@ class Weights:
                 "live env": 1.0,
                 "script exec": 0.95,
                 "live flag": 0.95,
+                # what the running server says it runs with: as telling as a live flag when a
+                # default moved, but a document also holds versions, paths and counters
+                # nobody listed in `ignore`, so a little below
+                "engine config": 0.9,
                 "unit": 0.85,
                 # a GPU or driver setting: every kernel of the server runs under it, and
                 # operators change it rarely (a power cap, a clock lock, an upgrade)
@@ -285,6 +289,7 @@ _KIND_WORDS = {
     "live env": "a variable of the live process",
     "script exec": "the serve script's command line",
     "live flag": "a flag of the live process",
+    "engine config": "the running server's own view of its config",
     "unit": "a systemd unit setting",
     "gpu": "a GPU or driver setting the server runs under",
     "script content": "the serve script's text",

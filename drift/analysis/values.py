@@ -52,6 +52,8 @@ def _spot(provenance: dict[str, Any]) -> str:
         return f"$ {provenance['run']}"
     if "glob" in provenance:
         return f"matched {provenance['glob']}"
+    if "url" in provenance:
+        return f"GET {provenance['url']}"
     if "file" in provenance:
         return str(provenance["file"])
     if "path" in provenance:

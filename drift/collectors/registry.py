@@ -20,9 +20,29 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from drift.collectors.base import Collector, Item
-from drift.config import CommandSpec, Config, FileSpec, GpuSpec, HealthSpec, RepoSpec, ServiceSpec
+from drift.config import (
+    CommandSpec,
+    Config,
+    EndpointSpec,
+    FileSpec,
+    GpuSpec,
+    HealthSpec,
+    RepoSpec,
+    ServiceSpec,
+)
 from drift.facts import CollectContext
-from drift.subjects import COMMAND, FILE, FILE_SET, GPU, HEALTH, REPO, SCRIPT, SERVICE, SYSTEMD
+from drift.subjects import (
+    COMMAND,
+    ENDPOINT,
+    FILE,
+    FILE_SET,
+    GPU,
+    HEALTH,
+    REPO,
+    SCRIPT,
+    SERVICE,
+    SYSTEMD,
+)
 
 
 class ServicesCollector(Collector[ServiceSpec]):
@@ -176,6 +196,23 @@ def _gpu_tool_here(spec: GpuSpec) -> bool:
     return shutil.which(spec.command[0]) is not None or find_spec("pynvml") is not None
 
 
+class EndpointsCollector(Collector[EndpointSpec]):
+    """A server's JSON document, leaf by leaf (`drift.collectors.endpoints`)."""
+
+    name = "endpoints"
+    section = "endpoints"
+    subjects = (ENDPOINT,)
+    in_container = False  # a URL is asked from the host, as written
+
+    def scope(self, entry: EndpointSpec) -> str:
+        return f"endpoint:{entry.name}"
+
+    def collect(self, entry: EndpointSpec, ctx: CollectContext) -> Iterable[Item]:
+        from drift.collectors.endpoints import collect_endpoint
+
+        return collect_endpoint(entry, ctx)
+
+
 COLLECTORS: tuple[Collector[Any], ...] = (
     ServicesCollector(),
     ScriptsCollector(),
@@ -185,6 +222,7 @@ COLLECTORS: tuple[Collector[Any], ...] = (
     CommandsCollector(),
     HealthCollector(),
     GpuCollector(),
+    EndpointsCollector(),
 )
 """Every collector, in the order they run."""
 
