@@ -102,6 +102,21 @@ class HealthSpec:
 
 _Run = TypeVar("_Run", CommandSpec, HealthSpec)
 
+CACHE_HASHES = ("stat", "content")
+
+
+@dataclass(frozen=True)
+class CacheSpec:
+    """A JIT or kernel cache: the files below its folders (or globs), recorded as one summary.
+
+    With `hash` "stat" (the default) each file counts by its name, size and
+    mtime, never its content; with "content" by its name, size and content.
+    """
+
+    name: str
+    paths: tuple[str, ...]
+    hash: str = "stat"
+
 
 @dataclass(frozen=True)
 class ContainerSpec:
@@ -148,6 +163,7 @@ class Config:
     proc_root: str = "/proc"
     templates_dir: str | None = None
     container: ContainerSpec | None = None
+    caches: tuple[CacheSpec, ...] = ()
 
 
 def find_config(explicit: str | os.PathLike[str] | None = None) -> Path | None:
@@ -371,6 +387,7 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
             "proc_root",
             "templates_dir",
             "container",
+            "caches",
         }
     )
     container = _container(top)
@@ -476,7 +493,25 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
         proc_root=top.path_string("proc_root") or "/proc",
         templates_dir=top.path_string("templates_dir"),
         container=container,
+        caches=_caches(top, box),
     )
+
+
+def _caches(top: _Reader, box: str | None) -> tuple[CacheSpec, ...]:
+    """[[caches]]: a unique name, the folders or globs it lives in, how its files count."""
+    readers = top.tables("caches")
+    caches = []
+    for r in readers:
+        r.check_keys({"name", "paths", "hash"})
+        paths = tuple(
+            r.path_from("paths", p, inside=box) for p in r.strings("paths", required=True)
+        )
+        mode = r.string("hash") or "stat"
+        if mode not in CACHE_HASHES:
+            r.fail("hash", f"unknown hash {mode!r} (known: {', '.join(CACHE_HASHES)})")
+        caches.append(CacheSpec(name=_name(r), paths=paths, hash=mode))
+    _unique_names(readers, [c.name for c in caches])
+    return tuple(caches)
 
 
 CONTAINER_FINDERS = ("machine", "pidfile", "leader_command")

@@ -43,6 +43,7 @@ class Scope:
     repos: tuple[str, ...] = ()
     commands: tuple[str, ...] = ()
     health: tuple[str, ...] = ()
+    caches: tuple[str, ...] = ()
     # Whether the systemd manager is asked (a service is found by unit). True when not
     # known (a scope stored before drift recorded the manager): never guessed away.
     systemd: bool = True
@@ -56,6 +57,7 @@ class Scope:
             commands=tuple(c.name for c in config.commands),
             health=tuple(h.name for h in config.health),
             systemd=any(s.unit for s in config.services),
+            caches=tuple(c.name for c in config.caches),
         )
 
     def masked(self, name: Callable[[str], str], glob: Callable[[str], str]) -> Scope:
@@ -71,6 +73,7 @@ class Scope:
             commands=tuple(name(c) for c in self.commands),
             health=tuple(name(h) for h in self.health),
             systemd=self.systemd,
+            caches=tuple(name(c) for c in self.caches),
         )
 
     def to_json(self) -> str:
@@ -86,11 +89,14 @@ class Scope:
             commands=tuple(data.get("commands", ())),
             health=tuple(data.get("health", ())),
             systemd=bool(data.get("systemd", True)),
+            caches=tuple(data.get("caches", ())),
         )
 
     @property
     def empty(self) -> bool:
-        return not (self.services or self.files or self.repos or self.commands or self.health)
+        return not (
+            self.services or self.files or self.repos or self.commands or self.health or self.caches
+        )
 
     def covers(self, subject: str, provenance: dict[str, Any] | None = None) -> bool:
         """Whether this scope asks for `subject` (``service:decode``, ``file:/etc/x`` ...).
@@ -117,6 +123,8 @@ class Scope:
             return name in self.health
         if kind == "systemd":
             return self.systemd
+        if kind == "cache":
+            return name in self.caches
         return True
 
     def shares_with(self, other: Scope) -> bool:
@@ -128,6 +136,7 @@ class Scope:
             or set(self.repos) & set(other.repos)
             or set(self.commands) & set(other.commands)
             or set(self.health) & set(other.health)
+            or set(self.caches) & set(other.caches)
         )
 
     def changes_to(self, other: Scope) -> list[str]:
@@ -142,6 +151,7 @@ class Scope:
             ("repos", dict.fromkeys(self.repos), dict.fromkeys(other.repos)),
             ("commands", dict.fromkeys(self.commands), dict.fromkeys(other.commands)),
             ("health", dict.fromkeys(self.health), dict.fromkeys(other.health)),
+            ("caches", dict.fromkeys(self.caches), dict.fromkeys(other.caches)),
         ):
             names = [f"-{n}" for n in before if n not in after]
             names += [f"+{n}" for n in after if n not in before]

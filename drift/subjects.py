@@ -298,8 +298,33 @@ HEALTH = SubjectKind(
     (FactKey("ok", '"true" when the check exited 0 within its timeout', "health", "never"),),
 )
 
+# A cache holds thousands of files named by hashes: one summary, never a fact per file.
+CACHE = SubjectKind(
+    "cache",
+    "NAME",
+    "a JIT or kernel cache of a [[caches]] entry: every file below its folders, summed up",
+    (
+        # the summary's keys in the order its story picks a root: the digest moves on any change
+        FactKey(
+            "digest",
+            "SHA-256 over every file's path, size and mtime (content with `hash = \"content\"`)",
+            "cache",
+            "never",
+        ),
+        FactKey("files", "how many files it holds", "cache", "never"),
+        FactKey("bytes", "their size in bytes, summed", "cache", "never"),
+        FactKey("newest", "the newest file's mtime (ISO 8601, UTC); none when empty", "cache", "never"),
+        FactKey(
+            "oldest",
+            "the oldest file's mtime (ISO 8601, UTC): it moves when old files go, not when "
+            "new ones come",
+            "cache turnover",
+            "never",
+        ),
+    ),
+)
 
-SUBJECT_KINDS = (SERVICE, SYSTEMD, SCRIPT, FILE, FILE_SET, REPO, COMMAND, HEALTH)
+SUBJECT_KINDS = (SERVICE, SYSTEMD, SCRIPT, FILE, FILE_SET, REPO, COMMAND, HEALTH, CACHE)
 """Every kind of subject drift records; a collector writes only kinds listed here."""
 
 DECLARED = Declarations(SUBJECT_KINDS)

@@ -20,9 +20,17 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from drift.collectors.base import Collector, Item
-from drift.config import CommandSpec, Config, FileSpec, HealthSpec, RepoSpec, ServiceSpec
+from drift.config import (
+    CacheSpec,
+    CommandSpec,
+    Config,
+    FileSpec,
+    HealthSpec,
+    RepoSpec,
+    ServiceSpec,
+)
 from drift.facts import CollectContext
-from drift.subjects import COMMAND, FILE, FILE_SET, HEALTH, REPO, SCRIPT, SERVICE, SYSTEMD
+from drift.subjects import CACHE, COMMAND, FILE, FILE_SET, HEALTH, REPO, SCRIPT, SERVICE, SYSTEMD
 
 
 class ServicesCollector(Collector[ServiceSpec]):
@@ -143,6 +151,22 @@ class HealthCollector(Collector[HealthSpec]):
         return collect_health(entry, ctx)
 
 
+class CachesCollector(Collector[CacheSpec]):
+    """A JIT or kernel cache, summed up (`drift.collectors.caches`)."""
+
+    name = "caches"
+    section = "caches"
+    subjects = (CACHE,)
+
+    def scope(self, entry: CacheSpec) -> str:
+        return f"cache:{entry.name}"
+
+    def collect(self, entry: CacheSpec, ctx: CollectContext) -> Iterable[Item]:
+        from drift.collectors.caches import collect_cache
+
+        return collect_cache(entry, ctx)
+
+
 COLLECTORS: tuple[Collector[Any], ...] = (
     ServicesCollector(),
     ScriptsCollector(),
@@ -151,6 +175,7 @@ COLLECTORS: tuple[Collector[Any], ...] = (
     ReposCollector(),
     CommandsCollector(),
     HealthCollector(),
+    CachesCollector(),
 )
 """Every collector, in the order they run."""
 
