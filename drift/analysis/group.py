@@ -13,7 +13,7 @@ holds what has been claimed so far (`drift.analysis.claims`):
 `drift.analysis.applied` tells whether a change is in the live process,
 `drift.analysis.unit_stories` tells systemd's units and the manager's
 environment, `drift.analysis.process_stories` the serve scripts and the
-live process. This module puts them together and runs the passes in order;
+live process, `drift.analysis.cache_stories` a JIT cache. This module puts them together and runs the passes in order;
 restarts, files, repositories and commands are told here.
 
 A start is called before or after a change only when their times say so
@@ -28,14 +28,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
+from drift.analysis.cache_stories import CacheStories
 from drift.analysis.claims import value_of
 from drift.analysis.diff import Change, State
 from drift.analysis.failures import Failure
-from drift.analysis.kinds import FILE_IDENTITY_KEYS, WORKTREE_KEYS, category_rank, service_name
+from drift.analysis.kinds import FILE_IDENTITY_KEYS, WORKTREE_KEYS, category_rank
 from drift.analysis.process_stories import ProcessStories
 from drift.analysis.restarts import RestartEvent, co_restarts, counted, restart_of
 from drift.analysis.story import Status, Story
-from drift.analysis.timing import Records, Span, parse_time_us, start_span
+from drift.analysis.timing import Records, parse_time_us
 from drift.analysis.titles import NOT_APPLIED, about_the_same_time, generic_title, plain_label
 from drift.analysis.unit_history import ServiceRuns
 from drift.analysis.unit_stories import UnitStories
@@ -66,7 +67,7 @@ def group_changes(
     return grouper.run()
 
 
-class _Grouper(UnitStories, ProcessStories):
+class _Grouper(UnitStories, ProcessStories, CacheStories):
     """One grouping run: claims changes for stories in order of how much they explain."""
 
     # ------------------------------------------------------------ the run
@@ -135,6 +136,8 @@ class _Grouper(UnitStories, ProcessStories):
                 self.one_story(subject, WORKTREE_KEYS, "on-disk")
             elif kind == "command":
                 self.one_story(subject, ("exit", "stdout"), "changed")
+            elif kind == "cache":
+                self.cache_story(subject)
 
     def one_story(self, subject: str, keys: Sequence[str], status: Status) -> None:
         """The free changes of these keys as one story, rooted at the first key's."""
@@ -152,16 +155,7 @@ class _Grouper(UnitStories, ProcessStories):
         A process loads its code and config when it starts, so a change made
         after every running service started cannot be in any of them yet.
         """
-        started: dict[str, Span] = {}
-        for (subject, key), version in self.after.items():
-            name = service_name(subject)
-            if name is None or key != "started_at":
-                continue
-            if value_of(self.after.get((subject, "running"))) == "false":
-                continue
-            moment = start_span(version)
-            if moment is not None:
-                started[name] = moment
+        started = self.running_starts()
         if not started:
             return "on-disk", described
         # The change happened somewhere between the record before the one
