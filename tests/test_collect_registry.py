@@ -34,6 +34,7 @@ from privileges import as_nobody
 from drift.analysis.kinds import category
 from drift.collectors.registry import COLLECTORS, collection_order
 from drift.config import (
+    CacheSpec,
     CommandSpec,
     Config,
     FileSpec,
@@ -163,6 +164,7 @@ def everything(box: IncidentSandbox, tmp_path: Path, marker: str) -> Config:
         ),
         repos=(*config.repos, RepoSpec(str(box.repo))),
         commands=(*config.commands, CommandSpec("failing", "echo oops; exit 3")),
+        caches=(*config.caches, CacheSpec("kernels", (str(conf),))),
         health=(HealthSpec("fine", "true"), HealthSpec("down", "exit 1")),
     )
 
