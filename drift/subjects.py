@@ -307,13 +307,15 @@ CACHE = SubjectKind(
         # the summary's keys in the order its story picks a root: the digest moves on any change
         FactKey(
             "digest",
-            "SHA-256 over every file's path, size and mtime (content with `hash = \"content\"`)",
+            'SHA-256 over every file\'s path, size and mtime (content with `hash = "content"`)',
             "cache",
             "never",
         ),
         FactKey("files", "how many files it holds", "cache", "never"),
         FactKey("bytes", "their size in bytes, summed", "cache", "never"),
-        FactKey("newest", "the newest file's mtime (ISO 8601, UTC); none when empty", "cache", "never"),
+        FactKey(
+            "newest", "the newest file's mtime (ISO 8601, UTC); none when empty", "cache", "never"
+        ),
         FactKey(
             "oldest",
             "the oldest file's mtime (ISO 8601, UTC): it moves when old files go, not when "

@@ -13,8 +13,9 @@ holds what has been claimed so far (`drift.analysis.claims`):
 `drift.analysis.applied` tells whether a change is in the live process,
 `drift.analysis.unit_stories` tells systemd's units and the manager's
 environment, `drift.analysis.process_stories` the serve scripts and the
-live process, `drift.analysis.cache_stories` a JIT cache. This module puts them together and runs the passes in order;
-restarts, files, repositories and commands are told here.
+live process, `drift.analysis.cache_stories` a JIT cache. This module puts
+them together and runs the passes in order; restarts, files, repositories
+and commands are told here.
 
 A start is called before or after a change only when their times say so
 (see `drift.analysis.timing`); otherwise "at about the same time".
