@@ -104,6 +104,21 @@ class HealthSpec:
 
 _Run = TypeVar("_Run", CommandSpec, HealthSpec)
 
+CACHE_HASHES = ("stat", "content")
+
+
+@dataclass(frozen=True)
+class CacheSpec:
+    """A JIT or kernel cache: the files below its folders (or globs), recorded as one summary.
+
+    With `hash` "stat" (the default) each file counts by its name, size and
+    mtime, never its content; with "content" by its name, size and content.
+    """
+
+    name: str
+    paths: tuple[str, ...]
+    hash: str = "stat"
+
 
 ENDPOINT_TIMEOUT = 5.0
 """Default `timeout` of an [[endpoints]] entry, in seconds: for the whole request."""
@@ -187,6 +202,7 @@ class Config:
     container: ContainerSpec | None = None
     gpu: GpuSpec = field(default_factory=GpuSpec)
     endpoints: tuple[EndpointSpec, ...] = ()
+    caches: tuple[CacheSpec, ...] = ()
 
 
 def find_config(explicit: str | os.PathLike[str] | None = None) -> Path | None:
@@ -412,6 +428,7 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
             "container",
             "gpu",
             "endpoints",
+            "caches",
         }
     )
     container = _container(top)
@@ -520,7 +537,25 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
         container=container,
         gpu=_gpu(top),
         endpoints=tuple(_endpoints(top, [s.name for s in services])),
+        caches=_caches(top, box),
     )
+
+
+def _caches(top: _Reader, box: str | None) -> tuple[CacheSpec, ...]:
+    """[[caches]]: a unique name, the folders or globs it lives in, how its files count."""
+    readers = top.tables("caches")
+    caches = []
+    for r in readers:
+        r.check_keys({"name", "paths", "hash"})
+        paths = tuple(
+            r.path_from("paths", p, inside=box) for p in r.strings("paths", required=True)
+        )
+        mode = r.string("hash") or "stat"
+        if mode not in CACHE_HASHES:
+            r.fail("hash", f"unknown hash {mode!r} (known: {', '.join(CACHE_HASHES)})")
+        caches.append(CacheSpec(name=_name(r), paths=paths, hash=mode))
+    _unique_names(readers, [c.name for c in caches])
+    return tuple(caches)
 
 
 CONTAINER_FINDERS = ("machine", "pidfile", "leader_command")

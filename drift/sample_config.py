@@ -71,6 +71,16 @@ STARTER_CONFIG = """\
 # # pointer = "/server_args"       # keep only this part (a JSON pointer)
 # ignore = ["/internal_states"]
 # service = "decode"
+# A JIT or kernel cache, recorded as one summary (files, bytes, a digest over
+# each file's name, size and mtime, newest and oldest mtime), never file by file.
+# `~` is drift's own user's home: for a server running as another user, write
+# its home. Defaults: Triton ~/.triton/cache ($TRITON_CACHE_DIR), FlashInfer
+# ~/.cache/flashinfer/*/cached_ops ($FLASHINFER_WORKSPACE_BASE), DeepGEMM
+# ~/.deep_gemm ($DG_JIT_CACHE_DIR).
+# [[caches]]
+# name = "triton"
+# paths = ["/home/sglang/.triton/cache"]
+# hash = "stat"            # or "content": read every file at every record
 
 # Secrets are stored as keyed hashes. Add names to always redact, or names
 # never to redact by name (values in known token formats are redacted anyway).

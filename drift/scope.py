@@ -44,6 +44,7 @@ class Scope:
     repos: tuple[str, ...] = ()
     commands: tuple[str, ...] = ()
     health: tuple[str, ...] = ()
+    caches: tuple[str, ...] = ()
     # Whether the systemd manager is asked (a service is found by unit). True when not
     # known (a scope stored before drift recorded the manager): never guessed away.
     systemd: bool = True
@@ -63,6 +64,7 @@ class Scope:
             systemd=any(s.unit for s in config.services),
             gpu=config.gpu.enabled is not False,
             endpoints=tuple(e.name for e in config.endpoints),
+            caches=tuple(c.name for c in config.caches),
         )
 
     def masked(self, name: Callable[[str], str], glob: Callable[[str], str]) -> Scope:
@@ -80,6 +82,7 @@ class Scope:
             systemd=self.systemd,
             gpu=self.gpu,
             endpoints=tuple(name(e) for e in self.endpoints),
+            caches=tuple(name(c) for c in self.caches),
         )
 
     def to_json(self) -> str:
@@ -97,6 +100,7 @@ class Scope:
             systemd=bool(data.get("systemd", True)),
             gpu=bool(data.get("gpu", False)),
             endpoints=tuple(data.get("endpoints", ())),
+            caches=tuple(data.get("caches", ())),
         )
 
     @property
@@ -108,6 +112,7 @@ class Scope:
             or self.commands
             or self.health
             or self.endpoints
+            or self.caches
         )
 
     def covers(self, subject: str, provenance: dict[str, Any] | None = None) -> bool:
@@ -139,6 +144,8 @@ class Scope:
             return self.gpu
         if kind == "endpoint":
             return name in self.endpoints
+        if kind == "cache":
+            return name in self.caches
         return True
 
     def shares_with(self, other: Scope) -> bool:
@@ -151,6 +158,7 @@ class Scope:
             or set(self.commands) & set(other.commands)
             or set(self.health) & set(other.health)
             or set(self.endpoints) & set(other.endpoints)
+            or set(self.caches) & set(other.caches)
         )
 
     def changes_to(self, other: Scope) -> list[str]:
@@ -166,6 +174,7 @@ class Scope:
             ("commands", dict.fromkeys(self.commands), dict.fromkeys(other.commands)),
             ("health", dict.fromkeys(self.health), dict.fromkeys(other.health)),
             ("endpoints", dict.fromkeys(self.endpoints), dict.fromkeys(other.endpoints)),
+            ("caches", dict.fromkeys(self.caches), dict.fromkeys(other.caches)),
         ):
             names = [f"-{n}" for n in before if n not in after]
             names += [f"+{n}" for n in after if n not in before]

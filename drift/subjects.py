@@ -355,6 +355,34 @@ ENDPOINT = SubjectKind(
     ),
 )
 
+# A cache holds thousands of files named by hashes: one summary, never a fact per file.
+CACHE = SubjectKind(
+    "cache",
+    "NAME",
+    "a JIT or kernel cache of a [[caches]] entry: every file below its folders, summed up",
+    (
+        # the summary's keys in the order its story picks a root: the digest moves on any change
+        FactKey(
+            "digest",
+            'SHA-256 over every file\'s path, size and mtime (content with `hash = "content"`)',
+            "cache",
+            "never",
+        ),
+        FactKey("files", "how many files it holds", "cache", "never"),
+        FactKey("bytes", "their size in bytes, summed", "cache", "never"),
+        FactKey(
+            "newest", "the newest file's mtime (ISO 8601, UTC); none when empty", "cache", "never"
+        ),
+        FactKey(
+            "oldest",
+            "the oldest file's mtime (ISO 8601, UTC): it moves when old files go, not when "
+            "new ones come",
+            "cache turnover",
+            "never",
+        ),
+    ),
+)
+
 _GPU = "gpu"
 GPU_PENDING_KEYS = ("ecc.mode.pending", "mig.mode.pending")
 """Settings a GPU applies only at its next reset or reboot (`drift.analysis.gpu_stories`)."""
@@ -413,7 +441,19 @@ GPU = SubjectKind(
 )
 
 
-SUBJECT_KINDS = (SERVICE, SYSTEMD, SCRIPT, FILE, FILE_SET, REPO, COMMAND, HEALTH, GPU, ENDPOINT)
+SUBJECT_KINDS = (
+    SERVICE,
+    SYSTEMD,
+    SCRIPT,
+    FILE,
+    FILE_SET,
+    REPO,
+    COMMAND,
+    HEALTH,
+    GPU,
+    ENDPOINT,
+    CACHE,
+)
 """Every kind of subject drift records; a collector writes only kinds listed here."""
 
 DECLARED = Declarations(SUBJECT_KINDS)

@@ -35,6 +35,7 @@ from privileges import as_nobody
 from drift.analysis.kinds import category
 from drift.collectors.registry import COLLECTORS, collection_order
 from drift.config import (
+    CacheSpec,
     CommandSpec,
     Config,
     EndpointSpec,
@@ -174,6 +175,7 @@ def everything(box: IncidentSandbox, tmp_path: Path, marker: str, engine: str) -
         ),
         repos=(*config.repos, RepoSpec(str(box.repo))),
         commands=(*config.commands, CommandSpec("failing", "echo oops; exit 3")),
+        caches=(*config.caches, CacheSpec("kernels", (str(conf),))),
         health=(HealthSpec("fine", "true"), HealthSpec("down", "exit 1")),
         # GPUs in nvidia-smi's XML, as tests/test_gpu.py serves them (no GPU here)
         gpu=GpuSpec(enabled=True, command=("cat", str(ROOT / "tests" / "gpu_xml" / "h100x4.xml"))),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -133,6 +134,15 @@ def test_good_config_resolves_relative_paths_from_its_folder(tmp_path: Path) -> 
         # A key that is not bare is named as TOML writes it, on the message's one line.
         ('"\\n" = 1', '"\\n": unknown key'),
         ('[[services]]\nname = "a"\n"a b" = 1', 'services[0]."a b": unknown key'),
+        ('[[caches]]\nname = "t"', "caches[0].paths: missing (required)"),
+        ('[[caches]]\npaths = ["x"]', "caches[0].name: missing (required)"),
+        ('[[caches]]\nname = "t"\npaths = ["x"]\nhash = "md5"', "caches[0].hash: unknown hash"),
+        ('[[caches]]\nname = "t"\npaths = ["x"]\nhash = 1', "caches[0].hash: expected a string"),
+        ('[[caches]]\nname = "t"\npaths = ["x"]\nmax = 1', "caches[0].max: unknown key"),
+        (
+            '[[caches]]\nname = "t"\npaths = ["x"]\n[[caches]]\nname = "t"\npaths = ["y"]',
+            "caches[1].name: duplicate name 't'",
+        ),
     ],
 )
 def test_bad_config_names_file_key_and_problem(tmp_path: Path, text: str, message: str) -> None:
@@ -395,3 +405,15 @@ def test_two_endpoints_of_one_name_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert str(info.value) == f"{path}: endpoints[1].name: duplicate name 'e'"
+
+
+def test_a_cache_path_is_expanded_for_drifts_own_user_and_taken_from_the_config_folder(
+    tmp_path: Path,
+) -> None:
+    path = write(tmp_path, '[[caches]]\nname = "t"\npaths = ["~/.triton/cache", "rel/*/ops"]')
+    [cache] = load_config(path).caches
+    assert cache.paths == (
+        os.path.expanduser("~/.triton/cache"),
+        f"{tmp_path.resolve()}/rel/*/ops",
+    )
+    assert cache.hash == "stat"

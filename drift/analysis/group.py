@@ -16,8 +16,9 @@ environment, `drift.analysis.process_stories` the serve scripts and the
 live process, `drift.analysis.package_stories` a Python service's
 interpreter and distributions, `drift.analysis.gpu_stories` the GPUs and
 their driver, `drift.analysis.endpoint_stories` a server's own view of its
-config ([[endpoints]]). This module puts them together and runs the passes
-in order; restarts, files, repositories and commands are told here.
+config ([[endpoints]]), `drift.analysis.cache_stories` a JIT cache. This
+module puts them together and runs the passes in order; restarts, files,
+repositories and commands are told here.
 
 A start is called before or after a change only when their times say so
 (see `drift.analysis.timing`); otherwise "at about the same time".
@@ -31,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
+from drift.analysis.cache_stories import CacheStories
 from drift.analysis.claims import value_of
 from drift.analysis.diff import Change, State
 from drift.analysis.endpoint_stories import EndpointStories
@@ -72,7 +74,9 @@ def group_changes(
     return grouper.run()
 
 
-class _Grouper(UnitStories, ProcessStories, PackageStories, GpuStories, EndpointStories):
+class _Grouper(
+    UnitStories, ProcessStories, PackageStories, GpuStories, EndpointStories, CacheStories
+):
     """One grouping run: claims changes for stories in order of how much they explain."""
 
     # ------------------------------------------------------------ the run
@@ -145,6 +149,8 @@ class _Grouper(UnitStories, ProcessStories, PackageStories, GpuStories, Endpoint
                 self.one_story(subject, WORKTREE_KEYS, "on-disk")
             elif kind == "command":
                 self.one_story(subject, ("exit", "stdout"), "changed")
+            elif kind == "cache":
+                self.cache_story(subject)
 
     def one_story(self, subject: str, keys: Sequence[str], status: Status) -> None:
         """The free changes of these keys as one story, rooted at the first key's."""

@@ -90,9 +90,14 @@ class Weights:
                 "file": 0.8,
                 "repo": 0.8,
                 "repo working tree": 0.75,
+                # a cache's old files went (wiped, evicted, replaced): the next start
+                # compiles its kernels anew, with whatever compiler is installed now
+                "cache turnover": 0.6,
                 "live command line": 0.7,
                 "service state": 0.5,
                 "command": 0.3,
+                # a cache that only grew: a running server fills it as it compiles, all day
+                "cache": 0.25,
                 "health": 0.1,
                 "unit runtime": 0.05,
                 "process id": 0.05,
@@ -297,9 +302,11 @@ _KIND_WORDS = {
     "file": "a watched file",
     "repo": "a git checkout's HEAD",
     "repo working tree": "uncommitted changes in a git checkout",
+    "cache turnover": "a JIT cache whose old files went: later starts compile anew",
     "live command line": "the live process's command line",
     "service state": "whether the service runs",
     "command": "a command's output, often noise",
+    "cache": "a JIT cache's files: a running server writes them as it compiles",
     "health": "a health check: a symptom, not a cause",
     "unit runtime": "what systemd says about a run, volatile",
     "process id": "a process id or time, volatile",
@@ -363,7 +370,7 @@ def _failure(story: Story, failures: Sequence[Failure], weights: Weights) -> tup
         )
     if story.failure is not None:
         return weights.failure_elsewhere, f"not applied at the failing starts of {name}"
-    if story.category in ("file", "repo", "repo working tree", "gpu"):
+    if story.category in ("file", "repo", "repo working tree", "gpu", "cache", "cache turnover"):
         return (
             weights.failure_loaded,
             f"changed before {name} began to fail: its starts may load it",

@@ -58,6 +58,8 @@ def _spot(provenance: dict[str, Any]) -> str:
         return str(provenance["file"])
     if "path" in provenance:
         return str(provenance["path"])
+    if isinstance(provenance.get("paths"), list):  # a [[caches]] entry's folders
+        return ", ".join(map(str, provenance["paths"]))
     return ""
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from drift.collectors.base import Collector, Item
 from drift.config import (
+    CacheSpec,
     CommandSpec,
     Config,
     EndpointSpec,
@@ -32,6 +33,7 @@ from drift.config import (
 )
 from drift.facts import CollectContext
 from drift.subjects import (
+    CACHE,
     COMMAND,
     ENDPOINT,
     FILE,
@@ -213,6 +215,22 @@ class EndpointsCollector(Collector[EndpointSpec]):
         return collect_endpoint(entry, ctx)
 
 
+class CachesCollector(Collector[CacheSpec]):
+    """A JIT or kernel cache, summed up (`drift.collectors.caches`)."""
+
+    name = "caches"
+    section = "caches"
+    subjects = (CACHE,)
+
+    def scope(self, entry: CacheSpec) -> str:
+        return f"cache:{entry.name}"
+
+    def collect(self, entry: CacheSpec, ctx: CollectContext) -> Iterable[Item]:
+        from drift.collectors.caches import collect_cache
+
+        return collect_cache(entry, ctx)
+
+
 COLLECTORS: tuple[Collector[Any], ...] = (
     ServicesCollector(),
     ScriptsCollector(),
@@ -223,6 +241,7 @@ COLLECTORS: tuple[Collector[Any], ...] = (
     HealthCollector(),
     GpuCollector(),
     EndpointsCollector(),
+    CachesCollector(),
 )
 """Every collector, in the order they run."""
 
