@@ -43,6 +43,8 @@ class ServiceSpec:
     pidfile: str | None = None
     match: str | None = None
     script: str | None = None
+    # Record the files its process maps executable (`drift.collectors.libraries`).
+    libraries: bool = True
 
 
 @dataclass(frozen=True)
@@ -379,7 +381,7 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
     services = []
     service_readers = top.tables("services")
     for r in service_readers:
-        r.check_keys({"name", "unit", "pidfile", "match", "script"})
+        r.check_keys({"name", "unit", "pidfile", "match", "script", "libraries"})
         finders = [k for k in ("unit", "pidfile", "match") if r.table.get(k) is not None]
         if len(finders) != 1:
             found = ", ".join(finders) if finders else "none"
@@ -400,6 +402,7 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
                 pidfile=r.path_string("pidfile", inside=box),
                 match=match,
                 script=r.path_string("script", inside=box),
+                libraries=r.boolean("libraries", True),
             )
         )
     _unique_names(service_readers, [s.name for s in services])

@@ -82,6 +82,24 @@ _UNIT_RUNTIME = (
     ),
 )
 
+# The files a process has mapped executable (`drift.collectors.libraries`): its code.
+_LIBRARY_KEYS = (
+    FactKey(
+        "lib:",
+        "the SHA-256 of a file it has mapped executable (its program, a shared library)",
+        "library",
+        "never",
+        "PATH",
+    ),
+    FactKey(
+        "lib_disk:",
+        "only while PATH on disk is no longer the mapped file: its SHA-256 now, or `deleted`",
+        "library",
+        "never",
+        "PATH",
+    ),
+)
+
 SERVICE = SubjectKind(
     "service",
     "NAME",
@@ -177,6 +195,7 @@ SERVICE = SubjectKind(
             "name",
             "NAME",
         ),
+        *_LIBRARY_KEYS,
     ),
     undeclared=(("unit:", _UNIT), ("", _PROCESS)),
 )
