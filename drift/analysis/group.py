@@ -32,6 +32,7 @@ from drift.analysis.claims import value_of
 from drift.analysis.diff import Change, State
 from drift.analysis.failures import Failure
 from drift.analysis.kinds import FILE_IDENTITY_KEYS, WORKTREE_KEYS, category_rank, service_name
+from drift.analysis.library_stories import LibraryStories
 from drift.analysis.process_stories import ProcessStories
 from drift.analysis.restarts import RestartEvent, co_restarts, counted, restart_of
 from drift.analysis.story import Status, Story
@@ -66,7 +67,7 @@ def group_changes(
     return grouper.run()
 
 
-class _Grouper(UnitStories, ProcessStories):
+class _Grouper(UnitStories, ProcessStories, LibraryStories):
     """One grouping run: claims changes for stories in order of how much they explain."""
 
     # ------------------------------------------------------------ the run
@@ -87,6 +88,8 @@ class _Grouper(UnitStories, ProcessStories):
             self.state_story(subject)
         for subject in services:
             self.live_stories(subject)
+        for subject in services:  # mapped libraries no package story took (library_stories)
+            self.library_stories(subject)
         self.subject_stories()
         for subject in services:
             self.runtime_story(subject)

@@ -25,6 +25,7 @@ CATEGORY_ORDER = (
     "unit",
     "script content",
     "file",
+    "library",
     "repo",
     "repo working tree",
     "live command line",

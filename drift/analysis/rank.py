@@ -79,6 +79,9 @@ class Weights:
                 "unit": 0.85,
                 "script content": 0.85,
                 "file": 0.8,
+                # code a process runs, as a file is; but most change with a package
+                # upgrade whose own story says more, so not above scripts and units
+                "library": 0.8,
                 "repo": 0.8,
                 "repo working tree": 0.75,
                 "live command line": 0.7,

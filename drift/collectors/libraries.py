@@ -14,8 +14,9 @@ private mount's files are the process's, not the host's). When they differ,
 the mapped file is read through ``/proc/PID/map_files/START-END``, which
 reaches it even when replaced or deleted, and only a difference of content
 counts (overlayfs may show other inode numbers for one file). That link needs
-root (CAP_SYS_ADMIN): without it a file whose identity moved is a blind spot,
-never a guess, unless the kernel itself marks the mapping deleted.
+root (CAP_SYS_ADMIN): without it the mapped bytes are a blind spot, never a
+guess; the path's are still told when the kernel marks the mapped name deleted
+(unlinked or renamed over), and are a blind spot too otherwise.
 
 Cost: a file is hashed only when the stat cache does not vouch for it (size,
 mtime, ctime and inode, keyed by its path, as `drift.collectors.files` keys
