@@ -27,6 +27,7 @@ from typing import Any
 from drift.config import Config
 
 _GLOB_CHARS = frozenset("*?[")
+_LIBRARY_KEYS = ("lib:", "lib_disk:")
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,9 @@ class Scope:
     # Whether the systemd manager is asked (a service is found by unit). True when not
     # known (a scope stored before drift recorded the manager): never guessed away.
     systemd: bool = True
+    # Services whose mapped libraries are not recorded (`libraries = false`): their
+    # ``lib:`` facts leave the scope, not the process. Stored only when not empty.
+    without_libraries: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, config: Config) -> Scope:
@@ -56,6 +60,7 @@ class Scope:
             commands=tuple(c.name for c in config.commands),
             health=tuple(h.name for h in config.health),
             systemd=any(s.unit for s in config.services),
+            without_libraries=tuple(s.name for s in config.services if not s.libraries),
         )
 
     def masked(self, name: Callable[[str], str], glob: Callable[[str], str]) -> Scope:
@@ -71,10 +76,14 @@ class Scope:
             commands=tuple(name(c) for c in self.commands),
             health=tuple(name(h) for h in self.health),
             systemd=self.systemd,
+            without_libraries=tuple(name(n) for n in self.without_libraries),
         )
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True, ensure_ascii=False)
+        data = asdict(self)
+        if not self.without_libraries:
+            del data["without_libraries"]  # scopes stored before it stay byte-identical
+        return json.dumps(data, sort_keys=True, ensure_ascii=False)
 
     @classmethod
     def from_json(cls, text: str) -> Scope:
@@ -86,13 +95,14 @@ class Scope:
             commands=tuple(data.get("commands", ())),
             health=tuple(data.get("health", ())),
             systemd=bool(data.get("systemd", True)),
+            without_libraries=tuple(data.get("without_libraries", ())),
         )
 
     @property
     def empty(self) -> bool:
         return not (self.services or self.files or self.repos or self.commands or self.health)
 
-    def covers(self, subject: str, provenance: dict[str, Any] | None = None) -> bool:
+    def covers(self, subject: str, provenance: dict[str, Any] | None = None, key: str = "") -> bool:
         """Whether this scope asks for `subject` (``service:decode``, ``file:/etc/x`` ...).
 
         A sourced file (``script:`` with the service it was read for in its
@@ -101,6 +111,8 @@ class Scope:
         """
         kind, _, name = subject.partition(":")
         if kind == "service":
+            if key.startswith(_LIBRARY_KEYS) and name in self.without_libraries:
+                return False
             return name in self.services
         if kind == "script":
             if name in self.services.values():
@@ -142,6 +154,11 @@ class Scope:
             ("repos", dict.fromkeys(self.repos), dict.fromkeys(other.repos)),
             ("commands", dict.fromkeys(self.commands), dict.fromkeys(other.commands)),
             ("health", dict.fromkeys(self.health), dict.fromkeys(other.health)),
+            (
+                "libraries off",
+                dict.fromkeys(self.without_libraries),
+                dict.fromkeys(other.without_libraries),
+            ),
         ):
             names = [f"-{n}" for n in before if n not in after]
             names += [f"+{n}" for n in after if n not in before]

@@ -8,8 +8,6 @@ user runs them.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import json
 import os
 import shutil
@@ -24,6 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import run_drift
 from privileges import as_nobody
+from shared_libs import other_bytes, system_libz
 
 from drift.collectors.libraries import library_facts, mapped_files, normalised
 from drift.facts import CollectContext, CollectionError, Fact
@@ -38,26 +37,6 @@ with open(sys.argv[1] + ".tmp", "w") as f:
 os.rename(sys.argv[1] + ".tmp", sys.argv[1])
 time.sleep(600)
 """
-
-
-def system_libz() -> Path:
-    """The real path of the system's libz, as the dynamic linker finds it."""
-    name = ctypes.util.find_library("z")
-    assert name is not None, "the test needs libz"
-    ctypes.CDLL(name)
-    for line in Path("/proc/self/maps").read_text().splitlines():
-        if "/" in line and os.path.basename(line.split(None, 5)[-1]).startswith("libz.so"):
-            return Path(line.split(None, 5)[-1])
-    raise AssertionError("libz not mapped")
-
-
-def other_bytes(lib: Path, dest: Path) -> None:
-    """A copy of `lib` with bytes appended (it still loads), renamed over `dest`."""
-    tmp = dest.with_name(dest.name + ".new")
-    shutil.copyfile(lib, tmp)
-    with tmp.open("ab") as f:
-        f.write(b"\0drift-test-upgrade\0" + os.urandom(16))
-    os.rename(tmp, dest)
 
 
 class Server:
@@ -236,6 +215,25 @@ def test_libraries_false_records_none(tmp_path: Path, server: Server) -> None:
     facts = shown(tmp_path)
     assert "pid" in facts
     assert not [k for k in facts if k.startswith(("lib:", "lib_disk:"))]
+
+
+def test_turning_libraries_off_reads_as_no_longer_tracked_not_unloaded(
+    tmp_path: Path, server: Server
+) -> None:
+    write_config(tmp_path, server.pidfile)
+    record(tmp_path)
+    write_config(tmp_path, server.pidfile, "libraries = false\n")
+    record(tmp_path)
+    data = since(tmp_path)
+    assert library_suspects(data) == []
+    assert data["suspects"] == []
+    assert data["scope"]["untracked_facts"] >= 3  # the program, libc, the copied library
+    assert any("libraries off: +decode" in c["sections"] for c in data["scope"]["changes"])
+    write_config(tmp_path, server.pidfile)
+    record(tmp_path)
+    data = since(tmp_path, "#2")
+    assert data["suspects"] == []
+    assert data["scope"]["tracked_facts"] >= 3
 
 
 # --- cost: the stat cache -------------------------------------------------------------------
