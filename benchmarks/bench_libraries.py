@@ -32,17 +32,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(HERE.parent / "tests"))
 import bench_record as br  # noqa: E402  (a sibling script, not a package)
 import gen_tree  # noqa: E402
-from shared_libs import system_libz  # noqa: E402
-
-SERVER = """
-import ctypes, os, sys, time
-for path in sys.argv[2:]:
-    ctypes.CDLL(path)
-with open(sys.argv[1] + ".tmp", "w") as f:
-    f.write(str(os.getpid()))
-os.rename(sys.argv[1] + ".tmp", sys.argv[1])
-time.sleep(3600)
-"""
+from shared_libs import SERVER, system_libz  # noqa: E402
 
 
 def start_server(bench: Path, count: int) -> tuple[subprocess.Popen[bytes], Path]:

@@ -8,6 +8,18 @@ import os
 import shutil
 from pathlib import Path
 
+# A long-running server: loads each library named after its pidfile's path, then writes the
+# pidfile (renamed into place, so a reader never sees it half written).
+SERVER = """
+import ctypes, os, sys, time
+for path in sys.argv[2:]:
+    ctypes.CDLL(path)
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(str(os.getpid()))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(3600)
+"""
+
 
 def system_libz() -> Path:
     """The real path of the system's libz, as the dynamic linker finds it."""

@@ -22,21 +22,10 @@ from pathlib import Path
 import pytest
 from conftest import run_drift
 from privileges import as_nobody
-from shared_libs import other_bytes, system_libz
+from shared_libs import SERVER, other_bytes, system_libz
 
 from drift.collectors.libraries import library_facts, mapped_files, normalised
 from drift.facts import CollectContext, CollectionError, Fact
-
-# A long-running server: loads each library named on its command line, then writes its pidfile.
-SERVER = """
-import ctypes, os, sys, time
-for path in sys.argv[2:]:
-    ctypes.CDLL(path)
-with open(sys.argv[1] + ".tmp", "w") as f:
-    f.write(str(os.getpid()))
-os.rename(sys.argv[1] + ".tmp", sys.argv[1])
-time.sleep(600)
-"""
 
 
 class Server:

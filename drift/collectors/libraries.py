@@ -39,6 +39,7 @@ from typing import Any
 import psutil
 
 from drift.collectors.hashing import RACY_WINDOW_NS, HashProgress, Read, read_all, read_opened
+from drift.collectors.process import stat_fields
 from drift.facts import CachedStat, CollectContext, CollectionError, Fact, storable
 
 Result = Fact | CollectionError
@@ -101,10 +102,25 @@ def library_facts(subject: str, pid: int, ctx: CollectContext) -> list[Result]:
     except (FileNotFoundError, ProcessLookupError):
         raise psutil.NoSuchProcess(pid) from None
     except OSError as exc:
+        _alive(pid, ctx.proc_root)  # an exiting process refuses its maps too: read it again
         why = f"cannot read the maps of pid {pid}: {exc.strerror or exc}"
         return [CollectionError(subject, "lib:", why), CollectionError(subject, "lib_disk:", why)]
+    if not maps:
+        # A zombie (or a kernel thread) maps nothing: never read as every library unloaded.
+        _alive(pid, ctx.proc_root)
     reader = _Reader(subject, pid, ctx, {"pid": pid, "source": source})
-    return reader.facts(mapped_files(maps))
+    out = reader.facts(mapped_files(maps))
+    # Its files are read through /proc/PID/root, which an exiting process takes with it:
+    # what failed then says nothing of the files (a path "deleted", a read "gone").
+    _alive(pid, ctx.proc_root)
+    return out
+
+
+def _alive(pid: int, proc_root: str) -> None:
+    """Raise NoSuchProcess when the process is gone or a zombie."""
+    fields = stat_fields(pid, proc_root)  # raises NoSuchProcess when gone
+    if not fields or fields[0] == b"Z":
+        raise psutil.NoSuchProcess(pid)
 
 
 class _Reader:
