@@ -45,6 +45,8 @@ class ServiceSpec:
     script: str | None = None
     # A Python process's interpreter and distributions (`drift.collectors.packages`).
     packages: bool = True
+    # Record the files its process maps executable (`drift.collectors.libraries`).
+    libraries: bool = True
 
 
 @dataclass(frozen=True)
@@ -437,7 +439,7 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
     services = []
     service_readers = top.tables("services")
     for r in service_readers:
-        r.check_keys({"name", "unit", "pidfile", "match", "script", "packages"})
+        r.check_keys({"name", "unit", "pidfile", "match", "script", "packages", "libraries"})
         finders = [k for k in ("unit", "pidfile", "match") if r.table.get(k) is not None]
         if len(finders) != 1:
             found = ", ".join(finders) if finders else "none"
@@ -459,6 +461,7 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
                 match=match,
                 script=r.path_string("script", inside=box),
                 packages=r.boolean("packages", True),
+                libraries=r.boolean("libraries", True),
             )
         )
     _unique_names(service_readers, [s.name for s in services])

@@ -28,6 +28,7 @@ from typing import Any
 from drift.config import Config
 
 _GLOB_CHARS = frozenset("*?[")
+_LIBRARY_KEYS = ("lib:", "lib_disk:")
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,9 @@ class Scope:
     # before drift read GPUs: what it finds then is "now tracked", not new on the box.
     gpu: bool = True
     endpoints: tuple[str, ...] = ()
+    # Services whose mapped libraries are not recorded (`libraries = false`): their
+    # ``lib:`` facts leave the scope, not the process. Stored only when not empty.
+    without_libraries: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, config: Config) -> Scope:
@@ -65,6 +69,7 @@ class Scope:
             gpu=config.gpu.enabled is not False,
             endpoints=tuple(e.name for e in config.endpoints),
             caches=tuple(c.name for c in config.caches),
+            without_libraries=tuple(s.name for s in config.services if not s.libraries),
         )
 
     def masked(self, name: Callable[[str], str], glob: Callable[[str], str]) -> Scope:
@@ -83,10 +88,14 @@ class Scope:
             gpu=self.gpu,
             endpoints=tuple(name(e) for e in self.endpoints),
             caches=tuple(name(c) for c in self.caches),
+            without_libraries=tuple(name(n) for n in self.without_libraries),
         )
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True, ensure_ascii=False)
+        data = asdict(self)
+        if not self.without_libraries:
+            del data["without_libraries"]  # scopes stored before it stay byte-identical
+        return json.dumps(data, sort_keys=True, ensure_ascii=False)
 
     @classmethod
     def from_json(cls, text: str) -> Scope:
@@ -101,6 +110,7 @@ class Scope:
             gpu=bool(data.get("gpu", False)),
             endpoints=tuple(data.get("endpoints", ())),
             caches=tuple(data.get("caches", ())),
+            without_libraries=tuple(data.get("without_libraries", ())),
         )
 
     @property
@@ -115,7 +125,7 @@ class Scope:
             or self.caches
         )
 
-    def covers(self, subject: str, provenance: dict[str, Any] | None = None) -> bool:
+    def covers(self, subject: str, provenance: dict[str, Any] | None = None, key: str = "") -> bool:
         """Whether this scope asks for `subject` (``service:decode``, ``file:/etc/x`` ...).
 
         A sourced file (``script:`` with the service it was read for in its
@@ -124,6 +134,8 @@ class Scope:
         """
         kind, _, name = subject.partition(":")
         if kind == "service":
+            if key.startswith(_LIBRARY_KEYS) and name in self.without_libraries:
+                return False
             return name in self.services
         if kind == "script":
             if name in self.services.values():
@@ -175,6 +187,11 @@ class Scope:
             ("health", dict.fromkeys(self.health), dict.fromkeys(other.health)),
             ("endpoints", dict.fromkeys(self.endpoints), dict.fromkeys(other.endpoints)),
             ("caches", dict.fromkeys(self.caches), dict.fromkeys(other.caches)),
+            (
+                "libraries off",
+                dict.fromkeys(self.without_libraries),
+                dict.fromkeys(other.without_libraries),
+            ),
         ):
             names = [f"-{n}" for n in before if n not in after]
             names += [f"+{n}" for n in after if n not in before]

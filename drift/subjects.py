@@ -119,6 +119,23 @@ PYTHON_KEYS = (
     ),
 )
 """What a Python service runs (`drift.collectors.packages`): its interpreter and distributions."""
+# The files a process has mapped executable (`drift.collectors.libraries`): its code.
+_LIBRARY_KEYS = (
+    FactKey(
+        "lib:",
+        "the SHA-256 of a file it has mapped executable (its program, a shared library)",
+        "library",
+        "never",
+        "PATH",
+    ),
+    FactKey(
+        "lib_disk:",
+        "only while PATH on disk is no longer the mapped file: its SHA-256 now, or `deleted`",
+        "library",
+        "never",
+        "PATH",
+    ),
+)
 
 SERVICE = SubjectKind(
     "service",
@@ -216,6 +233,7 @@ SERVICE = SubjectKind(
             "NAME",
         ),
         *PYTHON_KEYS,
+        *_LIBRARY_KEYS,
     ),
     undeclared=(("unit:", _UNIT), ("", _PROCESS)),
 )

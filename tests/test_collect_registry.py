@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -31,6 +32,7 @@ from collector_contract import facts_of, run_collector, undeclared
 from conftest import drift_env
 from json_server import JsonServer, json_server
 from privileges import as_nobody
+from shared_libs import other_bytes, system_libz
 
 from drift.analysis.kinds import category
 from drift.collectors.registry import COLLECTORS, collection_order
@@ -113,13 +115,23 @@ def doc_block(marker: str) -> str:
 def matched(tmp_path: Path) -> Iterator[str]:
     """A process to find by regex: yields the marker its command line holds."""
     marker = f"drift-registry-{uuid.uuid4().hex}"
+    # It maps a library that is then replaced under it: lib_disk:PATH has a value.
+    lib = tmp_path / "libregistry.so.1"
+    shutil.copyfile(system_libz(), lib)
+    # psutil: a shared object a wheel installed, so its lib:PATH names a package.
+    load = f"import ctypes, psutil, time; ctypes.CDLL({str(lib)!r}); time.sleep(600)"
     proc = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(600)", "--marker", marker, "-v"],
+        [sys.executable, "-c", load, "--marker", marker, "-v"],
         start_new_session=True,
         stdin=subprocess.DEVNULL,
         env={"PATH": os.environ.get("PATH", ""), "MODE": "decode", "API_TOKEN": TOKEN},
     )
     try:
+        deadline = time.monotonic() + 20
+        while str(lib) not in Path(f"/proc/{proc.pid}/maps").read_text():
+            assert time.monotonic() < deadline, "the library was not loaded"
+            time.sleep(0.02)
+        other_bytes(system_libz(), lib)
         yield marker
     finally:
         os.killpg(proc.pid, signal.SIGKILL)

@@ -14,7 +14,8 @@ holds what has been claimed so far (`drift.analysis.claims`):
 `drift.analysis.unit_stories` tells systemd's units and the manager's
 environment, `drift.analysis.process_stories` the serve scripts and the
 live process, `drift.analysis.package_stories` a Python service's
-interpreter and distributions, `drift.analysis.gpu_stories` the GPUs and
+interpreter and distributions, `drift.analysis.library_stories` the
+files its process maps, `drift.analysis.gpu_stories` the GPUs and
 their driver, `drift.analysis.endpoint_stories` a server's own view of its
 config ([[endpoints]]), `drift.analysis.cache_stories` a JIT cache. This
 module puts them together and runs the passes in order; restarts, files,
@@ -39,6 +40,7 @@ from drift.analysis.endpoint_stories import EndpointStories
 from drift.analysis.failures import Failure
 from drift.analysis.gpu_stories import GpuStories
 from drift.analysis.kinds import FILE_IDENTITY_KEYS, WORKTREE_KEYS, category_rank
+from drift.analysis.library_stories import LibraryStories
 from drift.analysis.package_stories import PackageStories
 from drift.analysis.process_stories import ProcessStories
 from drift.analysis.restarts import RestartEvent, co_restarts, counted, restart_of
@@ -75,7 +77,13 @@ def group_changes(
 
 
 class _Grouper(
-    UnitStories, ProcessStories, PackageStories, GpuStories, EndpointStories, CacheStories
+    UnitStories,
+    ProcessStories,
+    PackageStories,
+    LibraryStories,
+    GpuStories,
+    EndpointStories,
+    CacheStories,
 ):
     """One grouping run: claims changes for stories in order of how much they explain."""
 
@@ -99,6 +107,8 @@ class _Grouper(
             self.live_stories(subject)
         for subject in services:
             self.package_stories(subject)
+        for subject in services:  # mapped libraries no package story took (library_stories)
+            self.library_stories(subject)
         self.subject_stories()
         self.gpu_stories()
         self.endpoint_stories()

@@ -28,6 +28,7 @@ CATEGORY_ORDER = (
     "script content",
     "python package",
     "file",
+    "library",
     "repo",
     "repo working tree",
     "cache turnover",

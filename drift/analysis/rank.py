@@ -88,6 +88,9 @@ class Weights:
                 # the code a process runs, as likely a cause as its script's text
                 "python package": 0.85,
                 "file": 0.8,
+                # code a process runs, as a file is; but most change with a package
+                # upgrade whose own story says more, so not above scripts and units
+                "library": 0.8,
                 "repo": 0.8,
                 "repo working tree": 0.75,
                 # a cache's old files went (wiped, evicted, replaced): the next start

@@ -68,7 +68,7 @@ def split_scope(
             closed_at = change.before.until_snapshot_id
             config = scope_at.get(closed_at) if closed_at is not None else None
             if config is not None and not config.scope.covers(
-                change.subject, change.before.provenance
+                change.subject, change.before.provenance, change.key
             ):
                 untracked.append(change)
                 continue
@@ -76,7 +76,7 @@ def split_scope(
             before_id = previous.get(change.after.first_snapshot_id)
             config = scope_at.get(before_id) if before_id is not None else None
             if config is not None and not config.scope.covers(
-                change.subject, change.after.provenance
+                change.subject, change.after.provenance, change.key
             ):
                 tracked.append(change)
                 continue

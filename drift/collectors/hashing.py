@@ -416,3 +416,12 @@ def _same(a: os.stat_result, b: os.stat_result) -> bool:
     return (
         a.st_size == b.st_size and a.st_mtime_ns == b.st_mtime_ns and a.st_ctime_ns == b.st_ctime_ns
     )
+
+
+def read_opened(fd: int, st: os.stat_result, max_size: int = MAX_SIZE) -> Read:
+    """Hash a file already open (as `fd`, its fstat `st`), as read_all would; closes `fd`.
+
+    For a file reached by a descriptor only, such as a process's mapped file
+    through /proc/PID/map_files (`drift.collectors.libraries`).
+    """
+    return _read_opened((fd, st), None, max_size)

@@ -26,6 +26,7 @@ from typing import Any
 
 import psutil
 
+from drift.collectors.libraries import library_facts
 from drift.collectors.locate import locate, stale_pidfile
 from drift.collectors.process import Result, boot_time_ns, process_facts
 from drift.config import ServiceSpec
@@ -99,6 +100,8 @@ def _collect(spec: ServiceSpec, ctx: CollectContext, subject: str, boot_ns: int)
                 last,
                 exact_start=located.exact_start,
             )
+            if spec.libraries:  # the files it maps executable (drift.collectors.libraries)
+                facts += library_facts(subject, located.process.pid, ctx)
         except psutil.NoSuchProcess:  # ZombieProcess too: it died while we read it
             vanished.append(located.process.pid)
             continue
