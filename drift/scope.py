@@ -19,7 +19,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Set
 from dataclasses import asdict, dataclass, field
 from fnmatch import translate
 from functools import lru_cache
@@ -29,6 +29,9 @@ from drift.config import Config
 
 _GLOB_CHARS = frozenset("*?[")
 _LIBRARY_KEYS = ("lib:", "lib_disk:")
+# A service's interpreter and distributions (`drift.collectors.packages`).
+_PACKAGE_KEYS = ("package:", "package_source:", "package_head:")
+_PYTHON_KEYS = ("python", "python:path")
 
 
 @dataclass(frozen=True)
@@ -53,9 +56,12 @@ class Scope:
     # before drift read GPUs: what it finds then is "now tracked", not new on the box.
     gpu: bool = True
     endpoints: tuple[str, ...] = ()
-    # Services whose mapped libraries are not recorded (`libraries = false`): their
-    # ``lib:`` facts leave the scope, not the process. Stored only when not empty.
-    without_libraries: tuple[str, ...] = ()
+    # Services whose Python distributions (`packages`) and mapped libraries
+    # (`libraries`) are recorded: turned off, their facts leave the scope, not the
+    # process. Empty in a scope stored before drift read them, so what it finds
+    # then is "now tracked", not new on the box.
+    packages: tuple[str, ...] = ()
+    libraries: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, config: Config) -> Scope:
@@ -69,7 +75,8 @@ class Scope:
             gpu=config.gpu.enabled is not False,
             endpoints=tuple(e.name for e in config.endpoints),
             caches=tuple(c.name for c in config.caches),
-            without_libraries=tuple(s.name for s in config.services if not s.libraries),
+            packages=tuple(s.name for s in config.services if s.packages),
+            libraries=tuple(s.name for s in config.services if s.libraries),
         )
 
     def masked(self, name: Callable[[str], str], glob: Callable[[str], str]) -> Scope:
@@ -88,14 +95,12 @@ class Scope:
             gpu=self.gpu,
             endpoints=tuple(name(e) for e in self.endpoints),
             caches=tuple(name(c) for c in self.caches),
-            without_libraries=tuple(name(n) for n in self.without_libraries),
+            packages=tuple(name(n) for n in self.packages),
+            libraries=tuple(name(n) for n in self.libraries),
         )
 
     def to_json(self) -> str:
-        data = asdict(self)
-        if not self.without_libraries:
-            del data["without_libraries"]  # scopes stored before it stay byte-identical
-        return json.dumps(data, sort_keys=True, ensure_ascii=False)
+        return json.dumps(asdict(self), sort_keys=True, ensure_ascii=False)
 
     @classmethod
     def from_json(cls, text: str) -> Scope:
@@ -110,7 +115,8 @@ class Scope:
             gpu=bool(data.get("gpu", False)),
             endpoints=tuple(data.get("endpoints", ())),
             caches=tuple(data.get("caches", ())),
-            without_libraries=tuple(data.get("without_libraries", ())),
+            packages=tuple(data.get("packages", ())),
+            libraries=tuple(data.get("libraries", ())),
         )
 
     @property
@@ -134,8 +140,10 @@ class Scope:
         """
         kind, _, name = subject.partition(":")
         if kind == "service":
-            if key.startswith(_LIBRARY_KEYS) and name in self.without_libraries:
-                return False
+            if key.startswith(_LIBRARY_KEYS):
+                return name in self.libraries
+            if key in _PYTHON_KEYS or key.startswith(_PACKAGE_KEYS):
+                return name in self.packages
             return name in self.services
         if kind == "script":
             if name in self.services.values():
@@ -178,8 +186,8 @@ class Scope:
 
         A name kept with other paths (a service's script, a file set's globs) is ``~name``.
         """
-        parts = []
-        for section, before, after in (
+        kept = self.services.keys() & other.services.keys()
+        sections: tuple[tuple[str, Mapping[str, object], Mapping[str, object]], ...] = (
             ("services", self.services, other.services),
             ("files", self.files, other.files),
             ("repos", dict.fromkeys(self.repos), dict.fromkeys(other.repos)),
@@ -187,18 +195,23 @@ class Scope:
             ("health", dict.fromkeys(self.health), dict.fromkeys(other.health)),
             ("endpoints", dict.fromkeys(self.endpoints), dict.fromkeys(other.endpoints)),
             ("caches", dict.fromkeys(self.caches), dict.fromkeys(other.caches)),
-            (
-                "libraries off",
-                dict.fromkeys(self.without_libraries),
-                dict.fromkeys(other.without_libraries),
-            ),
-        ):
+            # per-service switches, for a service kept (one added or removed says so above)
+            ("packages", _kept(self.packages, kept), _kept(other.packages, kept)),
+            ("libraries", _kept(self.libraries, kept), _kept(other.libraries, kept)),
+        )
+        parts = []
+        for section, before, after in sections:
             names = [f"-{n}" for n in before if n not in after]
             names += [f"+{n}" for n in after if n not in before]
             names += [f"~{n}" for n in before if n in after and before[n] != after[n]]
             if names:
                 parts.append(f"{section}: {', '.join(names)}")
         return parts
+
+
+def _kept(names: tuple[str, ...], kept: Set[str]) -> dict[str, None]:
+    """The names among `kept`, as a section's mapping."""
+    return {n: None for n in names if n in kept}
 
 
 def config_digest(config: Config) -> str:

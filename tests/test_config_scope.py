@@ -210,3 +210,22 @@ def test_scope_covers_a_sourced_file_while_its_service_has_a_script() -> None:
     assert not scope.covers("script:/srv/common.sh", {"service": "prefill"})
     assert scope.covers("service:router") and not scope.covers("service:prefill")
     assert Scope.from_json(scope.to_json()) == scope
+
+
+def test_a_scope_stored_before_drift_read_packages_libraries_or_gpus_covers_none_of_them() -> None:
+    """What a newer drift reads for the first time is "now tracked", never new on the box.
+
+    A scope stored by a drift that did not read a service's packages, its
+    mapped libraries or the GPUs has no word for them; the first record that
+    has them must not read as 300 distributions installed at once.
+    """
+    old = Scope.from_json(json.dumps({"services": {"decode": None}, "systemd": True}))
+    assert old.covers("service:decode", key="env:PATH")
+    for key in ("python", "python:path", "package:torch", "package_head:sglang", "lib:/x.so"):
+        assert not old.covers("service:decode", key=key), key
+    assert not old.covers("gpu:driver")
+    now = Scope(services={"decode": None}, packages=("decode",), libraries=("decode",))
+    assert now.covers("service:decode", key="package:torch")
+    assert now.covers("service:decode", key="lib:/x.so")
+    assert Scope.from_json(now.to_json()) == now
+    assert old.changes_to(now) == ["packages: +decode", "libraries: +decode"]

@@ -217,7 +217,7 @@ def test_turning_libraries_off_reads_as_no_longer_tracked_not_unloaded(
     assert library_suspects(data) == []
     assert data["suspects"] == []
     assert data["scope"]["untracked_facts"] >= 3  # the program, libc, the copied library
-    assert any("libraries off: +decode" in c["sections"] for c in data["scope"]["changes"])
+    assert any("libraries: -decode" in c["sections"] for c in data["scope"]["changes"])
     write_config(tmp_path, server.pidfile)
     record(tmp_path)
     data = since(tmp_path, "#2")
@@ -473,3 +473,20 @@ def test_without_root_a_replaced_library_is_a_blind_spot() -> None:
     assert f"{lib} on disk is not the file pid {pid} has mapped, and only root can read" in mine
     assert f"lib_disk:{lib}" in seen["facts"]
     assert any(k.startswith("lib:") and "libc.so" in k for k in seen["facts"])
+
+
+def test_packages_and_libraries_first_read_are_now_tracked_not_a_change(
+    tmp_path: Path, server: Server
+) -> None:
+    """A history from before drift read them: the first record that does invents no suspect."""
+    write_config(tmp_path, server.pidfile, "libraries = false\npackages = false\n")
+    record(tmp_path)
+    write_config(tmp_path, server.pidfile)
+    record(tmp_path)
+    assert any(k.startswith("lib:") for k in shown(tmp_path))
+    data = since(tmp_path)
+    assert data["suspects"] == []
+    assert data["scope"]["tracked_facts"] >= 3
+    sections = [s for c in data["scope"]["changes"] for s in c["sections"]]
+    assert "libraries: +decode" in sections
+    assert "packages: +decode" in sections
