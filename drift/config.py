@@ -174,6 +174,9 @@ class GpuSpec:
     enabled: bool | None = None
     command: tuple[str, ...] = ("nvidia-smi", "-q", "-x")
     timeout: float = 10.0
+    # The host's /proc (the config's `proc_root`): its driver/nvidia/gpus lists the GPUs
+    # the loaded driver knows, so auto reads a box whose tool went missing as a blind spot.
+    proc_root: str = "/proc"
 
 
 @dataclass(frozen=True)
@@ -522,6 +525,7 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
                 "found afresh at every record",
             )
     systemctl = top.command("systemctl") or ("systemctl",)
+    proc_root = top.path_string("proc_root") or "/proc"
 
     return Config(
         path=path,
@@ -535,10 +539,10 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
         db=_db_location(top),
         secret_key_file=top.path_string("secret_key_file"),
         systemctl=systemctl,
-        proc_root=top.path_string("proc_root") or "/proc",
+        proc_root=proc_root,
         templates_dir=top.path_string("templates_dir"),
         container=container,
-        gpu=_gpu(top),
+        gpu=_gpu(top, proc_root),
         endpoints=tuple(_endpoints(top, [s.name for s in services])),
         caches=_caches(top, box),
     )
@@ -652,10 +656,10 @@ def _name(r: _Reader) -> str:
     return name
 
 
-def _gpu(top: _Reader) -> GpuSpec:
+def _gpu(top: _Reader, proc_root: str) -> GpuSpec:
     """[gpu]: `enabled` ("auto", true or false), `command` and `timeout`."""
     if "gpu" not in top.table:
-        return GpuSpec()
+        return GpuSpec(proc_root=proc_root)
     r = _Reader(top.path, "gpu", top.table["gpu"], top.base)
     r.check_keys({"enabled", "command", "timeout"})
     enabled = r.table.get("enabled", "auto")
@@ -665,6 +669,7 @@ def _gpu(top: _Reader) -> GpuSpec:
         enabled=None if enabled == "auto" else bool(enabled),
         command=r.command("command") or GpuSpec.command,
         timeout=r.number("timeout", GpuSpec.timeout),
+        proc_root=proc_root,
     )
 
 

@@ -403,3 +403,25 @@ def test_turning_gpus_off_is_no_longer_tracked_not_removed(tmp_path: Path) -> No
     since = box.drift("since", "--stable", "#1", "--format", "json")
     assert since["suspects"] == []
     assert GPU3 in {u["subject"] for u in since["scope"]["untracked"]}
+
+
+def test_auto_with_the_driver_loaded_but_no_tool_is_a_blind_spot_not_gpus_removed(
+    tmp_path: Path,
+) -> None:
+    """nvidia-smi gone mid-upgrade while the driver still lists GPUs: unknown, not removed."""
+    if _nvml_installed():
+        pytest.skip("NVML is installed here: the case is a machine without it")
+    proc = tmp_path / "proc"
+    for bus in ("0000:18:00.0", "0000:2a:00.0"):
+        (proc / "driver" / "nvidia" / "gpus" / bus).mkdir(parents=True)
+    box = Box(tmp_path, f'proc_root = "{proc}"\n')
+    box.prints(H100)
+    box.record()
+    before = box.shown()
+    box.no_tool()
+    box.record(code=4)
+    since = box.since("#1")
+    assert since["suspects"] == []
+    assert [s["subject"] for s in since["blind_spots"]] == ["gpu:"]
+    assert "the NVIDIA driver lists 2 GPUs" in since["blind_spots"][0]["message"]
+    assert box.shown() == before

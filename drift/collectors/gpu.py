@@ -18,6 +18,7 @@ where nvidia-smi is not on PATH.
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 from collections.abc import Iterator, Mapping
@@ -104,13 +105,25 @@ def collect_gpus(spec: GpuSpec, ctx: CollectContext) -> Iterator[Fact | Collecti
     try:
         reading = read_nvml()
     except NvmlAbsent as exc:
-        if spec.enabled:
-            yield CollectionError(SCOPE, None, f"{command[0]} is not on PATH and {exc}")
+        loaded = driver_gpus(spec.proc_root)
+        if spec.enabled or loaded:
+            # A box whose driver knows GPUs and whose tool went missing (mid-upgrade):
+            # what its GPUs are set to is unknown, not gone.
+            driver = f", yet the NVIDIA driver lists {loaded} GPUs" if loaded else ""
+            yield CollectionError(SCOPE, None, f"{command[0]} is not on PATH and {exc}{driver}")
         return
     except GpuReadError as exc:
         yield CollectionError(SCOPE, None, f"NVML: {exc}")
         return
     yield from reading_facts(reading, {"source": "NVML"})
+
+
+def driver_gpus(proc_root: str) -> int:
+    """How many GPUs the loaded NVIDIA driver lists (``driver/nvidia/gpus`` in /proc); 0 if none."""
+    try:
+        return len(os.listdir(os.path.join(proc_root, "driver", "nvidia", "gpus")))
+    except OSError:
+        return 0
 
 
 def _on_path(program: str) -> bool:

@@ -191,11 +191,17 @@ class GpuCollector(Collector[GpuSpec]):
 
 
 def _gpu_tool_here(spec: GpuSpec) -> bool:
-    """Whether the GPU command is on PATH or NVML's Python binding is installed (no import)."""
+    """Whether the GPU command is on PATH, NVML's Python binding is installed (no import),
+    or the NVIDIA driver is loaded (then a missing tool is a blind spot, not GPUs removed)."""
+    import os
     import shutil
     from importlib.util import find_spec
 
-    return shutil.which(spec.command[0]) is not None or find_spec("pynvml") is not None
+    return (
+        shutil.which(spec.command[0]) is not None
+        or find_spec("pynvml") is not None
+        or os.path.isdir(os.path.join(spec.proc_root, "driver", "nvidia", "gpus"))
+    )
 
 
 class EndpointsCollector(Collector[EndpointSpec]):
