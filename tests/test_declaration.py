@@ -17,33 +17,33 @@ from drift.subjects import DECLARED, SUBJECT_KINDS
 
 TOKEN = "hf_" + "DeclaredTokenShapedNotReal0123456789"
 
-GPU = SubjectKind(
-    "gpu",
+ACCEL = SubjectKind(
+    "accel",
     "INDEX",
-    "a made-up GPU",
+    "a made-up accelerator",
     (
-        FactKey("clock", "its clock in MHz", "gpu clock", "value"),
-        FactKey("serial", "its serial number", "gpu", "never"),
-        FactKey("setting:", "one of its settings", "gpu setting", "name", "NAME"),
-        FactKey("setting:fan:", "one of its fan's settings", "gpu fan", "name", "NAME"),
-        FactKey("firmware:", "the SHA-256 of one of its firmware files", "gpu", "never", "PATH"),
+        FactKey("clock", "its clock in MHz", "accel clock", "value"),
+        FactKey("serial", "its serial number", "accel", "never"),
+        FactKey("setting:", "one of its settings", "accel setting", "name", "NAME"),
+        FactKey("setting:fan:", "one of its fan's settings", "accel fan", "name", "NAME"),
+        FactKey("firmware:", "the SHA-256 of one of its firmware files", "accel", "never", "PATH"),
     ),
 )
 
 
-def secret(key: str, value: str, subject: str = "gpu:0") -> bool:
+def secret(key: str, value: str, subject: str = "accel:0") -> bool:
     """Whether drift's redaction stores `value` of `key` as a secret."""
     (fact,) = Redactor(b"k" * 32).redact_facts([Fact(subject, key, value)])
     return fact.secret
 
 
 def test_a_made_up_kind_is_filed_and_judged_as_declared() -> None:
-    declared = Declarations((*SUBJECT_KINDS, GPU))
-    assert declared.category("gpu:0", "clock") == "gpu clock"
-    assert declared.category("gpu:0", "setting:POWER_LIMIT") == "gpu setting"
-    assert declared.category("gpu:0", "setting:fan:SPEED") == "gpu fan"  # the longest prefix
-    assert declared.category("gpu:0", "firmware:/lib/gpu.bin") == "gpu"
-    assert declared.category("gpu:0", "colour") == "gpu"  # undeclared: the kind's name
+    declared = Declarations((*SUBJECT_KINDS, ACCEL))
+    assert declared.category("accel:0", "clock") == "accel clock"
+    assert declared.category("accel:0", "setting:POWER_LIMIT") == "accel setting"
+    assert declared.category("accel:0", "setting:fan:SPEED") == "accel fan"  # the longest prefix
+    assert declared.category("accel:0", "firmware:/lib/accel.bin") == "accel"
+    assert declared.category("accel:0", "colour") == "accel"  # undeclared: the kind's name
     assert [declared.secrecy(k) for k in ("clock", "serial", "firmware:/a", "setting:X")] == [
         "value",
         "never",
@@ -71,8 +71,8 @@ def test_an_undeclared_key_gets_its_kinds_default() -> None:
     assert category("file:/etc/app.conf", "colour") == "file"
     assert category("repo:/opt/sglang", "colour") == "repo"
     # a kind nothing declares, and a subject without a kind
-    assert category("gpu:0", "clock") == "gpu"
-    assert category("gpu", "clock") == "gpu"
+    assert category("accel:0", "clock") == "accel"
+    assert category("accel", "clock") == "accel"
     # redaction judges an undeclared key by its value alone, whatever its name says
     assert DECLARED.secrecy("colour:API_TOKEN") == "value"
     assert secret("colour", TOKEN) and not secret("colour:API_TOKEN", "plain words")
@@ -81,7 +81,13 @@ def test_an_undeclared_key_gets_its_kinds_default() -> None:
 
 def test_the_keys_drift_declares_never_are_the_ones_redaction_leaves_unread() -> None:
     never = {k.key for kind in SUBJECT_KINDS for k in kind.keys if k.secret == "never"}
-    assert never == {"pid", "started_at", "sha256", "size", "mode", "head", "dirty", "exit", "ok"}
+    assert never == {
+        *("pid", "started_at", "sha256", "size", "mode", "head", "dirty", "exit", "ok"),
+        # a distribution's version and checkout commit, a mapped file's SHA-256
+        *("package:", "package_head:", "lib:", "lib_disk:"),
+        # a cache's summary: counts, a digest, times
+        *("files", "bytes", "digest", "newest", "oldest"),
+    }
     for key in never:
         assert DECLARED.skips(key) and not secret(key, TOKEN)
     assert not DECLARED.skips("content") and secret("content", TOKEN)
@@ -91,13 +97,13 @@ def test_the_keys_drift_declares_never_are_the_ones_redaction_leaves_unread() ->
     ("kinds", "refusal"),
     [
         (
-            (SubjectKind("gpu", "INDEX", "", (FactKey("env:", "", "gpu", "value", "NAME"),)),),
-            "gpu:INDEX env:NAME is declared 'value', but redaction reads keys alone and treats "
+            (SubjectKind("accel", "INDEX", "", (FactKey("env:", "", "accel", "value", "NAME"),)),),
+            "accel:INDEX env:NAME is declared 'value', but redaction reads keys alone and treats "
             "it as 'name', as declared by service:NAME env:NAME (name)",
         ),
         (
-            (SubjectKind("gpu", "INDEX", "", (FactKey("size", "", "gpu", "value"),)),),
-            "gpu:INDEX size is declared 'value', but redaction reads keys alone and treats "
+            (SubjectKind("accel", "INDEX", "", (FactKey("size", "", "accel", "value"),)),),
+            "accel:INDEX size is declared 'value', but redaction reads keys alone and treats "
             "it as 'never', as declared by file:PATH size (never)",
         ),
         (
@@ -118,18 +124,18 @@ def test_declarations_redaction_could_not_honour_are_refused(
     ("key", "refusal"),
     [
         (
-            FactKey("token", "", "gpu", "name"),
-            "gpu:INDEX token: a key judged by name needs a placeholder, "
+            FactKey("token", "", "accel", "name"),
+            "accel:INDEX token: a key judged by name needs a placeholder, "
             "the name being what follows its prefix",
         ),
         (
-            FactKey("limit_", "", "gpu", "value", "NAME"),
-            "gpu:INDEX limit_NAME: a prefix ends with a colon",
+            FactKey("limit_", "", "accel", "value", "NAME"),
+            "accel:INDEX limit_NAME: a prefix ends with a colon",
         ),
-        (FactKey("clock", "again", "gpu", "value"), "gpu:INDEX: clock is declared twice"),
+        (FactKey("clock", "again", "accel", "value"), "accel:INDEX: clock is declared twice"),
     ],
 )
 def test_a_kind_refuses_a_key_it_could_not_look_up(key: FactKey, refusal: str) -> None:
     with pytest.raises(ValueError) as refused:
-        SubjectKind("gpu", "INDEX", "", (FactKey("clock", "", "gpu", "value"), key))
+        SubjectKind("accel", "INDEX", "", (FactKey("clock", "", "accel", "value"), key))
     assert str(refused.value) == refusal

@@ -24,7 +24,8 @@ from conftest import run_drift
 from privileges import as_nobody
 from shared_libs import SERVER, other_bytes, system_libz
 
-from drift.collectors.libraries import library_facts, mapped_files, normalised
+from drift.collectors.libraries import library_facts, mapped_files
+from drift.collectors.packages import normalise as normalised
 from drift.facts import CollectContext, CollectionError, Fact
 
 

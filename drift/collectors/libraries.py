@@ -31,7 +31,6 @@ objects each RECORD lists are kept in the stat cache beside it (under
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -39,6 +38,7 @@ from typing import Any
 import psutil
 
 from drift.collectors.hashing import RACY_WINDOW_NS, HashProgress, Read, read_all, read_opened
+from drift.collectors.packages import normalise
 from drift.collectors.process import stat_fields
 from drift.facts import CachedStat, CollectContext, CollectionError, Fact, storable
 
@@ -282,14 +282,6 @@ def _renamed(sink: Callable[[str], None]) -> Callable[[str], None]:
     return lambda text: sink(text.replace("files of set ", "", 1))
 
 
-_NORMAL = re.compile(r"[-_.]+")
-
-
-def normalised(name: str) -> str:
-    """A distribution's name as PEP 503 compares it: lowercase, runs of -_. as one -."""
-    return _NORMAL.sub("-", name).lower()
-
-
 class _Owners:
     """Which distribution's RECORD lists a mapped file under a site folder, RECORDs stat-cached."""
 
@@ -318,7 +310,7 @@ class _Owners:
             return {}
         owned: dict[str, str] = {}
         for name in names:
-            package = normalised(name[: -len(".dist-info")].rpartition("-")[0] or name)
+            package = normalise(name[: -len(".dist-info")].rpartition("-")[0] or name)
             for rel in self._listed(f"{site}/{name}/RECORD"):
                 owned.setdefault(rel, package)
         return owned

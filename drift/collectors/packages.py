@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -40,9 +41,12 @@ _SUFFIXES = (".dist-info", ".egg-info")
 _HEAD = 8192  # a METADATA header block is read in chunks of this size
 
 
+_SEPARATORS = re.compile(r"[-_.]+")
+
+
 def normalise(name: str) -> str:
     """A distribution's name as PEP 503 normalises it."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+    return _SEPARATORS.sub("-", name).lower()
 
 
 def python_facts(subject: str, facts: Sequence[Result], ctx: CollectContext) -> list[Result]:
@@ -104,9 +108,11 @@ def _facts(subject: str, pid: int, env: PythonEnv, ctx: CollectContext) -> Itera
             continue
         for entry in sorted(n for n in names if n.lower().endswith(_SUFFIXES)):
             found = _distribution(f"{folder}/{entry}", ctx)
-            if found is None or normalise(found[0]) in seen:
+            if found is None:
                 continue
             name = normalise(found[0])
+            if name in seen:
+                continue
             seen.add(name)
             yield from _package_facts(subject, name, f"{folder}/{entry}", found)
 
@@ -135,14 +141,22 @@ def _package_facts(
 
 def _distribution(where: str, ctx: CollectContext) -> tuple[str, str, str, str] | None:
     """(Name, Version, installer, source) of one dist-info or egg-info; None without a Name."""
-    metadata = where
-    if os.path.isdir(where):
-        metadata = f"{where}/METADATA"
-        if where.lower().endswith(".egg-info") or not os.path.exists(metadata):
-            metadata = f"{where}/PKG-INFO"
-    try:
-        st = os.stat(metadata)
-    except OSError:
+    # One stat in the usual case (a dist-info folder's METADATA): this runs for
+    # every distribution at every record.
+    candidates = (
+        (f"{where}/PKG-INFO", where)
+        if where.lower().endswith(".egg-info")
+        else (f"{where}/METADATA", f"{where}/PKG-INFO", where)
+    )
+    for metadata in candidates:
+        try:
+            st = os.stat(metadata)
+        except OSError:
+            continue
+        if metadata == where and stat.S_ISDIR(st.st_mode):
+            return None  # a folder without its metadata file
+        break
+    else:
         return None
     key = CACHE_PREFIX + metadata
     stamp = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
