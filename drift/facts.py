@@ -127,6 +127,10 @@ class CollectContext:
     config's paths are read: the host's, or a container's (`[container]`:
     then `systemctl` and `proc_root` reach into it too, and `enter` is the
     command prefix that runs a program inside it, ``nsenter -t PID -a --root``).
+    `recorded(subject, prefix)`, when drift has a history, gives the values
+    last recorded of a subject's keys under a prefix (key -> value): the
+    libraries collector asks it only for a process whose mapped file was
+    deleted, to name that file by the path it was recorded under.
     """
 
     file_cache: dict[str, CachedStat] = field(default_factory=dict)
@@ -135,6 +139,7 @@ class CollectContext:
     systemctl: tuple[str, ...] = ("systemctl",)
     proc_root: str = "/proc"
     progress: Callable[[str], None] | None = None
+    recorded: Callable[[str, str], dict[str, str]] | None = None
     last_processes: dict[str, dict[str, str]] = field(default_factory=dict)
     files: Files = HOST
     enter: tuple[str, ...] = ()

@@ -159,6 +159,7 @@ def record(
                 last_processes=writer.load_last_processes(
                     config.host, [f"service:{svc.name}" for svc in config.services]
                 ),
+                recorded=partial(writer.open_values, config.host),
             )
             from drift.keyfile import load_key
             from drift.secrets.redactor import Redactor

@@ -12,6 +12,7 @@ import base64
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -21,15 +22,18 @@ from pathlib import Path
 
 import pytest
 from conftest import run_drift
+from shared_libs import system_libz
 
 PYTHON = os.path.realpath(os.path.join(sys.base_prefix, "bin", f"python{sys.version_info[0]}"))
 
 
-def build_wheel(folder: Path, name: str, version: str, extra: dict[str, str] | None = None) -> Path:
+def build_wheel(
+    folder: Path, name: str, version: str, extra: dict[str, str | bytes] | None = None
+) -> Path:
     """A pure-Python wheel of one module, written per the wheel spec (PEP 427)."""
     stem = name.replace("-", "_")
     dist_info = f"{stem}-{version}.dist-info"
-    files = {
+    files: dict[str, str | bytes] = {
         f"{stem}.py": f"VERSION = {version!r}\n",
         f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n",
         f"{dist_info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
@@ -38,8 +42,9 @@ def build_wheel(folder: Path, name: str, version: str, extra: dict[str, str] | N
     }
     record = []
     for path, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
-        record.append(f"{path},sha256={digest.decode()},{len(text.encode())}")
+        data = text if isinstance(text, bytes) else text.encode()
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+        record.append(f"{path},sha256={digest.decode()},{len(data)}")
     record.append(f"{dist_info}/RECORD,,")
     folder.mkdir(parents=True, exist_ok=True)
     wheel = folder / f"{stem}-{version}-py3-none-any.whl"
@@ -236,3 +241,56 @@ def test_a_process_that_is_not_python_has_no_python_facts_and_no_error(tmp_path:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_an_upgrade_that_replaces_a_mapped_library_is_one_story_with_the_library_as_evidence(
+    tmp_path: Path, server_env: dict[str, str]
+) -> None:
+    """pip replaces a .so the server has mapped: the package's story carries it, pending then live.
+
+    One story, not a package story and a library story: the library's change
+    is evidence of the upgrade (its RECORD lists it), and while the process
+    still maps the old file the story is pending.
+    """
+    libz = system_libz()
+    changed = tmp_path / "libz-other.so"
+    shutil.copyfile(libz, changed)
+    with changed.open("ab") as f:
+        f.write(b"\0another build\0")
+    loader = (
+        "import ctypes, os\n"
+        "ctypes.CDLL(os.path.join(os.path.dirname(__file__), 'native_core', '_core.so'))\n"
+    )
+    wheels = tmp_path / "wheels"
+    for version, lib in (("1.0", libz), ("1.1", changed)):
+        extra: dict[str, str | bytes] = {
+            "native_loader.py": loader,
+            "native_core/__init__.py": "",
+            "native_core/_core.so": lib.read_bytes(),
+        }
+        build_wheel(wheels, "native-ext", version, extra)
+    venv = tmp_path / "venv"
+    python = make_venv(venv)
+    pip(python, "--find-links", str(wheels), "native-ext==1.0")
+    server = Server(python, tmp_path, "native_loader", server_env)
+    server.start()
+    title = f"native-ext 1.0 -> 1.1 in the venv of decode ({venv})"
+    try:
+        drift(tmp_path, server, "record")
+        drift(tmp_path, server, "record")
+        pip(python, "--find-links", str(wheels), "--upgrade", "native-ext==1.1")
+        drift(tmp_path, server, "record")
+        (story,) = suspects(tmp_path, server, "#2")
+        assert story["title"] == title
+        assert story["status"] == "pending"
+        keys = [c["key"] for c in story["changes"]]  # type: ignore[union-attr]
+        assert any(k.startswith("lib_disk:") and k.endswith("/_core.so") for k in keys), keys
+        server.start()
+        drift(tmp_path, server, "record")
+        (story,) = suspects(tmp_path, server, "#2")
+        assert story["title"] == title
+        assert story["status"] == "live"
+        keys = [c["key"] for c in story["changes"]]  # type: ignore[union-attr]
+        assert any(k.startswith("lib:") and k.endswith("/_core.so") for k in keys), keys
+    finally:
+        server.stop()

@@ -21,7 +21,7 @@ from drift.analysis.kinds import service_name
 from drift.analysis.story import Status
 
 _PACKAGE_KEYS = ("package:", "package_source:", "package_head:")
-_LIBRARY = "lib:"
+_LIBRARY = ("lib:", "lib_disk:")  # as mapped, and as on disk while it differs
 
 
 class PackageStories(Applied):
@@ -53,7 +53,7 @@ class PackageStories(Applied):
         """Another interpreter, or one first recorded: one story with every package change."""
         subject = f"service:{service}"
         evidence = [self.free(subject, "python:path")]
-        for prefix in (*_PACKAGE_KEYS, _LIBRARY):
+        for prefix in (*_PACKAGE_KEYS, *_LIBRARY):
             evidence += self.unclaimed(subject, prefix)
         packages = sum(1 for c in evidence if c is not None and c.key.startswith("package:"))
         status: Status
@@ -80,7 +80,9 @@ class PackageStories(Applied):
         if not changes:
             return
         root, *rest = changes
-        libraries = [c for c in self.unclaimed(subject, _LIBRARY) if _ships(c, name)]
+        libraries = [
+            c for prefix in _LIBRARY for c in self.unclaimed(subject, prefix) if _ships(c, name)
+        ]
         status, label = self.restarted_status(service, root)
         title = f"{_what(root, name)} in {self.where(service)}"
         self.add(root, [*rest, *libraries], status, label, title, [service])

@@ -58,9 +58,14 @@ _OWNED = "\0so"
 
 
 class Mapping:
-    """One file mapped executable: its path, the maps line's range, device and inode."""
+    """One file mapped executable: its path, the maps line's range, device and inode.
 
-    __slots__ = ("deleted", "dev", "inode", "path", "span")
+    `mapped_as` is the name the kernel gives a deleted file when drift names it
+    by the path it was recorded under instead, and `digest` its content's SHA-256
+    once read.
+    """
+
+    __slots__ = ("deleted", "dev", "digest", "inode", "mapped_as", "path", "span")
 
     def __init__(self, path: str, span: str, dev: tuple[int, int], inode: int, deleted: bool):
         self.path = path
@@ -68,6 +73,8 @@ class Mapping:
         self.dev = dev
         self.inode = inode
         self.deleted = deleted
+        self.mapped_as: str | None = None
+        self.digest: str | None = None
 
 
 def mapped_files(maps: bytes) -> list[Mapping]:
@@ -138,6 +145,7 @@ class _Reader:
 
     def facts(self, mappings: list[Mapping]) -> list[Result]:
         """Every mapped file's facts, in path order; what cannot be read as errors."""
+        mappings = self._named_as_recorded(mappings)
         disk = {m.path: self._disk_stat(m.path) for m in mappings}
         moved = {m.path for m in mappings if not _same_file(m, disk[m.path])}
         # The files the process sees at their paths (the mapped ones, mostly), hashed
@@ -148,17 +156,49 @@ class _Reader:
             out += self._facts_of(m, disk[m.path], digests.get(m.path), m.path in moved)
         return out
 
+    def _named_as_recorded(self, mappings: list[Mapping]) -> list[Mapping]:
+        """A deleted mapped file whose folder was renamed first, named by its recorded path.
+
+        pip moves a package's folder aside (``~ackage``) before it deletes it,
+        and the kernel then names the mapped file by where it went: without
+        this, the library the process still runs would read as removed and a
+        file nobody installed as deleted. The process's recorded libraries say
+        which path held these bytes; only a single recorded path no longer
+        mapped by its own name is taken, else the kernel's name stands.
+        """
+        if self.ctx.recorded is None or not any(m.deleted for m in mappings):
+            return mappings
+        recorded = self.ctx.recorded(self.subject, "lib:")
+        mapped = {storable(m.path) for m in mappings}
+        unmapped: dict[str, list[str]] = {}
+        for key, digest in recorded.items():
+            path = key[len("lib:") :]
+            if path not in mapped and storable(path) == path:
+                unmapped.setdefault(digest, []).append(path)
+        if not unmapped:
+            return mappings
+        for m in mappings:
+            if not m.deleted or f"lib:{storable(m.path)}" in recorded:
+                continue
+            m.digest, _why = self._hash_mapped(m)
+            paths = unmapped.pop(m.digest or "", [])
+            if len(paths) == 1:
+                m.mapped_as, m.path = m.path, paths[0]
+        return sorted(mappings, key=lambda m: m.path)
+
     def _facts_of(
         self, m: Mapping, st: os.stat_result | None, on_disk: str | Read | None, moved: bool
     ) -> list[Result]:
         lib, lib_disk = f"lib:{storable(m.path)}", f"lib_disk:{storable(m.path)}"
         provenance = self._provenance(m.path)
+        if m.mapped_as is not None:
+            provenance = {**provenance, "mapped_as": storable(m.mapped_as)}
         if not moved:
             if isinstance(on_disk, str):
                 return [Fact(self.subject, lib, on_disk, provenance)]
             return [self._unread(lib, m.path, on_disk)]
         disk_value = DELETED if st is None else on_disk
-        mapped, why = self._hash_mapped(m)
+        mapped, why = (m.digest, "") if m.digest is not None else self._hash_mapped(m)
         out: list[Result] = []
         if mapped is not None:
             out.append(Fact(self.subject, lib, mapped, provenance))

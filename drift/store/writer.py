@@ -158,6 +158,24 @@ class HistoryWriter:
         host_id = self.host_id(host)
         return {} if host_id is None else load_stat_cache(self.conn, host_id)
 
+    def open_values(self, host: str, subject: str, prefix: str) -> dict[str, str]:
+        """key -> value of the facts of `subject` under `prefix` as last recorded (still open).
+
+        Values kept inline only: a SHA-256 or a version, never a blob or a secret.
+        """
+        host_id = self.host_id(host)
+        if host_id is None:
+            return {}
+        # The pattern is bound (psycopg would take a literal % for a placeholder); a _ or %
+        # in the prefix matches more than it says, so the prefix is checked again here.
+        rows = self.conn.execute(
+            "SELECT f.key, v.value, v.secret FROM facts f JOIN versions v ON v.fact_id = f.id "
+            "WHERE f.host_id = ? AND f.subject = ? AND f.key LIKE ? "
+            "AND v.until_snapshot_id IS NULL AND v.value IS NOT NULL",
+            (host_id, subject, prefix + "%"),
+        )
+        return {key: value for key, value, secret in rows if key.startswith(prefix) and not secret}
+
     def load_last_processes(self, host: str, subjects: list[str]) -> dict[str, dict[str, str]]:
         """What was last recorded of each service's process: its PROCESS_KEYS, stopped or not.
 
