@@ -177,6 +177,8 @@ def test_a_package_upgrade_is_one_story_pending_until_restart_then_live(
             f"flashinfer-python 0.2.5 -> 0.2.6 in the venv of decode ({venv})"
         )
         assert story["status"] == "pending"
+        # pure Python: nothing mapped says whether the process imported it yet
+        assert story["label"].endswith("(unless decode first imports it after the change)")
         assert story["services"] == ["decode"]
         server.start()
         drift(tmp_path, server, "record")
@@ -283,6 +285,7 @@ def test_an_upgrade_that_replaces_a_mapped_library_is_one_story_with_the_library
         (story,) = suspects(tmp_path, server, "#2")
         assert story["title"] == title
         assert story["status"] == "pending"
+        assert "unless" not in story["label"]  # its library, still mapped, says it is the old
         keys = [c["key"] for c in story["changes"]]  # type: ignore[union-attr]
         assert any(k.startswith("lib_disk:") and k.endswith("/_core.so") for k in keys), keys
         server.start()

@@ -84,6 +84,10 @@ class PackageStories(Applied):
             c for prefix in _LIBRARY for c in self.unclaimed(subject, prefix) if _ships(c, name)
         ]
         status, label = self.restarted_status(service, root)
+        if status == "pending" and not libraries:
+            # Python code is read at import, and no mapped file shows when: a module
+            # imported for the first time after the change is the new one.
+            label += f" (unless {service} first imports it after the change)"
         title = f"{_what(root, name)} in {self.where(service)}"
         self.add(root, [*rest, *libraries], status, label, title, [service])
 
