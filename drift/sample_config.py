@@ -49,8 +49,8 @@ STARTER_CONFIG = """\
 # A command whose output and exit code are recorded. Whatever it starts is
 # killed once it is done, even what left its process group (setsid, daemons).
 # [[commands]]
-# name = "gpu-driver"
-# run = "nvidia-smi --query-gpu=driver_version --format=csv,noheader"
+# name = "kernel"
+# run = "uname -r"
 # timeout = 10
 
 # What "it works" means: run at every record; consecutive passing records
@@ -71,6 +71,7 @@ STARTER_CONFIG = """\
 # # pointer = "/server_args"       # keep only this part (a JSON pointer)
 # ignore = ["/internal_states"]
 # service = "decode"
+
 # A JIT or kernel cache, recorded as one summary (files, bytes, a digest over
 # each file's name, size and mtime, newest and oldest mtime), never file by file.
 # `~` is drift's own user's home: for a server running as another user, write
@@ -89,8 +90,9 @@ STARTER_CONFIG = """\
 # allow = ["TOKENIZERS_PARALLELISM"]
 
 # The NVIDIA driver and each GPU's settings (power limit, clocks, ECC, MIG),
-# read by default whenever nvidia-smi is on PATH. On a GPU box, true makes a
-# missing or failing nvidia-smi a blind spot rather than GPUs gone.
+# read by default whenever nvidia-smi is on PATH (or NVML is installed). A tool
+# that fails, or goes missing while the driver lists GPUs, is a blind spot, never
+# GPUs gone; true makes a missing tool a blind spot even without the driver.
 # [gpu]
 # enabled = true
 """

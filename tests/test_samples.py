@@ -20,7 +20,9 @@ def test_sglang_sample_config_loads_with_its_services_kernels_and_health_check()
     assert all(s.unit and s.script for s in config.services)
     assert any("attention" in p for f in config.files for p in f.paths)
     assert config.repos and config.repos[0].path == "/opt/sglang"
-    assert {c.name for c in config.commands} >= {"gpu-driver"}
+    assert config.gpu.enabled is True
+    assert [e.service for e in config.endpoints] == ["decode"]
+    assert {c.name for c in config.caches} == {"triton", "flashinfer", "deep-gemm"}
     (check,) = config.health
     assert check.name == "decode-answers" and "max_new_tokens" in check.run
     assert check.timeout < 60  # below the record interval
