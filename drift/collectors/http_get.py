@@ -274,8 +274,8 @@ def _fields(wire: _Wire, what: str) -> list[tuple[str, str]]:
     fields: list[tuple[str, str]] = []
     while line := wire.line(what):
         if line[:1] in (b" ", b"\t") and fields:  # obsolete folding: part of the line above
-            name, value = fields[-1]
-            fields[-1] = (name, f"{value} {line.strip().decode('latin-1')}".strip())
+            above, text = fields[-1]
+            fields[-1] = (above, f"{text} {line.strip().decode('latin-1')}".strip())
             continue
         name, colon, value = line.partition(b":")
         if not colon or not name or name != name.strip():
