@@ -153,7 +153,12 @@ class _Wire:
                 raise FetchError(f"request failed: {what} over {MAX_LINE:,} bytes")
             data = self._recv()
             if not data:
-                raise FetchError(f"request failed: connection closed in the {what}")
+                said = (
+                    f"in the {what}"
+                    if self.buffer or what != "status line"
+                    else "without a response"
+                )
+                raise FetchError(f"request failed: connection closed {said}")
             self.buffer += data
         if end > MAX_LINE:
             raise FetchError(f"request failed: {what} over {MAX_LINE:,} bytes")
@@ -209,7 +214,7 @@ class _Wire:
             if size > limit:
                 raise _over(limit)
             chunks.append(self.exactly(chunk, "chunk"))
-            if self.line("chunk end"):
+            if self.line("chunked body"):
                 raise FetchError("request failed: malformed chunk: no CRLF after its data")
         for _trailer in _fields(self, "trailer"):
             pass  # read to the blank line; a trailer is not part of the body
