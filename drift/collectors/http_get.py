@@ -22,7 +22,6 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TypeVar
 from urllib.parse import SplitResult, quote, urljoin, urlsplit
 
@@ -85,13 +84,15 @@ def _follow(
     return target
 
 
-@dataclass
 class _Head:
     """A response's status line and headers (names lower-cased, repeats joined by ", ")."""
 
-    status: int
-    reason: str
-    headers: dict[str, str] = field(default_factory=dict)
+    # a plain class: @dataclass would cost more at import than the fetch it serves
+    __slots__ = ("status", "reason", "headers")
+
+    def __init__(self, status: int, reason: str) -> None:
+        self.status, self.reason = status, reason
+        self.headers: dict[str, str] = {}
 
 
 class _Wire:
