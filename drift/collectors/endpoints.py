@@ -13,20 +13,18 @@ The request goes straight to the URL: proxy environment variables are
 ignored (a cron job's ``http_proxy`` must not route a loopback server
 through a proxy), no redirect to another host, scheme or port is
 followed, and the whole request, connecting included, is bounded by the
-entry's timeout.
+entry's timeout. The request is drift's own small client
+(drift.collectors.http_get), not urllib: importing urllib cost more than
+the fetch, every minute.
 """
 
 from __future__ import annotations
 
 import json
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
-from http.client import HTTPException, HTTPResponse
 from typing import Any
-from urllib.parse import urlsplit
 
+from drift.collectors.http_get import FetchError, http_get
 from drift.config import EndpointSpec
 from drift.facts import CollectContext, CollectionError, Fact, storable
 from drift.json_pointer import PointerError, leaves, parse, resolve, under
@@ -36,10 +34,6 @@ MAX_BODY = 1 << 20
 
 MAX_LEAVES = 10_000
 """The most leaves recorded of one document: past it, `pointer` or `ignore` should narrow it."""
-
-
-class FetchError(Exception):
-    """Why the document could not be read, in a few words."""
 
 
 def collect_endpoint(spec: EndpointSpec, ctx: CollectContext) -> Iterator[Fact | CollectionError]:
@@ -85,47 +79,7 @@ def leaf_text(leaf: Any) -> str:
 
 def fetch(url: str, timeout: float) -> bytes:
     """GET `url`: its body, at most MAX_BODY bytes, within `timeout` seconds in all."""
-    deadline = time.monotonic() + timeout
-    opener = urllib.request.build_opener(
-        urllib.request.ProxyHandler({}), _SameOriginRedirects(urlsplit(url))
-    )
-    request = urllib.request.Request(url, headers={"Accept": "application/json"})
-    try:
-        with opener.open(request, timeout=timeout) as response:
-            return _read_bounded(response, deadline, timeout)
-    except urllib.error.HTTPError as exc:
-        exc.close()
-        raise FetchError(f"HTTP {exc.code} {exc.reason}") from None
-    except urllib.error.URLError as exc:
-        reason = exc.reason
-        if isinstance(reason, TimeoutError):
-            raise FetchError(f"timed out after {timeout:g}s") from None
-        raise FetchError(f"cannot connect: {reason}") from None
-    except TimeoutError:
-        raise FetchError(f"timed out after {timeout:g}s") from None
-    except (OSError, HTTPException, ValueError) as exc:
-        raise FetchError(f"request failed: {exc or type(exc).__name__}") from None
-
-
-def _read_bounded(response: HTTPResponse, deadline: float, timeout: float) -> bytes:
-    """The body in chunks, so neither a slow trickle nor an endless one outlasts the deadline."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise FetchError(f"timed out after {timeout:g}s")
-        # the socket's own timeout bounds each read; shrink it to what is left
-        sock = getattr(getattr(response.fp, "raw", None), "_sock", None)
-        if sock is not None:
-            sock.settimeout(left)
-        chunk = response.read1(64 * 1024)
-        if not chunk:
-            return b"".join(chunks)
-        size += len(chunk)
-        if size > MAX_BODY:
-            raise FetchError(f"body over {MAX_BODY >> 20} MiB: not read")
-        chunks.append(chunk)
+    return http_get(url, timeout, MAX_BODY)
 
 
 def _parse(body: bytes) -> Any:
@@ -139,26 +93,3 @@ def _parse(body: bytes) -> Any:
     except ValueError as exc:  # JSONDecodeError, or an integer of over 4,300 digits
         head = body[:40].decode("utf-8", "replace")
         raise FetchError(f"not JSON ({exc}): starts {head!r}") from None
-
-
-class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
-    """Follows a redirect only to the same scheme, host and port; any other is an error."""
-
-    max_redirections = 5
-
-    def __init__(self, origin: Any) -> None:
-        self.origin = (origin.scheme, origin.hostname, origin.port)
-
-    def redirect_request(
-        self,
-        req: urllib.request.Request,
-        fp: Any,
-        code: int,
-        msg: str,
-        headers: Any,
-        newurl: str,
-    ) -> urllib.request.Request | None:
-        target = urlsplit(newurl)
-        if (target.scheme, target.hostname, target.port) != self.origin:
-            raise FetchError(f"redirected to {newurl}: not followed (another host)")
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
