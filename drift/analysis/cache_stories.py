@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from drift.analysis.claims import Claims, value_of
 from drift.analysis.diff import Change
-from drift.analysis.kinds import service_name
-from drift.analysis.timing import Span, parse_time_us, start_span
+from drift.analysis.timing import parse_time_us
 from drift.analysis.titles import about_the_same_time
 from drift.timespec import clock
 
@@ -29,20 +28,6 @@ _UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 
 class CacheStories(Claims):
     """Tells each changed cache as one story, and which running services started since."""
-
-    def running_starts(self) -> dict[str, Span]:
-        """When each running service started, by name, as far as its recorded start tells."""
-        started: dict[str, Span] = {}
-        for (subject, key), version in self.after.items():
-            name = service_name(subject)
-            if name is None or key != "started_at":
-                continue
-            if value_of(self.after.get((subject, "running"))) == "false":
-                continue
-            moment = start_span(version)
-            if moment is not None:
-                started[name] = moment
-        return started
 
     def cache_story(self, subject: str) -> None:
         """One story for every free change of a cache, rooted at `oldest` when old files went."""
