@@ -297,3 +297,33 @@ def test_an_upgrade_that_replaces_a_mapped_library_is_one_story_with_the_library
         assert any(k.startswith("lib:") and k.endswith("/_core.so") for k in keys), keys
     finally:
         server.stop()
+
+
+def test_two_metadata_folders_of_one_distribution_make_its_version_unsure(
+    tmp_path: Path, server_env: dict[str, str]
+) -> None:
+    """An interrupted install leaves a second dist-info: drift names both, never picks silently."""
+    wheels = tmp_path / "wheels"
+    build_wheel(wheels, "flashinfer-python", "0.2.6")
+    python = make_venv(tmp_path / "venv")
+    pip(python, "--find-links", str(wheels), "flashinfer-python==0.2.6")
+    server = Server(python, tmp_path, "flashinfer_python", server_env)
+    server.start()
+    try:
+        drift(tmp_path, server, "record")
+        drift(tmp_path, server, "record")
+        (site,) = (tmp_path / "venv" / "lib").glob("python3*/site-packages")
+        stale = site / "flashinfer_python-0.2.5.dist-info"
+        stale.mkdir()
+        (stale / "METADATA").write_text(
+            "Metadata-Version: 2.1\nName: flashinfer-python\nVersion: 0.2.5\n\n"
+        )
+        drift(tmp_path, server, "record")
+        (story,) = suspects(tmp_path, server, "#2")
+        assert story["title"].startswith("flashinfer-python 0.2.6 -> 0.2.5")
+        label = str(story["label"])
+        assert "unsure:" in label
+        assert "flashinfer_python-0.2.6.dist-info (0.2.6)" in label
+        assert "which one describes its files is unknown" in label
+    finally:
+        server.stop()

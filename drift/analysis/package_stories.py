@@ -88,6 +88,9 @@ class PackageStories(Applied):
             # Python code is read at import, and no mapped file shows when: a module
             # imported for the first time after the change is the new one.
             label += f" (unless {service} first imports it after the change)"
+        unsure = root.after.provenance.get("unsure") if root.after is not None else None
+        if isinstance(unsure, str):
+            label += f"; unsure: {unsure}"
         title = f"{_what(root, name)} in {self.where(service)}"
         self.add(root, [*rest, *libraries], status, label, title, [service])
 

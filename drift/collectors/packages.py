@@ -106,22 +106,41 @@ def _facts(subject: str, pid: int, env: PythonEnv, ctx: CollectContext) -> Itera
         except OSError as exc:
             yield CollectionError(subject, "package:", f"cannot list {folder}: {exc.strerror}")
             continue
+        here: dict[str, list[tuple[str, tuple[str, str, str, str]]]] = {}
         for entry in sorted(n for n in names if n.lower().endswith(_SUFFIXES)):
             found = _distribution(f"{folder}/{entry}", ctx)
-            if found is None:
-                continue
-            name = normalise(found[0])
+            if found is not None:
+                here.setdefault(normalise(found[0]), []).append((entry, found))
+        for name, dists in here.items():
             if name in seen:
-                continue
+                continue  # shadowed by a folder earlier on the path
             seen.add(name)
-            yield from _package_facts(subject, name, f"{folder}/{entry}", found)
+            (entry, found), *others = dists
+            unsure = _duplicates(folder, entry, others)
+            yield from _package_facts(subject, name, f"{folder}/{entry}", found, unsure)
+
+
+def _duplicates(
+    folder: str, entry: str, others: list[tuple[str, tuple[str, str, str, str]]]
+) -> str:
+    """Why a distribution's version is unsure: more metadata folders of it in one folder.
+
+    An interrupted install or a tool other than pip can leave two; which one
+    describes the files there is unknown, so drift names them, never picks silently.
+    """
+    if not others:
+        return ""
+    listed = ", ".join(f"{e} ({found[1]})" for e, found in others)
+    return f"{folder} also holds {listed} beside {entry}: which one describes its files is unknown"
 
 
 def _package_facts(
-    subject: str, name: str, where: str, found: tuple[str, str, str, str]
+    subject: str, name: str, where: str, found: tuple[str, str, str, str], unsure: str = ""
 ) -> Iterator[Result]:
     _display, version, installer, source = found
     provenance: dict[str, Any] = {"dist_info": storable(where)}
+    if unsure:
+        provenance["unsure"] = storable(unsure)
     if installer:
         provenance["installer"] = storable(installer)
     yield Fact(subject, f"package:{name}", storable(version), provenance)
