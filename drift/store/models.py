@@ -64,7 +64,11 @@ class ConfigRecord(Base):
 
 class Snapshot(Base):
     __tablename__ = "snapshots"
-    __table_args__ = (Index("ix_snapshots_host_id_taken_us", "host_id", "taken_us"),)
+    __table_args__ = (
+        Index("ix_snapshots_host_id_taken_us", "host_id", "taken_us"),
+        # A host's last (or first) snapshot by id, without sorting all of them.
+        Index("ix_snapshots_host_id_id", "host_id", "id"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id"))
