@@ -62,7 +62,7 @@ import bench_libraries  # noqa: E402
 import bench_record as br  # noqa: E402
 import gen_tree  # noqa: E402
 from json_server import JsonServer, json_server  # noqa: E402
-from python_dists import build_wheel, editable_checkout, make_venv, pip  # noqa: E402
+from python_dists import build_wheel, editable_checkout, make_venv, pip, record_text  # noqa: E402
 from shared_libs import system_libz  # noqa: E402
 
 PARTS = ("packages", "libraries", "endpoints", "caches", "gpu")
@@ -89,7 +89,7 @@ CLASSIFIERS = (
 
 @dataclass
 class Box:
-    """What the service runs: its venv's python, site folder, libraries and checkout."""
+    """The service's venv: its python, its site folder, the libraries it maps, how many dists."""
 
     python: Path
     site: Path
@@ -121,8 +121,7 @@ def write_dist(site: Path, name: str, version: str, rng: random.Random) -> None:
     files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: bench\nRoot-Is-Purelib: true\n"
     files[f"{info}/top_level.txt"] = f"{stem}\n".encode()
     files[f"{info}/INSTALLER"] = b"pip\n"
-    record = [f"{path},sha256=,{len(data)}" for path, data in files.items()]
-    files[f"{info}/RECORD"] = ("\n".join([*record, f"{info}/RECORD,,"]) + "\n").encode()
+    files[f"{info}/RECORD"] = record_text(files, f"{info}/RECORD").encode()
     for path, data in files.items():
         (site / path).parent.mkdir(parents=True, exist_ok=True)
         (site / path).write_bytes(data)

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 PYTHON = os.path.realpath(os.path.join(sys.base_prefix, "bin", f"python{sys.version_info[0]}"))
@@ -30,19 +31,23 @@ def build_wheel(
         "Tag: py3-none-any\n",
         **(extra or {}),
     }
-    record = []
-    for path, text in files.items():
-        data = text if isinstance(text, bytes) else text.encode()
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
-        record.append(f"{path},sha256={digest.decode()},{len(data)}")
-    record.append(f"{dist_info}/RECORD,,")
     folder.mkdir(parents=True, exist_ok=True)
     wheel = folder / f"{stem}-{version}-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as z:
         for path, text in files.items():
             z.writestr(path, text)
-        z.writestr(f"{dist_info}/RECORD", "\n".join(record) + "\n")
+        z.writestr(f"{dist_info}/RECORD", record_text(files, f"{dist_info}/RECORD"))
     return wheel
+
+
+def record_text(files: Mapping[str, str | bytes], record: str) -> str:
+    """A RECORD listing `files` (path, sha256 as the wheel spec writes it, size), then itself."""
+    lines = []
+    for path, text in files.items():
+        data = text if isinstance(text, bytes) else text.encode()
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+        lines.append(f"{path},sha256={digest.decode()},{len(data)}")
+    return "\n".join([*lines, f"{record},,"]) + "\n"
 
 
 # An in-tree PEP 517/660 build backend: pip -e calls build_editable, which gives a wheel
