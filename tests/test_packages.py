@@ -200,6 +200,37 @@ def test_an_upgrade_that_replaces_a_mapped_library_is_one_story_with_the_library
         server.stop()
 
 
+def test_a_record_between_pips_metadata_and_its_direct_url_reads_the_source_next_time(
+    tmp_path: Path, server_env: dict[str, str]
+) -> None:
+    """pip writes METADATA, then INSTALLER and direct_url.json: a record that came in between
+    must not keep the package without its source while METADATA stays as it was."""
+    python = make_venv(tmp_path / "venv")
+    (site,) = (tmp_path / "venv" / "lib").glob("python3*/site-packages")
+    (site / "sglang").mkdir()
+    (site / "sglang" / "__init__.py").write_text("")
+    info = site / "sglang-0.4.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sglang\nVersion: 0.4.0\n\n")
+    server = Server(python, tmp_path, "sglang", server_env)
+    server.start()  # waits: METADATA is older than a timestamp's tick by the first record
+    cfg = ["--config", str(tmp_path / "drift.toml"), "--db", str(tmp_path / "d.db")]
+    try:
+        drift(tmp_path, server, "record")
+        assert (
+            '"package_source:sglang"'
+            not in run_drift(["show", "--format", "json", *cfg], tmp_path).stdout
+        )
+        (info / "INSTALLER").write_text("pip\n")
+        direct_url = {"url": f"file://{tmp_path}/src", "dir_info": {"editable": True}}
+        (info / "direct_url.json").write_text(json.dumps(direct_url))
+        drift(tmp_path, server, "record")
+        shown = run_drift(["show", "--format", "json", *cfg], tmp_path).stdout
+        assert f"editable {tmp_path}/src" in shown
+    finally:
+        server.stop()
+
+
 def test_two_metadata_folders_of_one_distribution_make_its_version_unsure(
     tmp_path: Path, server_env: dict[str, str]
 ) -> None:
