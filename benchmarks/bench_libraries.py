@@ -43,15 +43,21 @@ def start_server(bench: Path, count: int) -> tuple[subprocess.Popen[bytes], Path
     for i in range(count):
         path = libs / f"libengine{i:03}.so.1"
         shutil.copyfile(system_libz(), path)
-        paths.append(str(path))
+        paths.append(path)
     pidfile = bench / "engine.pid"
-    proc = subprocess.Popen([sys.executable, "-c", SERVER, str(pidfile), *paths])
+    return serve_libraries(Path(sys.executable), pidfile, paths), pidfile
+
+
+def serve_libraries(python: Path, pidfile: Path, paths: list[Path]) -> subprocess.Popen[bytes]:
+    """`python` running a server that maps `paths`, once it has written `pidfile`."""
+    proc = subprocess.Popen([str(python), "-c", SERVER, str(pidfile), *map(str, paths)])
     deadline = time.monotonic() + 60
     while not pidfile.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
             raise br.BenchError("the library server did not start")
         time.sleep(0.05)
-    return proc, pidfile
+    return proc
 
 
 def write_configs(bench: Path, tree: Path, pidfile: Path) -> dict[str, Path]:

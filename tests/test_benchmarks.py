@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -47,6 +48,26 @@ def test_systemd_bench_runs_with_a_unit_on_a_real_systemd(tmp_path: Path) -> Non
     assert out["units_alone"]["facts"] > 0
     assert out["units_added"]["tree_s"] > 0 and out["units_added"]["units_tree_s"] > 0
     assert "added by the units (1)" in result.stdout
+
+
+@pytest.mark.slow
+def test_inference_bench_runs_with_every_collector_on(tmp_path: Path) -> None:
+    if shutil.which("strace") is None:
+        pytest.skip("needs strace: it counts the files a record opens")
+    # Exit 1 also when an unchanged record changed a fact or read a metadata file again.
+    result, out = run_bench(
+        "bench_inference.py",
+        *("--files", "150", "--mb", "5", "--dists", "20", "--libs", "3"),
+        *("--leaves", "80", "--cache-files", "50", "--runs", "1", "--no-aide", "--no-profile"),
+        tmp_path=tmp_path,
+    )
+    assert out["box"]["distributions"] == 20
+    # The first record reads every distribution's METADATA; an unchanged one reads none.
+    assert out["first_record_opens"]["metadata_by_name"]["METADATA"] == 20
+    assert out["unchanged_opens"]["metadata_opens"] == 0
+    assert set(out["added"]) == {"packages", "libraries", "endpoints", "caches", "gpu", "tree"}
+    assert out["facts"]["all"] > out["facts"]["tree"]
+    assert "every collector on" in result.stdout
 
 
 def run_bench(

@@ -8,107 +8,17 @@ finds by its pidfile. What is asserted is what `drift since` says.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
-import os
 import shutil
 import subprocess
-import sys
 import time
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import run_drift
+from python_dists import build_wheel, editable_checkout, make_venv, pip
 from shared_libs import system_libz
-
-PYTHON = os.path.realpath(os.path.join(sys.base_prefix, "bin", f"python{sys.version_info[0]}"))
-
-
-def build_wheel(
-    folder: Path, name: str, version: str, extra: dict[str, str | bytes] | None = None
-) -> Path:
-    """A pure-Python wheel of one module, written per the wheel spec (PEP 427)."""
-    stem = name.replace("-", "_")
-    dist_info = f"{stem}-{version}.dist-info"
-    files: dict[str, str | bytes] = {
-        f"{stem}.py": f"VERSION = {version!r}\n",
-        f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n",
-        f"{dist_info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
-        "Tag: py3-none-any\n",
-        **(extra or {}),
-    }
-    record = []
-    for path, text in files.items():
-        data = text if isinstance(text, bytes) else text.encode()
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
-        record.append(f"{path},sha256={digest.decode()},{len(data)}")
-    record.append(f"{dist_info}/RECORD,,")
-    folder.mkdir(parents=True, exist_ok=True)
-    wheel = folder / f"{stem}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as z:
-        for path, text in files.items():
-            z.writestr(path, text)
-        z.writestr(f"{dist_info}/RECORD", "\n".join(record) + "\n")
-    return wheel
-
-
-# An in-tree PEP 517/660 build backend: pip -e calls build_editable, which gives a wheel
-# whose .pth puts the checkout's folder on the path (what setuptools does), and pip writes
-# direct_url.json with dir_info.editable, as for any editable install.
-BACKEND = """
-import os, zipfile
-
-NAME, VERSION = "sglang", "0.4.0"
-DIST = f"{NAME}-{VERSION}.dist-info"
-
-
-def _wheel(directory, files):
-    path = os.path.join(directory, f"{NAME}-{VERSION}-py3-none-any.whl")
-    files = {
-        **files,
-        f"{DIST}/METADATA": f"Metadata-Version: 2.1\\nName: {NAME}\\nVersion: {VERSION}\\n\\n",
-        f"{DIST}/WHEEL": "Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
-    }
-    with zipfile.ZipFile(path, "w") as z:
-        for name, text in files.items():
-            z.writestr(name, text)
-        z.writestr(f"{DIST}/RECORD", "".join(f"{n},,\\n" for n in [*files, f"{DIST}/RECORD"]))
-    return os.path.basename(path)
-
-
-def build_wheel(directory, config_settings=None, metadata_directory=None):
-    return _wheel(directory, {})
-
-
-def build_editable(directory, config_settings=None, metadata_directory=None):
-    return _wheel(directory, {"__editable__.sglang.pth": os.path.abspath(".") + "\\n"})
-"""
-
-
-def make_venv(path: Path, *args: str) -> Path:
-    subprocess.run([PYTHON, "-m", "venv", *args, str(path)], check=True, timeout=120)
-    return path / "bin" / "python"
-
-
-def pip(python: Path, *args: str) -> None:
-    subprocess.run(
-        [
-            str(python),
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-index",
-            "--disable-pip-version-check",
-            *args,
-        ],
-        check=True,
-        timeout=120,
-        capture_output=True,
-    )
 
 
 class Server:
@@ -194,24 +104,15 @@ def test_an_editable_checkout_whose_head_moved_is_its_package_story(
     tmp_path: Path, server_env: dict[str, str]
 ) -> None:
     checkout = tmp_path / "sglang"
-    (checkout / "python" / "sglang").mkdir(parents=True)
-    (checkout / "python" / "sglang" / "__init__.py").write_text("")
-    (checkout / "python" / "backend.py").write_text(BACKEND)
-    (checkout / "python" / "pyproject.toml").write_text(
-        '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n'
-    )
-    git = ["git", "-C", str(checkout), "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run([*git, "init", "-q"], check=True)
-    subprocess.run([*git, "add", "."], check=True)
-    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    project, git = editable_checkout(checkout)
     venv = tmp_path / "venv"
     python = make_venv(venv, "--system-site-packages")
-    pip(python, "--no-build-isolation", "-e", str(checkout / "python"))
+    pip(python, "--no-build-isolation", "-e", str(project))
     server = Server(python, tmp_path, "sglang", server_env)
     server.start()
     try:
         drift(tmp_path, server, "record")
-        (checkout / "python" / "sglang" / "attention.py").write_text("CTAS = 512\n")
+        (project / "sglang" / "attention.py").write_text("CTAS = 512\n")
         subprocess.run([*git, "add", "."], check=True)
         subprocess.run([*git, "commit", "-qm", "two"], check=True)
         head = subprocess.run(
@@ -295,6 +196,37 @@ def test_an_upgrade_that_replaces_a_mapped_library_is_one_story_with_the_library
         assert story["status"] == "live"
         keys = [c["key"] for c in story["changes"]]  # type: ignore[union-attr]
         assert any(k.startswith("lib:") and k.endswith("/_core.so") for k in keys), keys
+    finally:
+        server.stop()
+
+
+def test_a_record_between_pips_metadata_and_its_direct_url_reads_the_source_next_time(
+    tmp_path: Path, server_env: dict[str, str]
+) -> None:
+    """pip writes METADATA, then INSTALLER and direct_url.json: a record that came in between
+    must not keep the package without its source while METADATA stays as it was."""
+    python = make_venv(tmp_path / "venv")
+    (site,) = (tmp_path / "venv" / "lib").glob("python3*/site-packages")
+    (site / "sglang").mkdir()
+    (site / "sglang" / "__init__.py").write_text("")
+    info = site / "sglang-0.4.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sglang\nVersion: 0.4.0\n\n")
+    server = Server(python, tmp_path, "sglang", server_env)
+    server.start()  # waits: METADATA is older than a timestamp's tick by the first record
+    cfg = ["--config", str(tmp_path / "drift.toml"), "--db", str(tmp_path / "d.db")]
+    try:
+        drift(tmp_path, server, "record")
+        assert (
+            '"package_source:sglang"'
+            not in run_drift(["show", "--format", "json", *cfg], tmp_path).stdout
+        )
+        (info / "INSTALLER").write_text("pip\n")
+        direct_url = {"url": f"file://{tmp_path}/src", "dir_info": {"editable": True}}
+        (info / "direct_url.json").write_text(json.dumps(direct_url))
+        drift(tmp_path, server, "record")
+        shown = run_drift(["show", "--format", "json", *cfg], tmp_path).stdout
+        assert f"editable {tmp_path}/src" in shown
     finally:
         server.stop()
 

@@ -12,11 +12,13 @@ local-folder install points at). The interpreter and its path are found by
 `drift.collectors.python_env`.
 
 An unchanged record costs a listing of each folder and a stat of each
-distribution's metadata: what a metadata file said is kept in the stat cache
-under ``python-metadata:PATH`` (never a [[files]] path, which is absolute),
-with the distribution's INSTALLER and direct_url.json, which pip writes with
-it and never alone. A checkout's HEAD is read from its files (HEAD, the
-loose ref or packed-refs), without running git.
+distribution's metadata and of its folder: what a metadata file said is kept
+in the stat cache under ``python-metadata:PATH`` (never a [[files]] path,
+which is absolute), with the distribution's INSTALLER and direct_url.json,
+which pip writes after it as new files (so the folder's mtime says when they
+came). As for any file, what changed within the timestamps' tick is not
+cached. A checkout's HEAD is read from its files (HEAD, the loose ref or
+packed-refs), without running git.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ import json
 import os
 import re
 import stat
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from drift.collectors.hashing import RACY_WINDOW_NS
 from drift.collectors.python_env import PythonEnv, PythonUnknown, is_interpreter, python_env
 from drift.facts import CachedStat, CollectContext, CollectionError, Fact, storable
 
@@ -160,8 +164,8 @@ def _package_facts(
 
 def _distribution(where: str, ctx: CollectContext) -> tuple[str, str, str, str] | None:
     """(Name, Version, installer, source) of one dist-info or egg-info; None without a Name."""
-    # One stat in the usual case (a dist-info folder's METADATA): this runs for
-    # every distribution at every record.
+    # Two stats in the usual case (a dist-info folder's METADATA, and the folder):
+    # this runs for every distribution at every record.
     candidates = (
         (f"{where}/PKG-INFO", where)
         if where.lower().endswith(".egg-info")
@@ -179,20 +183,34 @@ def _distribution(where: str, ctx: CollectContext) -> tuple[str, str, str, str] 
         return None
     key = CACHE_PREFIX + metadata
     stamp = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    # pip writes INSTALLER and direct_url.json after METADATA, as new files: the
+    # folder's mtime moves then, so a record that read the folder half written
+    # reads it again. (An egg-info's PKG-INFO is all that is read of it.)
+    folder = _mtime_ns(where) if metadata.endswith("/METADATA") else 0
     cached = ctx.file_cache.get(key)
-    if cached is not None and cached[:4] == stamp:
-        name, version, installer, source = json.loads(cached[4])
+    found = None if cached is None or cached[:4] != stamp else json.loads(cached[4])
+    if found is not None and len(found) == 5 and found[4] == folder:
+        name, version, installer, source = found[:4]
     else:
         name, version = _headers(metadata)
         installer, source = "", ""
         if metadata.endswith("/METADATA"):
             installer = _small_text(f"{where}/INSTALLER").strip()
             source = _direct_url(f"{where}/direct_url.json")
-        entry: CachedStat = (*stamp, json.dumps([name, version, installer, source]))
-        ctx.cache_updates[key] = entry
+        # Changed within the timestamps' tick, it may change again unseen: read it next time.
+        if folder != -1 and time.time_ns() - max(st.st_ctime_ns, folder) >= RACY_WINDOW_NS:
+            entry: CachedStat = (*stamp, json.dumps([name, version, installer, source, folder]))
+            ctx.cache_updates[key] = entry
     if not name:
         return None
     return name, version, installer, source
+
+
+def _mtime_ns(folder: str) -> int:
+    try:
+        return os.stat(folder).st_mtime_ns
+    except OSError:
+        return -1  # gone since it was listed: what was read of it is not cached
 
 
 def _headers(path: str) -> tuple[str, str]:
