@@ -53,10 +53,7 @@ def state_view(history: History, at: When | None, pattern: str | None) -> StateV
     """The state at the snapshot for `at` (default: the latest), only facts matching `pattern`."""
     refuse_future(at, "--at")
     snap = history.snapshot_for(at) if at is not None else history.latest()
-    state = history.state_at(snap.id)
-    if pattern:
-        keep = {(v.subject, v.key) for v in history.versions_of(pattern)}
-        state = {i: v for i, v in state.items() if i in keep}
+    state = history.state_of(snap.id, pattern) if pattern else history.state_at(snap.id)
     values = Values(history)
     subjects: dict[str, list[StateFact]] = {}
     for (subject, key), version in sorted(state.items()):
