@@ -10,11 +10,12 @@ which alone costs a `drift since` 250 ms before it reads a row.
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from fnmatch import fnmatchcase
+from fnmatch import translate
 from typing import TYPE_CHECKING, Any
 
 from drift.errors import NoHistoryError, StoreError, TimeSpecError
@@ -102,7 +103,7 @@ class FactVersionsPage:
     older: int
 
 
-def _snapshot(row: Any) -> SnapshotInfo:
+def snapshot_row(row: Any) -> SnapshotInfo:
     return SnapshotInfo(
         row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6]) if row[6] else [], row[7]
     )
@@ -157,18 +158,18 @@ class History:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _rows(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
+    def rows(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
         return list(self.conn.execute(sql, tuple(params)).fetchall())
 
     # ---------------------------------------------------------------- snapshots
 
     def _one_snapshot(self, where: str, params: tuple[Any, ...], order: str) -> SnapshotInfo | None:
-        rows = self._rows(
+        rows = self.rows(
             f"SELECT {SNAPSHOT_COLUMNS} FROM snapshots WHERE host_id = ? {where} "
             f"ORDER BY {order} LIMIT 1",
             (self.host_id, *params),
         )
-        return _snapshot(rows[0]) if rows else None
+        return snapshot_row(rows[0]) if rows else None
 
     def latest(self) -> SnapshotInfo:
         # host_id = ? ORDER BY id: one seek in ix_snapshots_host_id_id.
@@ -209,11 +210,11 @@ class History:
 
     def recent_snapshots(self, limit: int) -> list[SnapshotInfo]:
         """The last `limit` snapshots, oldest first."""
-        rows = self._rows(
+        rows = self.rows(
             f"SELECT {SNAPSHOT_COLUMNS} FROM snapshots WHERE host_id = ? ORDER BY id DESC LIMIT ?",
             (self.host_id, limit),
         )
-        return [_snapshot(r) for r in reversed(rows)]
+        return [snapshot_row(r) for r in reversed(rows)]
 
     def count_snapshots_in(self, start_us: int, end_us: int) -> int:
         """Records taken in [start_us, end_us]."""
@@ -235,14 +236,14 @@ class History:
         """Every config snapshots were taken with, by id (a handful, shared by a fleet's hosts)."""
         from drift.scope import ConfigInfo, Scope
 
-        rows = self._rows("SELECT id, path, digest, scope FROM configs")
+        rows = self.rows("SELECT id, path, digest, scope FROM configs")
         return {r[0]: ConfigInfo(r[1] or None, r[2], Scope.from_json(r[3])) for r in rows}
 
     def config_ids(self, snapshot_ids: set[int]) -> dict[int, int]:
         """The config each of these snapshots was taken with (snapshots without one left out)."""
         out: dict[int, int] = {}
         for chunk in _chunks(sorted(snapshot_ids)):
-            rows = self._rows(
+            rows = self.rows(
                 f"SELECT id, config_id FROM snapshots WHERE id IN ({_marks(len(chunk))}) "
                 "AND config_id IS NOT NULL",
                 chunk,
@@ -252,54 +253,56 @@ class History:
 
     def snapshots_between(self, after_id: int, upto_id: int) -> list[SnapshotInfo]:
         """Snapshots with after_id < id <= upto_id, oldest first."""
-        rows = self._rows(
+        rows = self.rows(
             f"SELECT {SNAPSHOT_COLUMNS} FROM snapshots WHERE host_id = ? AND id > ? AND id <= ? "
             "ORDER BY id",
             (self.host_id, after_id, upto_id),
         )
-        return [_snapshot(r) for r in rows]
+        return [snapshot_row(r) for r in rows]
 
     # ---------------------------------------------------------------- versions
 
     def state_at(self, snapshot_id: int) -> dict[tuple[str, str], StoredVersion]:
         """Every fact's value as of a snapshot."""
-        rows = self._rows(*self.state_sql(snapshot_id))
-        return {(r[0], r[1]): _version(r) for r in rows}
+        rows = self.rows(*self.state_sql(snapshot_id))
+        return {(r[0], r[1]): version_row(r) for r in rows}
 
     def state_sql(
-        self, snapshot_id: int, fact_ids: list[int] | None = None
+        self, snapshot_id: int, fact_ids: list[int] | None = None, began_after: int = 0
     ) -> tuple[str, tuple[Any, ...]]:
-        """The select for the versions open at a snapshot (first <= S < until), with its params.
+        """The select for the versions open at a snapshot (first <= S < until), with its params;
+        only of `fact_ids` if given, only those begun after `began_after` if given.
 
         Per fact, the newest version that started at or before S, found by a
         backward seek in ix_versions_fact_first; it is in the state unless
         closed by S. On SQLite a correlated max() is that seek. PostgreSQL
-        plans the same max() from statistics, and before its first ANALYZE
-        (a new fleet database, a host's first day) it guesses a hash join
-        over every version: seconds instead of milliseconds. A LATERAL
-        `ORDER BY ... DESC LIMIT 1` per fact is planned as the index seek
-        whatever the statistics say.
+        plans the same max() from its statistics, so the plan changes with
+        them (an index walk on a fresh database, bitmap scans of versions
+        and a hash join once analysed); a LATERAL `ORDER BY ... DESC LIMIT 1`
+        per fact is planned as the one seek whatever the statistics say.
         """
         only = f"AND f.id IN ({_marks(len(fact_ids))}) " if fact_ids is not None else ""
         ids = tuple(fact_ids or ())
+        tail = (
+            "AND (v.until_snapshot_id IS NULL OR v.until_snapshot_id > ?) "
+            "AND v.first_snapshot_id > ?"
+        )
         if self.conn.dialect == "sqlite":
             sql = (
                 f"SELECT {VERSION_COLUMNS} FROM facts f JOIN versions v ON v.fact_id = f.id "
                 f"{VERSION_JOINS} WHERE f.host_id = ? {only}AND v.first_snapshot_id = "
                 "(SELECT max(w.first_snapshot_id) FROM versions w "
-                "WHERE w.fact_id = f.id AND w.first_snapshot_id <= ?) "
-                "AND (v.until_snapshot_id IS NULL OR v.until_snapshot_id > ?)"
+                f"WHERE w.fact_id = f.id AND w.first_snapshot_id <= ?) {tail}"
             )
-            return sql, (self.host_id, *ids, snapshot_id, snapshot_id)
+            return sql, (self.host_id, *ids, snapshot_id, snapshot_id, began_after)
         sql = (
             f"SELECT {VERSION_COLUMNS} FROM facts f CROSS JOIN LATERAL "
             "(SELECT w.id FROM versions w WHERE w.fact_id = f.id AND w.first_snapshot_id <= ? "
             "ORDER BY w.first_snapshot_id DESC LIMIT 1) newest "
             f"JOIN versions v ON v.id = newest.id {VERSION_JOINS} "
-            f"WHERE f.host_id = ? {only}"
-            "AND (v.until_snapshot_id IS NULL OR v.until_snapshot_id > ?)"
+            f"WHERE f.host_id = ? {only}{tail}"
         )
-        return sql, (snapshot_id, self.host_id, *ids, snapshot_id)
+        return sql, (snapshot_id, self.host_id, *ids, snapshot_id, began_after)
 
     def matching_facts(self, pattern: str) -> list[int]:
         """The ids of this host's facts matching PATTERN, by subject and key.
@@ -308,19 +311,19 @@ class History:
         without glob characters it matches as a substring.
         """
         glob = pattern if any(c in pattern for c in "*?[") else f"*{pattern}*"
-        idents = self._rows("SELECT id, subject, key FROM facts WHERE host_id = ?", (self.host_id,))
-        return [
-            i
-            for i, s, k in sorted(idents, key=lambda r: (r[1], r[2]))
-            if fnmatchcase(s, glob) or fnmatchcase(k, glob) or fnmatchcase(f"{s} {k}", glob)
-        ]
+        # fnmatchcase's own test, compiled once for every fact of the host.
+        match = re.compile(translate(glob)).match
+        idents = self.rows("SELECT id, subject, key FROM facts WHERE host_id = ?", (self.host_id,))
+        # Sorted here: PostgreSQL's ORDER BY follows the database's collation, not code points.
+        idents.sort(key=lambda r: (r[1], r[2]))
+        return [i for i, s, k in idents if match(s) or match(k) or match(f"{s} {k}")]
 
     def state_of(self, snapshot_id: int, pattern: str) -> dict[tuple[str, str], StoredVersion]:
         """The values at a snapshot of the facts matching PATTERN (see matching_facts)."""
         out: dict[tuple[str, str], StoredVersion] = {}
         for chunk in _chunks(self.matching_facts(pattern)):
-            rows = self._rows(*self.state_sql(snapshot_id, chunk))
-            out.update({(r[0], r[1]): _version(r) for r in rows})
+            rows = self.rows(*self.state_sql(snapshot_id, chunk))
+            out.update({(r[0], r[1]): version_row(r) for r in rows})
         return out
 
     def versions_of(self, pattern: str) -> list[StoredVersion]:
@@ -331,36 +334,37 @@ class History:
         """
         out: list[StoredVersion] = []
         for chunk in _chunks(self.matching_facts(pattern)):
-            rows = self._rows(
+            rows = self.rows(
                 f"SELECT {VERSION_COLUMNS} FROM facts f JOIN versions v ON v.fact_id = f.id "
                 f"{VERSION_JOINS} WHERE f.id IN ({_marks(len(chunk))})",
                 chunk,
             )
-            out.extend(_version(r) for r in rows)
+            out.extend(version_row(r) for r in rows)
         out.sort(key=lambda v: (v.subject, v.key, v.first_snapshot_id))
         return out
 
-    def newest_versions_of(self, pattern: str, limit: int) -> list[FactVersionsPage]:
-        """Per fact matching PATTERN (by subject, key): its newest `limit` versions, newest
-        first, and how many older ones there are.
+    def newest_versions_of(self, pattern: str, limit: int | None) -> list[FactVersionsPage]:
+        """Per fact matching PATTERN (by subject, key): its newest `limit` versions (None:
+        all), newest first, and how many older ones there are.
 
-        Each fact is one backward seek in ix_versions_fact_first and one
-        count over it, so a fact that changed every minute for a year costs
-        `limit` rows, not half a million.
+        Each fact is one backward range of ix_versions_fact_first and, when
+        the page is full, one count over it: a fact that changed every
+        minute for a year costs `limit` rows, not half a million.
         """
         pages = []
+        page = "" if limit is None else " LIMIT ?"
         for fact_id in self.matching_facts(pattern):
-            rows = self._rows(
+            rows = self.rows(
                 f"SELECT {VERSION_COLUMNS} FROM facts f JOIN versions v ON v.fact_id = f.id "
-                f"{VERSION_JOINS} WHERE f.id = ? ORDER BY v.first_snapshot_id DESC LIMIT ?",
-                (fact_id, limit),
+                f"{VERSION_JOINS} WHERE f.id = ? ORDER BY v.first_snapshot_id DESC{page}",
+                (fact_id,) if limit is None else (fact_id, limit),
             )
             if not rows:
                 continue
             total = len(rows)
-            if total == limit:
+            if limit is not None and total == limit:
                 total = self._count("SELECT count(*) FROM versions WHERE fact_id = ?", (fact_id,))
-            versions = [_version(r) for r in rows]
+            versions = [version_row(r) for r in rows]
             pages.append(
                 FactVersionsPage(versions[0].subject, versions[0].key, versions, total - len(rows))
             )
@@ -372,25 +376,49 @@ class History:
         A version that only moved (a script line now lower down, same value) is
         not a value of its own and is left out.
         """
-        rows = self._rows(
+        rows = self.rows(
             f"SELECT {VERSION_COLUMNS} FROM facts f JOIN versions v ON v.fact_id = f.id "
             f"{VERSION_JOINS} WHERE f.host_id = ? AND v.first_snapshot_id > ? "
-            f"AND v.first_snapshot_id <= ? AND {self._not_a_move()}",
+            f"AND v.first_snapshot_id <= ? AND {self.not_a_move()}",
             (self.host_id, after_id, upto_id),
         )
-        return [_version(r) for r in rows]
+        return [version_row(r) for r in rows]
 
     def version_counts(self, upto_id: int) -> dict[tuple[str, str], int]:
         """How many values each fact had in snapshots up to `upto_id`: its churn (moves aside)."""
-        rows = self._rows(
-            "SELECT f.subject, f.key, count(v.id) FROM facts f JOIN versions v ON v.fact_id = f.id "
-            f"WHERE f.host_id = ? AND v.first_snapshot_id <= ? AND {self._not_a_move()} "
-            "GROUP BY f.id, f.subject, f.key",
-            (self.host_id, upto_id),
-        )
-        return {(r[0], r[1]): int(r[2]) for r in rows}
+        return self.counts_between(0, upto_id)
 
-    def _not_a_move(self) -> str:
+    def counts_between(self, after_id: int, upto_id: int) -> dict[tuple[str, str], int]:
+        """How many values each fact took in (after_id, upto_id] (moves aside; facts that took
+        none left out), by subject and key.
+
+        Each fact's count is a range of the covering index ix_versions_fact_first,
+        never a row of versions: a fact that changed every minute for a year
+        is counted in 30 ms, not read. Only script facts can have moves, and
+        only theirs are read to take the moves off.
+        """
+        counts = {
+            (r[0], r[1]): int(r[2])
+            for r in self.rows(
+                "SELECT f.subject, f.key, (SELECT count(*) FROM versions v WHERE v.fact_id = f.id "
+                "AND v.first_snapshot_id > ? AND v.first_snapshot_id <= ?) FROM facts f "
+                "WHERE f.host_id = ?",
+                (after_id, upto_id, self.host_id),
+            )
+            if r[2]
+        }
+        moves = self.rows(
+            "SELECT f.subject, f.key, count(*) FROM facts f JOIN versions v ON v.fact_id = f.id "
+            "WHERE f.host_id = ? AND substr(f.subject, 1, 7) = 'script:' "
+            f"AND v.first_snapshot_id > ? AND v.first_snapshot_id <= ? AND NOT {self.not_a_move()} "
+            "GROUP BY f.id, f.subject, f.key",
+            (self.host_id, after_id, upto_id),
+        )
+        for subject, key, moved in moves:
+            counts[(subject, key)] -= int(moved)
+        return counts
+
+    def not_a_move(self) -> str:
         """SQL: version v of fact f is not a script fact whose value stayed while its line moved.
 
         The writer stores such a move as a new version with the same value (so
@@ -406,7 +434,7 @@ class History:
 
     def marks(self) -> list[MarkInfo]:
         """Every mark of this host, oldest first."""
-        rows = self._rows(
+        rows = self.rows(
             "SELECT id, at_us, kind, note FROM marks WHERE host_id = ? ORDER BY at_us, id",
             (self.host_id,),
         )
@@ -428,7 +456,7 @@ class History:
         )
         for start in range(0, len(wanted), IDS_PER_QUERY):
             chunk = wanted[start : start + IDS_PER_QUERY]
-            rows = self._rows(
+            rows = self.rows(
                 f"SELECT sha256, content FROM blobs WHERE sha256 IN ({_marks(len(chunk))})", chunk
             )
             for sha, data in rows:
@@ -438,7 +466,7 @@ class History:
             raise StoreError(f"blob {missing[0]} is missing from the history")
 
 
-def _version(r: Any) -> StoredVersion:
+def version_row(r: Any) -> StoredVersion:
     return StoredVersion(
         subject=r[0],
         key=r[1],
