@@ -1,13 +1,15 @@
 """Reading a long history: a window read as counts in SQL tells what reading every record
-told, and the state query's plan on PostgreSQL."""
+told, `drift history` pages newest first, and the state query's plan on PostgreSQL."""
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import run_drift
 from postgres_server import postgres_server
 
 from drift.analysis.diff import blind_spots
@@ -103,6 +105,37 @@ def test_a_window_read_in_sql_tells_what_every_record_tells(tmp_path: Path, seed
                 if first.id < v.first_snapshot_id <= last.id:
                     counts[(v.subject, v.key)] = counts.get((v.subject, v.key), 0) + 1
             assert inside.counts == counts
+
+
+def test_history_shows_the_newest_values_first_and_says_how_many_it_left_out(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "drift.db"
+    with HistoryWriter.open(resolve_db_url(str(db))) as writer:
+        for i in range(30):
+            writer.write_snapshot(
+                HOST, START + i * MINUTE, [Fact("command:tick", "stdout", f"tick {i}")], [], {}
+            )
+    args = ["--db", str(db), "--host", HOST]
+    text = run_drift(["history", "tick", *args], tmp_path).stdout
+    shown = [line.strip() for line in text.splitlines() if line.strip().startswith("= ")]
+    assert shown == [f"= tick {i}" for i in range(29, 9, -1)]
+    assert (
+        "... and 10 older values (the newest 20 shown: --limit N shows more, --all every one)"
+        in text
+    )
+
+    (fact,) = json.loads(
+        run_drift(["history", "tick", "--limit", "3", "--format", "json", *args], tmp_path).stdout
+    )["data"]["facts"]
+    assert [v["value"] for v in fact["versions"]] == ["tick 29", "tick 28", "tick 27"]
+    assert fact["older"] == 27 and fact["versions"][0]["until_snapshot"] is None
+    assert fact["versions"][1]["until_snapshot"] == fact["versions"][0]["from_snapshot"]
+
+    every = run_drift(["history", "tick", "--all", *args], tmp_path).stdout
+    assert every.count("      = tick ") == 30 and "older value" not in every
+    refused = run_drift(["history", "tick", "--limit", "0", *args], tmp_path, check=False)
+    assert refused.returncode == 2 and "--limit" in refused.stderr
 
 
 @pytest.fixture(scope="module")
