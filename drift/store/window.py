@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import operator
 import statistics
+from array import array
 from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -122,12 +123,11 @@ def window_records(
     # `+host_id`: SQLite walks the table by id (rowid) instead of the index and a lookup
     # a row; on PostgreSQL a no-op.
     span = "FROM snapshots WHERE +host_id = ? AND id >= ? AND id <= ?"
-    order = history.rows(f"SELECT id, taken_us {span} ORDER BY id", window)
-    if len(order) < 2:
+    id_of, at = _ids_and_times(history, span, window)
+    if len(id_of) < 2:
         return WindowRecords([], 0, 0, None, [])
-    id_of, at = zip(*order, strict=True)
-    count = len(order) - 1
-    steps = list(map(operator.sub, at[1:], at[:-1]))
+    count = len(id_of) - 1
+    steps = array("q", map(operator.sub, at[1:], at[:-1]))
     usual = statistics.median(steps) if count >= 2 else None
     limit = 3 * usual if usual is not None and usual > 0 else None
     # Where the clock went back or a gap opened: the records on both sides.
@@ -140,7 +140,7 @@ def window_records(
     if times:
         wanted = set(times)
         named |= {id_of[i] for i in range(1, len(at)) if at[i] in wanted}
-    named |= _config_switches(history, span, window, len(order))
+    named |= _config_switches(history, span, window, len(id_of))
     for snap_id in named:
         where = bisect_left(id_of, snap_id)
         if where < len(id_of) and id_of[where] == snap_id:
@@ -150,6 +150,20 @@ def window_records(
     gaps = [(found[id_of[i - 1]], found[id_of[i]]) for i in gap_at]
     with_errors = sum(1 for r in errors if int(r[0]) != baseline.id)
     return WindowRecords(kept, count, with_errors, usual, gaps)
+
+
+def _ids_and_times(
+    history: History, span: str, window: tuple[int, int, int]
+) -> tuple[array[int], array[int]]:
+    """The window's record ids and times, in id order, as two arrays of 64-bit integers
+    (a list of 260k row tuples would hold three times the memory)."""
+    ids, times = array("q"), array("q")
+    cursor = history.conn.execute(f"SELECT id, taken_us {span} ORDER BY id", window)
+    while rows := cursor.fetchmany(10_000):
+        chunk_ids, chunk_times = zip(*rows, strict=True)
+        ids.extend(chunk_ids)
+        times.extend(chunk_times)
+    return ids, times
 
 
 def _config_switches(
