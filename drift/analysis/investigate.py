@@ -43,6 +43,7 @@ from drift.analysis.investigation import (
     Unchanged,
     UnchangedFact,
     Window,
+    snapshot_ref,
 )
 from drift.analysis.investigation import Scope as ScopeView
 from drift.analysis.kinds import UNIT_RUNTIME_KEYS, category
@@ -222,18 +223,6 @@ def _touches(ranked: RankedStory, service: str) -> bool:
         if latest is not None and latest.provenance.get("service") == service:
             return True
     return False
-
-
-def snapshot_ref(snap: SnapshotInfo, asked: When | None, why: str) -> SnapshotRef:
-    """A snapshot as a report names it: number, time, the WHEN asked for and why this one."""
-    return SnapshotRef(
-        snapshot=snap.id,
-        time=iso(snap.taken_us),
-        local=local_time(snap.taken_us),
-        asked=asked.text if asked is not None else None,
-        why=why,
-        facts=snap.n_facts,
-    )
 
 
 def _suspect(ranked: RankedStory, values: Values) -> Suspect:

@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from drift.analysis.investigate import snapshot_ref
-from drift.analysis.investigation import SnapshotRef
+from drift.analysis.investigation import SnapshotRef, snapshot_ref
 from drift.analysis.values import Values, where
 from drift.store.query import History, StoredVersion
 from drift.timespec import When, iso, local_time, refuse_future
