@@ -533,19 +533,30 @@ def show(obj: DriftContext, at: When | None, pattern: str | None, fmt: str) -> N
 @cli.command(short_help="Every value a fact has had, when and from where.")
 @common_options
 @click.argument("pattern")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Show the newest N values of each fact (default: 20); the output says how many "
+    "older ones it left out.",
+)
+@click.option("--all", "show_all", is_flag=True, help="Show every value of each fact.")
 @format_option("text", "json", help_text="Output format; json is a versioned envelope.")
 @pass_drift
-def history(obj: DriftContext, pattern: str, fmt: str) -> None:
-    """Every value a fact has had, when, and where it came from.
+def history(obj: DriftContext, pattern: str, limit: int | None, show_all: bool, fmt: str) -> None:
+    """Every value a fact has had, newest first: when, and where it came from.
 
     PATTERN is a glob on subject, key or "subject key" (a plain word matches
     as a substring), e.g.  drift history SGLANG_SM120_MMA_TARGET_CTAS
     Exit 1 when no recorded fact matches (as grep does).
     """
     from drift.analysis.plain import plain
-    from drift.analysis.views import fact_history
+    from drift.analysis.views import HISTORY_LIMIT, fact_history
 
-    context = _view(obj, "history", lambda history: plain(fact_history(history, pattern)), fmt)
+    shown = None if show_all else (limit or HISTORY_LIMIT)
+    context = _view(
+        obj, "history", lambda history: plain(fact_history(history, pattern, shown)), fmt
+    )
     if not context["facts"]:
         sys.exit(EXIT_NO_MATCH)
 

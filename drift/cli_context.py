@@ -2,7 +2,7 @@
 whether the output is a JSON envelope (STYLE: state in ctx.obj, not module globals).
 
 Kept light like cli.py: the config parser is imported when a command asks for
-the config, SQLAlchemy only when it opens the history.
+the config, the database driver only when it opens the history.
 """
 
 from __future__ import annotations

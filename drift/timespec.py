@@ -12,6 +12,7 @@ import os
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
+from functools import lru_cache
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -100,19 +101,38 @@ def clock(us: int) -> str:
 
 
 def local_zone() -> tzinfo:
-    """The local zone for reading and showing times: $TZ if set, else /etc/localtime, else UTC."""
-    env = os.environ.get("TZ")
+    """The local zone for reading and showing times: $TZ if set, else /etc/localtime, else UTC.
+
+    Resolved once per $TZ and /etc/localtime (the link and the file it names):
+    a report shows thousands of times, and reading the zone file for each
+    was most of `drift history`'s time.
+    """
+    return _zone(os.environ.get("TZ"), _file_signature(LOCALTIME))
+
+
+LOCALTIME = Path("/etc/localtime")
+
+
+def _file_signature(path: Path) -> tuple[int, ...] | None:
+    try:
+        link, target = path.lstat(), path.stat()
+    except OSError:
+        return None
+    return (link.st_ino, link.st_mtime_ns, target.st_ino, target.st_mtime_ns, target.st_size)
+
+
+@lru_cache(maxsize=8)
+def _zone(env: str | None, localtime_signature: tuple[int, ...] | None) -> tzinfo:
     if env is not None:
         return _zone_from_tz_variable(env)
-    localtime = Path("/etc/localtime")
-    if localtime.exists():
-        key = _zone_key_for_file(localtime)
+    if localtime_signature is not None and LOCALTIME.exists():
+        key = _zone_key_for_file(LOCALTIME)
         if key is not None:
             try:
                 return ZoneInfo(key)
             except (ZoneInfoNotFoundError, ValueError):
                 pass
-        with localtime.open("rb") as f:
+        with LOCALTIME.open("rb") as f:
             return ZoneInfo.from_file(f, key=key or "localtime")
     return UTC
 

@@ -140,6 +140,30 @@ def test_record_imports_nothing_heavy_it_does_not_need(tmp_path: Path) -> None:
     assert "git" in imported_modules(["record", *cfg], tmp_path)
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["since", "--stable", "#1"],
+        ["diff", "#1", "#2"],
+        ["report", "--stable", "#1", "-o", "r.md"],
+        ["show", "hello"],
+        ["history", "hello"],
+        ["mark", "note", "--note", "looked"],
+    ],
+    ids=lambda a: a[0],
+)
+def test_read_commands_import_no_sqlalchemy(args: list[str], tmp_path: Path) -> None:
+    """Reads speak DB-API as `record` does: SQLAlchemy and Alembic are for migrations only."""
+    config = tmp_path / "drift.toml"
+    config.write_text('host = "lazy"\n[[commands]]\nname = "hello"\nrun = "date +%s%N"\n')
+    cfg = ["--config", str(config), "--db", str(tmp_path / "d.db")]
+    run_drift(["record", *cfg], tmp_path)
+    run_drift(["record", *cfg], tmp_path)
+    modules = imported_modules([*args, *cfg], tmp_path)
+    assert "drift" in modules
+    assert not modules & {"alembic", "sqlalchemy", "asyncio", "ssl", "mako"}
+
+
 def test_help_imports_only_click(tmp_path: Path) -> None:
     modules = imported_modules(["--help"], tmp_path)
     assert not modules & {"alembic", "sqlalchemy", "jinja2", "deepdiff", "git", "psutil", "sqlite3"}

@@ -74,8 +74,8 @@ CONTRACT: dict[str, str] = {
     "StateView": "host snapshot pattern subjects errors",
     "SubjectState": "subject facts",
     "StateFact": "key value secret since since_local where provenance",
-    "FactHistory": "host pattern facts",
-    "FactVersions": "subject key versions",
+    "FactHistory": "host pattern limit facts",
+    "FactVersions": "subject key versions older",
     "FactVersion": (
         "value secret from from_local from_snapshot until until_local until_snapshot "
         "untracked where provenance"
@@ -192,8 +192,8 @@ def test_the_validator_refuses_what_the_schema_does_not_allow() -> None:
         "where": "",
         "provenance": {},
     }
-    facts = [{"subject": "service:decode", "key": "env:A", "versions": [version]}]
-    good["data"] = {"host": "h", "pattern": "A", "facts": facts}
+    facts = [{"subject": "service:decode", "key": "env:A", "versions": [version], "older": 0}]
+    good["data"] = {"host": "h", "pattern": "A", "limit": 20, "facts": facts}
     assert check.errors(good) == []
     assert check.errors({**good, "command": "show"}) == [".command: 'show' is not 'history'"]
     bad = json.loads(json.dumps(good))

@@ -498,11 +498,13 @@ def history_skeleton() -> dict[str, Any]:
     return {
         "host": "gpu-node-7",
         "pattern": "A",
+        "limit": 2,
         "facts": [
             {
                 "subject": "script:/srv/serve/decode.sh",
                 "key": "export:A",
-                "versions": [version, last],
+                "versions": [last, version],
+                "older": 3,
             }
         ],
     }

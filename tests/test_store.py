@@ -134,10 +134,8 @@ def test_state_at_uses_the_covering_index(tmp_path: Path) -> None:
     db = tmp_path / "drift.db"
     write(db, [Fact("service:decode", "pid", "1")])
     with History.open(resolve_db_url(str(db)), HOST) as history:
-        query = history.state_query(1)
-        with history.engine.connect() as conn:
-            compiled = query.compile(conn, compile_kwargs={"literal_binds": True})
-            plan = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {compiled}").all()
+        sql, params = history.state_sql(1)
+        plan = history.conn.execute(f"EXPLAIN QUERY PLAN {sql}", params).fetchall()
     details = [row[-1] for row in plan]
     assert any("USING COVERING INDEX ix_versions_fact_first" in d for d in details), details
     assert not any(d.startswith("SCAN versions") for d in details), details
@@ -351,12 +349,14 @@ def test_writer_and_history_close_on_leaving_a_with_block_or_on_close(tmp_path: 
 
     with History.open(db, HOST) as history:
         assert history.latest().n_facts == 1
-        assert history.engine.pool.checkedin() == 1  # a connection kept for the next query
-    assert history.engine.pool.checkedin() == 0
+        assert history.latest().n_facts == 1  # one connection, kept for the next query
+    with pytest.raises(sqlite3.ProgrammingError):
+        history.conn.execute("SELECT 1")
     history = History.open(db, HOST)
     history.latest()
     history.close()
-    assert history.engine.pool.checkedin() == 0
+    with pytest.raises(sqlite3.ProgrammingError):
+        history.conn.execute("SELECT 1")
 
 
 def test_a_mark_goes_through_the_writer_into_an_existing_history_only(tmp_path: Path) -> None:

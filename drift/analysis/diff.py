@@ -73,11 +73,17 @@ class BlindSpot:
     current: bool  # still true at the current snapshot
 
 
-def blind_spots(baseline: SnapshotInfo, window: list[SnapshotInfo]) -> list[BlindSpot]:
+def blind_spots(
+    baseline: SnapshotInfo,
+    window: list[SnapshotInfo],
+    gaps: tuple[float, list[tuple[SnapshotInfo, SnapshotInfo]]] | None = None,
+) -> list[BlindSpot]:
     """Collection errors in (baseline, current], merged by what failed, and recording gaps.
 
     `window` is the snapshots after the baseline up to and including the current one.
     A gap is a pause between snapshots over 3x the usual (median) interval.
+    `gaps`, the usual interval and the gaps, is given when `window` holds only
+    the records where something happened (drift.store.window.WindowRecords).
     """
     spots: dict[tuple[str, str | None, str], list[int]] = {}
     current_id = window[-1].id if window else baseline.id
@@ -92,28 +98,33 @@ def blind_spots(baseline: SnapshotInfo, window: list[SnapshotInfo]) -> list[Blin
         BlindSpot("error", s, k, m, min(times), max(times), len(times), (s, k, m) in current_errors)
         for (s, k, m), times in spots.items()
     ]
-
-    series = [baseline, *window]
-    intervals = [b.taken_us - a.taken_us for a, b in zip(series, series[1:], strict=False)]
-    if len(intervals) >= 2:
-        usual = statistics.median(intervals)
-        for (a, b), gap in zip(zip(series, series[1:], strict=False), intervals, strict=True):
-            if usual > 0 and gap > 3 * usual:
-                out.append(
-                    BlindSpot(
-                        "gap",
-                        "recording",
-                        None,
-                        f"no record for {duration_text(gap)} "
-                        f"(usual interval {duration_text(int(usual))})",
-                        a.taken_us,
-                        b.taken_us,
-                        1,
-                        False,
-                    )
-                )
+    usual, pairs = gaps if gaps is not None else _gaps([baseline, *window])
+    for a, b in pairs:
+        out.append(
+            BlindSpot(
+                "gap",
+                "recording",
+                None,
+                f"no record for {duration_text(b.taken_us - a.taken_us)} "
+                f"(usual interval {duration_text(int(usual))})",
+                a.taken_us,
+                b.taken_us,
+                1,
+                False,
+            )
+        )
     out.sort(key=lambda s: (not s.current, s.kind, s.first_us, s.subject))
     return out
+
+
+def _gaps(series: list[SnapshotInfo]) -> tuple[float, list[tuple[SnapshotInfo, SnapshotInfo]]]:
+    """The median interval between consecutive records, and the pairs over 3x that apart."""
+    intervals = [b.taken_us - a.taken_us for a, b in zip(series, series[1:], strict=False)]
+    if len(intervals) < 2:
+        return 0, []
+    usual = statistics.median(intervals)
+    pairs = zip(series, series[1:], strict=False)
+    return usual, [(a, b) for a, b in pairs if usual > 0 and b.taken_us - a.taken_us > 3 * usual]
 
 
 def failing_at(snapshot: SnapshotInfo, state: State) -> set[tuple[str, str]]:

@@ -43,6 +43,7 @@ from drift.analysis.investigation import (
     Unchanged,
     UnchangedFact,
     Window,
+    snapshot_ref,
 )
 from drift.analysis.investigation import Scope as ScopeView
 from drift.analysis.kinds import UNIT_RUNTIME_KEYS, category
@@ -55,9 +56,13 @@ from drift.analysis.unit_history import service_runs
 from drift.analysis.values import Values, where
 from drift.analysis.windows import Span, clock_steps, given_why, resolve_span
 from drift.store.query import History, SnapshotInfo, StoredVersion
+from drift.store.window import WindowRecords, state_after, window_records, window_versions
 from drift.timespec import When, iso, local_time
 
 DEFAULT_TOP = 10  # suspects shown unless --top N or --all
+# The facts whose every value inside a window analysis reads (a service's runs, the
+# health checks); of the others it needs only how many values they took.
+WHOLE_VALUES = ("service:", "health:")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,25 +94,33 @@ def investigate(
     span = resolve_span(history, baseline, current, options.labels)
     chosen, first, last = span.chosen, span.baseline, span.current
     before = history.state_at(first.id)
-    after = history.state_at(last.id)
+    after = state_after(history, before, first.id, last.id)
     values = Values(history)
 
-    window = history.snapshots_between(first.id, last.id)
+    inside = window_versions(history, first.id, last.id, WHOLE_VALUES)
+    diffs = changes_between(before, after)
+    records = window_records(
+        history,
+        first,
+        last,
+        _moments(before, after, inside.versions),
+        [chosen.unhealthy_us] if chosen.unhealthy_us is not None else [],
+    )
+    window = records.snapshots
     scope = split_scope(
-        [c for c in changes_between(before, after) if not c.subject.startswith("health:")],
+        [c for c in diffs if not c.subject.startswith("health:")],
         [first, *window],
         history.configs(),
     )
-    inside = history.versions_started_between(first.id, last.id)
-    runs = service_runs(before, inside)
+    runs = service_runs(before, inside.versions)
     failures = find_failures(runs, [first, *window], history.text)
     stories, events = group_changes(
         scope.changes, after, [first, *window], runs=runs, failures=failures
     )
-    flapped = flapping(before, after, inside)
+    flapped = flapping(before, after, inside.counts)
     ranked = _ranked(history, span, window, stories, flapped, options.service, failures)
     shown = ranked if options.top is None else ranked[: options.top]
-    spots = blind_spots(first, window)
+    spots = blind_spots(first, window, (records.usual_us or 0, records.gaps))
     suspects = [_suspect(r, values) for r in shown]
     return Investigation(
         command=options.command,
@@ -122,14 +135,14 @@ def investigate(
             current,
             given_why(options.labels[1], current) if current is not None else "latest record",
         ),
-        trust=_trust(history, chosen.window, first, window, spots, scope.switches),
+        trust=_trust(history, chosen.window, first, records, spots, scope.switches),
         scope=_scope(scope),
-        window=Window(snapshots=len(window), with_errors=sum(1 for s in window if s.n_errors)),
+        window=Window(snapshots=records.count, with_errors=records.with_errors),
         total_suspects=len(ranked),
         suspects=suspects,
         changes_by_subject=changes_by_subject(suspects),
         timeline=timeline_entries(
-            history, first, last, ranked, events, inside, flapped, scope.switches, failures
+            history, first, last, ranked, events, inside.versions, flapped, scope.switches, failures
         ),
         unchanged=_unchanged(before, after, last, scope.changes, values),
         blind_spots=[_blind_spot(s) for s in spots],
@@ -167,19 +180,34 @@ def _ranked(
 
 
 def flapping(
-    before: State, after: State, inside: list[StoredVersion]
+    before: State, after: State, started: Mapping[tuple[str, str], int]
 ) -> dict[tuple[str, str], int]:
-    """Facts that changed inside the window and are back where they started: how many times."""
-    # systemd's words on the runs come and go with every restart: context, not flapping.
-    started = Counter((v.subject, v.key) for v in inside if v.key not in UNIT_RUNTIME_KEYS)
+    """Facts that changed inside the window and are back where they started: how many times.
+
+    `started`: how many values each fact took inside the window (WindowVersions.counts).
+    """
     out = {}
     for ident, count in started.items():
+        # systemd's words on the runs come and go with every restart: context, not flapping.
+        if ident[1] in UNIT_RUNTIME_KEYS:
+            continue
         old, new = before.get(ident), after.get(ident)
         same = (old is None and new is None) or (
             old is not None and new is not None and old.identity == new.identity
         )
         if same:
             out[ident] = count
+    return out
+
+
+def _moments(before: State, after: State, versions: list[StoredVersion]) -> set[int]:
+    """The snapshots where a value analysis reads began or ended: the records it must see."""
+    out = {v.until_snapshot_id for v in before.values() if v.until_snapshot_id is not None}
+    out |= {v.first_snapshot_id for v in after.values()}
+    for v in versions:
+        out.add(v.first_snapshot_id)
+        if v.until_snapshot_id is not None:
+            out.add(v.until_snapshot_id)
     return out
 
 
@@ -195,18 +223,6 @@ def _touches(ranked: RankedStory, service: str) -> bool:
         if latest is not None and latest.provenance.get("service") == service:
             return True
     return False
-
-
-def snapshot_ref(snap: SnapshotInfo, asked: When | None, why: str) -> SnapshotRef:
-    """A snapshot as a report names it: number, time, the WHEN asked for and why this one."""
-    return SnapshotRef(
-        snapshot=snap.id,
-        time=iso(snap.taken_us),
-        local=local_time(snap.taken_us),
-        asked=asked.text if asked is not None else None,
-        why=why,
-        facts=snap.n_facts,
-    )
 
 
 def _suspect(ranked: RankedStory, values: Values) -> Suspect:
@@ -398,7 +414,7 @@ def _trust(
     history: History,
     stable_window: tuple[int, int] | None,
     baseline: SnapshotInfo,
-    window: list[SnapshotInfo],
+    records: WindowRecords,
     spots: list[BlindSpot],
     switches: list[ConfigSwitch] | None = None,
 ) -> Trust:
@@ -412,7 +428,7 @@ def _trust(
     parts = []
     if in_window is not None:
         parts.append(f"{in_window:,} record{'' if in_window == 1 else 's'} in the stable window")
-    parts.append(f"{len(window):,} after the baseline")
+    parts.append(f"{records.count:,} after the baseline")
     parts.append(f"{gaps:,} gap{'' if gaps == 1 else 's'} in recording" if gaps else "no gaps")
     parts.append(
         f"{errors:,} kind{'' if errors == 1 else 's'} of collection error"
@@ -423,7 +439,7 @@ def _trust(
         noun = "error" if baseline.n_errors == 1 else "errors"
         parts.append(f"{baseline.n_errors:,} collection {noun} at the baseline itself")
     warnings = []
-    steps = clock_steps([baseline, *window])
+    steps = clock_steps([baseline, *records.snapshots])
     if steps:
         parts.append(f"clock went back {len(steps)} time{'' if len(steps) == 1 else 's'}")
         for before, after in steps:
@@ -446,7 +462,7 @@ def _trust(
             warnings.append(f"secret key {key_path} {spot.message} (seen {seen})")
     return Trust(
         window_snapshots=in_window,
-        after_baseline=len(window),
+        after_baseline=records.count,
         gaps=gaps,
         errors=errors,
         baseline_errors=baseline.n_errors,

@@ -10,12 +10,17 @@ tests/test_contract.py and docs/schema/since.schema.json pin them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from drift.analysis.diff import ChangeKind
 from drift.analysis.rank import Signal
 from drift.analysis.story import Status
 from drift.analysis.values import ValueDiff
+from drift.timespec import iso, local_time
+
+if TYPE_CHECKING:
+    from drift.store.query import SnapshotInfo
+    from drift.timespec import When
 
 Role = Literal["root", "evidence"]
 TimelineKind = Literal["config", "restart", "failure", "change", "health", "flapping", "mark"]
@@ -263,3 +268,15 @@ class Investigation:
     timeline: list[TimelineEntry]
     unchanged: Unchanged
     blind_spots: list[BlindSpotEntry]
+
+
+def snapshot_ref(snap: SnapshotInfo, asked: When | None, why: str) -> SnapshotRef:
+    """A snapshot as a report names it: number, time, the WHEN asked for and why this one."""
+    return SnapshotRef(
+        snapshot=snap.id,
+        time=iso(snap.taken_us),
+        local=local_time(snap.taken_us),
+        asked=asked.text if asked is not None else None,
+        why=why,
+        facts=snap.n_facts,
+    )

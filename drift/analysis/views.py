@@ -9,11 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from drift.analysis.investigate import snapshot_ref
-from drift.analysis.investigation import SnapshotRef
+from drift.analysis.investigation import SnapshotRef, snapshot_ref
 from drift.analysis.values import Values, where
 from drift.store.query import History, StoredVersion
 from drift.timespec import When, iso, local_time, refuse_future
+
+# Values shown per fact by `drift history` unless --limit N or --all: the newest ones.
+HISTORY_LIMIT = 20
 
 
 # Not frozen: there is one per fact of the box, and a frozen dataclass is twice as slow to build.
@@ -53,10 +55,7 @@ def state_view(history: History, at: When | None, pattern: str | None) -> StateV
     """The state at the snapshot for `at` (default: the latest), only facts matching `pattern`."""
     refuse_future(at, "--at")
     snap = history.snapshot_for(at) if at is not None else history.latest()
-    state = history.state_at(snap.id)
-    if pattern:
-        keep = {(v.subject, v.key) for v in history.versions_of(pattern)}
-        state = {i: v for i, v in state.items() if i in keep}
+    state = history.state_of(snap.id, pattern) if pattern else history.state_at(snap.id)
     values = Values(history)
     subjects: dict[str, list[StateFact]] = {}
     for (subject, key), version in sorted(state.items()):
@@ -102,48 +101,63 @@ class FactVersion:
 
 @dataclass(frozen=True, kw_only=True)
 class FactVersions:
-    """Every version of one fact, oldest first."""
+    """The newest versions of one fact, newest first, and how many older ones were left out."""
 
     subject: str
     key: str
     versions: list[FactVersion]
+    older: int
 
 
 @dataclass(frozen=True, kw_only=True)
 class FactHistory:
-    """Every version of every fact matching a pattern."""
+    """The versions of every fact matching a pattern: per fact, the newest `limit` (None: all)."""
 
     host: str
     pattern: str
+    limit: int | None
     facts: list[FactVersions]
 
 
-def fact_history(history: History, pattern: str) -> FactHistory:
-    """Every version of every fact matching `pattern`, oldest first, with where it came from."""
+def fact_history(history: History, pattern: str, limit: int | None = HISTORY_LIMIT) -> FactHistory:
+    """The versions of every fact matching `pattern`, newest first, with where each came from:
+    per fact the newest `limit` (None: every one), and how many older ones there are."""
     values = Values(history)
-    facts: dict[tuple[str, str], list[FactVersion]] = {}
-    versions = history.versions_of(pattern)
+    pages = history.newest_versions_of(pattern, limit)
+    versions = [v for page in pages for v in page.versions]
+    history.load_texts(versions)
     untracked = _left_scope(history, versions)
-    for v in versions:
-        facts.setdefault((v.subject, v.key), []).append(
-            FactVersion(
-                value=values.show(v),
-                secret=v.secret,
-                from_=iso(v.first_taken_us),
-                from_local=local_time(v.first_taken_us),
-                from_snapshot=v.first_snapshot_id,
-                until=iso(v.until_taken_us) if v.until_taken_us else None,
-                until_local=local_time(v.until_taken_us) if v.until_taken_us else None,
-                until_snapshot=v.until_snapshot_id,
-                untracked=(v.subject, v.key, v.first_snapshot_id) in untracked,
-                where=where(v.provenance),
-                provenance=v.provenance,
-            )
-        )
     return FactHistory(
         host=history.host,
         pattern=pattern,
-        facts=[FactVersions(subject=s, key=k, versions=vs) for (s, k), vs in facts.items()],
+        limit=limit,
+        facts=[
+            FactVersions(
+                subject=page.subject,
+                key=page.key,
+                versions=[_fact_version(v, values, untracked) for v in page.versions],
+                older=page.older,
+            )
+            for page in pages
+        ],
+    )
+
+
+def _fact_version(
+    v: StoredVersion, values: Values, untracked: set[tuple[str, str, int]]
+) -> FactVersion:
+    return FactVersion(
+        value=values.show(v),
+        secret=v.secret,
+        from_=iso(v.first_taken_us),
+        from_local=local_time(v.first_taken_us),
+        from_snapshot=v.first_snapshot_id,
+        until=iso(v.until_taken_us) if v.until_taken_us else None,
+        until_local=local_time(v.until_taken_us) if v.until_taken_us else None,
+        until_snapshot=v.until_snapshot_id,
+        untracked=(v.subject, v.key, v.first_snapshot_id) in untracked,
+        where=where(v.provenance),
+        provenance=v.provenance,
     )
 
 
