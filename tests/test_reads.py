@@ -207,3 +207,28 @@ def test_the_state_query_is_an_index_seek_per_fact_on_postgres_before_and_after_
                     assert state[("command:load", "stdout")].value == f"load {at - first}"
                 pg.execute("ANALYZE")
     assert analyzed == 0  # the first pass ran on a database without statistics
+
+
+def test_a_script_line_that_only_moved_is_no_value_of_the_window(tmp_path: Path) -> None:
+    """A line added above an export moves it: the writer keeps the new line as a version
+    with the same value, which is no change, so it is never told as changed and back."""
+    db = tmp_path / "drift.db"
+    script = "script:/opt/serve/decode.sh"
+
+    def facts(line: int, added: bool) -> list[Fact]:
+        out = [Fact(script, "export:PORT", "30001", {"file": "/opt/serve/decode.sh", "line": line})]
+        if added:
+            out.append(
+                Fact(script, "export:NEW", "512", {"file": "/opt/serve/decode.sh", "line": 2})
+            )
+        return out
+
+    with HistoryWriter.open(resolve_db_url(str(db))) as writer:
+        for i, (line, added) in enumerate([(2, False), (2, False), (3, True), (3, True)]):
+            writer.write_snapshot(HOST, START + i * MINUTE, facts(line, added), [], {})
+    with History.open(resolve_db_url(str(db)), HOST) as history:
+        counts = history.counts_between(2, 4)
+    assert counts == {(script, "export:NEW"): 1}
+    out = run_drift(["diff", "#2", "#4", "--db", str(db), "--host", HOST], tmp_path).stdout
+    assert "export:PORT" not in out.split("Verified unchanged")[0]
+    assert "changed 0 times" not in out

@@ -415,7 +415,10 @@ class History:
             (self.host_id, after_id, upto_id),
         )
         for subject, key, moved in moves:
-            counts[(subject, key)] -= int(moved)
+            ident = (subject, key)
+            counts[ident] -= int(moved)
+            if not counts[ident]:
+                del counts[ident]  # it only moved: no value of its own in the window
         return counts
 
     def not_a_move(self) -> str:
