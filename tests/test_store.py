@@ -14,6 +14,7 @@ from drift.errors import NoDatabaseError
 from drift.facts import CollectionError, Fact, FactBlock
 from drift.store.db import connect_dbapi
 from drift.store.delta import FRESH_MIN
+from drift.store.digest import state_digest
 from drift.store.query import History
 from drift.store.urls import resolve_db_url
 from drift.store.writer import HistoryWriter, add_mark, now_us
@@ -155,6 +156,78 @@ def test_same_facts_in_another_order_are_still_unchanged(tmp_path: Path) -> None
         assert conn.execute("SELECT n_changed FROM snapshots WHERE id = ?", (s2,)).fetchone() == (
             0,
         )
+
+
+@given(
+    files=st.dictionaries(
+        st.text("ab/\0", min_size=1, max_size=4).map(lambda p: "file:/" + p),
+        st.text("0123\0", max_size=3),
+        min_size=1,
+        max_size=8,
+    ),
+    data=st.data(),
+)
+def test_the_state_digest_does_not_depend_on_how_files_are_split_into_blocks(
+    files: dict[str, str], data: st.DataObject
+) -> None:
+    def block(subjects: list[str]) -> FactBlock:
+        return FactBlock(
+            ("sha256",), subjects, [[files[s] for s in subjects]], [{}] * len(subjects)
+        )
+
+    subjects = sorted(files)
+    read = data.draw(st.lists(st.sampled_from(subjects), unique=True))
+    rest = [s for s in subjects if s not in read]
+    whole = state_digest([block(subjects)])
+    assert state_digest([block(read), block(rest)]) == whole
+    assert state_digest([block(list(reversed(subjects)))]) == whole
+    # Anything stored differently digests differently.
+    changed = dict(files, **{subjects[0]: files[subjects[0]] + "x"})
+    assert state_digest([block(subjects)]) != state_digest(
+        [FactBlock(("sha256",), subjects, [[changed[s] for s in subjects]], [{}] * len(subjects))]
+    )
+    assert state_digest([block(subjects)]) != state_digest(
+        [FactBlock(("size",), subjects, [[files[s] for s in subjects]], [{}] * len(subjects))]
+    )
+
+
+def test_the_record_after_a_change_reads_no_stored_value(tmp_path: Path) -> None:
+    # The files collector yields the files it read in one block and those its stat
+    # cache vouches for in another: a changed file is in the first at its record and
+    # in the second at the next, with nothing changed. That must be the digest's
+    # shortcut, not a comparison of every stored value.
+    db = resolve_db_url(str(tmp_path / "drift.db"))
+    files = {f"file:/srv/{i:02d}": (f"{i:064x}", str(i)) for i in range(40)}
+
+    def block(subjects: list[str]) -> FactBlock:
+        return FactBlock(
+            ("sha256", "size"),
+            subjects,
+            [[files[s][0] for s in subjects], [files[s][1] for s in subjects]],
+            [{"glob": "/srv/*"} for _ in subjects],
+        )
+
+    def record(items: list[Fact | FactBlock]) -> tuple[int, int, list[str]]:
+        with HistoryWriter.open(db) as writer:
+            statements: list[str] = []
+            writer.conn.raw.set_trace_callback(statements.append)
+            result = writer.write_snapshot(HOST, now_us(), items, [], {})
+        reads = [s for s in statements if s.startswith("SELECT") and "versions" in s]
+        return result.changed, result.values_read, reads
+
+    command = Fact("command:load", "stdout", "0.1\n", {"run": "cat /proc/loadavg"})
+    assert record([block(sorted(files)), command])[:2] == (81, 0)
+    assert record([block(sorted(files)), command]) == (0, 0, [])
+    files["file:/srv/07"] = ("f" * 64, "7")
+    read, cached = ["file:/srv/07"], [s for s in sorted(files) if s != "file:/srv/07"]
+    changed, values_read, reads = record([block(read), block(cached), command])
+    assert (changed, values_read) == (1, 81) and reads
+    assert record([block(sorted(files)), command]) == (0, 0, [])
+    # A file the collector had to read again (touched, same bytes) is no change either.
+    assert record([block(read), block(cached), command]) == (0, 0, [])
+    # And the digest still tells the state apart, whatever the blocks.
+    files["file:/srv/08"] = ("e" * 64, "8")
+    assert record([block(sorted(files)), command])[0] == 1
 
 
 files_strategy = st.dictionaries(

@@ -59,6 +59,9 @@ class SnapshotResult:
     new_errors: list[CollectionError] = field(default_factory=list)
     # Set when this record's config differs from the last record's.
     config_change: ConfigChange | None = None
+    # Stored values the writer read to compare with what was collected: 0 when
+    # the state digest equalled the last snapshot's (nothing changed, nothing read).
+    values_read: int = 0
 
 
 @dataclass
@@ -402,6 +405,7 @@ class HistoryWriter:
             time.monotonic() - started,
             new_errors=new_errors,
             config_change=change,
+            values_read=len(previous.open_versions),
         )
 
     def _last_snapshot(self, host_id: int) -> LastSnapshot | None:
