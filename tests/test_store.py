@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
 from pathlib import Path
@@ -102,9 +103,29 @@ def test_long_values_are_stored_once_as_compressed_blobs(tmp_path: Path) -> None
     with sqlite3.connect(db) as conn:
         size = conn.execute("SELECT length(content) FROM blobs").fetchone()[0]
     assert size < len(script) / 10
-    # a short content still goes to a blob: scripts are always stored once
-    write(db, [Fact("script:/a.sh", "content", "#!/bin/sh\n")])
+    # A short text is stored inline, yet reads as a text (by its SHA-256) all the same;
+    # one holding a NUL still goes to a blob (PostgreSQL's text cannot hold one).
+    short, binary = "#!/bin/sh\n", "a\0b"
+    s = write(
+        db,
+        [
+            Fact("script:/a.sh", "content", short),
+            Fact("script:/b.sh", "content", script),
+            Fact("command:c", "stdout", binary),
+        ],
+    )
     assert count(db, "blobs") == 2
+    with History.open(resolve_db_url(str(db)), HOST) as history:
+        stored = history.state_at(s)
+        for ident, text in (
+            (("script:/a.sh", "content"), short),
+            (("command:c", "stdout"), binary),
+        ):
+            version = stored[ident]
+            sha = hashlib.sha256(text.encode()).hexdigest()
+            assert (version.value, version.blob_sha256, history.text(version)) == (None, sha, text)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM versions WHERE value = ?", (short,)).fetchone()
 
 
 def test_unchanged_record_adds_one_snapshot_row_and_under_200_bytes(tmp_path: Path) -> None:
@@ -360,7 +381,8 @@ def test_a_first_record_of_blocks_reads_back_whole_and_the_first_set_wins(
         ).fetchone()
         provenances = dict(
             conn.execute(
-                "SELECT f.subject, v.provenance FROM facts f JOIN versions v ON v.fact_id = f.id "
+                "SELECT f.subject, p.content FROM facts f JOIN versions v ON v.fact_id = f.id "
+                "JOIN provenances p ON p.id = v.provenance_id "
                 "WHERE f.key = 'size' AND f.subject IN ('file:/srv/00000.py', 'file:/srv/02344.py')"
             ).fetchall()
         )

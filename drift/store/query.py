@@ -6,6 +6,7 @@ and templates stay independent of the database.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import zlib
 from dataclasses import dataclass, field
@@ -18,7 +19,8 @@ from sqlalchemy.orm import aliased
 
 from drift.errors import NoHistoryError, TimeSpecError
 from drift.store.db import open_engine
-from drift.store.models import Blob, ConfigRecord, Host, Mark, Snapshot, Version
+from drift.store.delta import TEXT_KEYS
+from drift.store.models import Blob, ConfigRecord, Host, Mark, Provenance, Snapshot, Version
 from drift.store.models import Fact as FactRow
 from drift.store.schema import require_schema
 from drift.store.urls import DbUrl
@@ -71,6 +73,8 @@ class StoredVersion:
     until_snapshot_id: int | None
     until_taken_us: int | None
     provenance: dict[str, Any]
+    # A short text stored inline (see _version); History.text gives it.
+    inline_text: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def identity(self) -> tuple[str | None, str | None, bool]:
@@ -250,7 +254,10 @@ class History:
                 first.taken_us,
                 Version.until_snapshot_id,
                 until.taken_us,
-                Version.provenance,
+                # Stored once in provenances, shared by every version that has it.
+                select(Provenance.content)
+                .where(Provenance.id == Version.provenance_id)
+                .scalar_subquery(),
             )
             .join(Version, Version.fact_id == FactRow.id)
             .join(first, first.id == Version.first_snapshot_id)
@@ -362,6 +369,8 @@ class History:
 
     def text(self, version: StoredVersion) -> str:
         """The full value of a version, reading its blob if it has one."""
+        if version.inline_text is not None:
+            return version.inline_text
         if version.blob_sha256 is None:
             return version.value or ""
         sha = version.blob_sha256
@@ -394,15 +403,22 @@ def _not_a_move() -> Any:
 
 
 def _version(r: Any) -> StoredVersion:
+    value, blob_sha256, inline_text = r[2], r[3], None
+    if value is not None and r[1] in TEXT_KEYS:
+        # A script or command output is stored inline when short, and reads as it
+        # did when it was always a blob: by its SHA-256, its text from History.text.
+        inline_text, value = value, None
+        blob_sha256 = hashlib.sha256(inline_text.encode("utf-8", "surrogateescape")).hexdigest()
     return StoredVersion(
         subject=r[0],
         key=r[1],
-        value=r[2],
-        blob_sha256=r[3],
+        value=value,
+        blob_sha256=blob_sha256,
         secret=bool(r[4]),
         first_snapshot_id=r[5],
         first_taken_us=r[6],
         until_snapshot_id=r[7],
         until_taken_us=r[8],
         provenance=json.loads(r[9]) if r[9] else {},
+        inline_text=inline_text,
     )

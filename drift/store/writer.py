@@ -43,6 +43,9 @@ if TYPE_CHECKING:
 
 MARK_KINDS = ("stable", "unstable", "note")
 
+# A version's provenance JSON (stored once in provenances), as a column of a query on `v`.
+PROVENANCE = "(SELECT p.content FROM provenances p WHERE p.id = v.provenance_id)"
+
 
 @dataclass
 class SnapshotResult:
@@ -194,7 +197,7 @@ class HistoryWriter:
         marks = ",".join("?" * len(subjects))
         keys = ",".join("?" * len(PROCESS_KEYS))
         rows = self.conn.execute(
-            "SELECT f.subject, f.key, v.value, v.blob_sha256, v.secret, v.provenance FROM facts f "
+            f"SELECT f.subject, f.key, v.value, v.blob_sha256, v.secret, {PROVENANCE} FROM facts f "
             "JOIN versions v ON v.fact_id = f.id "
             f"WHERE f.host_id = ? AND f.subject IN ({marks}) AND f.key IN ({keys}) "
             "AND v.first_snapshot_id = "
@@ -438,7 +441,7 @@ class HistoryWriter:
         if needs_script_provenance(facts, config_changed):
             # The pattern is bound: psycopg would take a literal % for a placeholder.
             rows = self.conn.execute(
-                "SELECT f.subject, f.key, v.provenance FROM facts f "
+                f"SELECT f.subject, f.key, {PROVENANCE} FROM facts f "
                 "JOIN versions v ON v.fact_id = f.id WHERE f.host_id = ? "
                 "AND v.until_snapshot_id IS NULL AND (f.subject LIKE ? OR f.key LIKE ?)",
                 (host_id, "script:%", "unit:%"),
