@@ -176,7 +176,11 @@ def _inline_short_texts(conn: sa.Connection) -> None:
                 )
             )
         # A value this short is inline under any key now, so no version uses these blobs.
+        # Deleting a blob looks for versions that still use it (the foreign key): without
+        # an index on blob_sha256 that is a scan of every version for every blob.
+        conn.execute(sa.text("CREATE INDEX tmp_versions_blob ON versions (blob_sha256)"))
         conn.execute(sa.text("DELETE FROM blobs WHERE sha256 IN (SELECT sha256 FROM tmp_inline)"))
+        conn.execute(sa.text("DROP INDEX tmp_versions_blob"))
     conn.execute(sa.text("DROP TABLE tmp_inline"))
 
 
