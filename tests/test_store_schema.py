@@ -158,6 +158,11 @@ def test_an_upgraded_history_holds_and_reads_what_todays_writer_wrote(tmp_path: 
             # Only the long values and the output holding a NUL are blobs now.
             assert conn.execute("SELECT count(*) FROM blobs").fetchone()[0] == 3
             assert conn.execute("SELECT count(*) FROM provenances").fetchone()[0] == 10
+            # The pages the migration freed went back to the disk (VACUUM).
+            free, pages = (
+                conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("freelist_count", "page_count")
+            )
+            assert free * 4 < pages
         assert list(tmp_path.glob("old.db.bak-0005-*"))  # backed up before the upgrade
         for args in READS:
             shown = [
