@@ -13,7 +13,7 @@ kept an entry for every version ever closed. Now:
   NUL stays a blob: PostgreSQL's text cannot hold one). Existing blobs of
   that kind move inline and their rows go, so equal values are stored
   alike whatever drift wrote them.
-- `ix_versions_until` becomes `ix_versions_open`: the open versions by fact,
+- `ix_versions_until` becomes `ix_versions_open`, partial: the open versions only,
   one entry per fact whatever the depth of the history.
 
 Nothing is lost: every version reads back with the same value, text and
@@ -99,7 +99,7 @@ def upgrade() -> None:
     op.create_index(
         "ix_versions_open",
         "versions",
-        ["fact_id"],
+        ["until_snapshot_id"],
         sqlite_where=sa.text(OPEN),
         postgresql_where=sa.text(OPEN),
     )
