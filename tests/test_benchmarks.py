@@ -70,6 +70,34 @@ def test_inference_bench_runs_with_every_collector_on(tmp_path: Path) -> None:
     assert "every collector on" in result.stdout
 
 
+@pytest.mark.slow
+def test_bytes_bench_says_where_a_changed_minute_goes(tmp_path: Path) -> None:
+    summary = tmp_path / "bytes.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "bench_bytes.py"),
+            *("--depth", "day", "--minutes", "20", "--pairs", "1", "--plans"),
+            *("--dir", str(tmp_path), "--json", str(summary)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    day = json.loads(summary.read_text())["day"]
+    assert day["facts"] == 6443
+    # One changed 26-byte output: a snapshot row and a version row, no blob, no provenance.
+    assert day["changed"]["rows_per_minute"] == {"snapshots": 1.0, "versions": 1.0}
+    assert 0 < day["changed"]["used_bytes_per_minute"] <= 160
+    assert day["unchanged"]["rows_per_minute"] == {"snapshots": 1.0}
+    # A changed record reads the open versions through the partial index, never a scan.
+    plans = [step for _sql, plan in day["plans"]["changed"] for step in plan]
+    assert any("ix_versions_open" in step for step in plans)
+    assert not any(step.startswith("SCAN") and " versions" in step for step in plans)
+
+
 def run_bench(
     script: str, *args: str, tmp_path: Path
 ) -> tuple[subprocess.CompletedProcess[str], dict]:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_drift, start_drift
+from history_0005 import upgrades_losslessly
 from postgres_server import postgres_server
 
 from drift.facts import Fact
@@ -176,3 +177,17 @@ def test_script_facts_and_a_moved_line_are_stored_on_postgres(pg_url: str) -> No
     with History.open(db, "pg-scripts") as history:
         versions = history.versions_of("script:/srv/run.sh env:A")
     assert [(v.value, v.provenance) for v in versions] == [("1", {"line": 3}), ("1", {"line": 4})]
+
+
+def test_a_0005_history_upgrades_losslessly_on_postgres(pg_url: str) -> None:
+    # Migration 0006 on PostgreSQL: provenances by a hash join, short texts moved
+    # inline, the partial index of open versions; and its downgrade.
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for name in ("upgrade_new", "upgrade_old"):
+            conn.execute(f"CREATE DATABASE {name}")
+    base = pg_url.rsplit("/", 1)[0]
+    upgrades_losslessly(
+        resolve_db_url(f"{base}/upgrade_new"), resolve_db_url(f"{base}/upgrade_old")
+    )

@@ -357,6 +357,34 @@ def test_a_chmod_of_a_cached_file_is_a_change_and_an_untouched_tree_is_not(tmp_p
     assert (change["before"], change["after"]) == ("0644", "0600")
 
 
+def test_the_record_after_a_file_change_takes_the_unchanged_shortcut(tmp_path: Path) -> None:
+    # A changed file is read, so it reaches the store in the block of files read;
+    # at the next record the stat cache vouches for it and it is in the other block.
+    # Same state: that record must write its snapshot row without reading a value.
+    from drift.config import load_config
+    from drift.record import record
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for i in range(30):
+        (tree / f"f{i:02d}.txt").write_text(f"{i}\n")
+    path = tmp_path / "drift.toml"
+    path.write_text(
+        f'host = "rec"\nsecret_key_file = "{tmp_path}/secret.key"\n'
+        f'[[files]]\nname = "tree"\npaths = ["{tree}/*"]\n'
+    )
+    cfg, db = load_config(path), resolve_db_url(str(tmp_path / "d.db"))
+    time.sleep(0.1)  # past the racy window, so a record fills the stat cache
+    assert record(cfg, db).changed == 90
+    assert (record(cfg, db).changed, record(cfg, db).values_read) == (0, 0)
+    (tree / "f07.txt").write_text("seven\n")
+    time.sleep(0.1)
+    changed = record(cfg, db)
+    assert (changed.changed, changed.values_read) == (2, 90)  # sha256 and size
+    after = record(cfg, db)
+    assert (after.changed, after.values_read) == (0, 0)
+
+
 def _stderr_on_a_terminal(args: list[str], tmp_path: Path) -> tuple[str, str]:
     """Run drift with stderr on a real pseudo-terminal: (stdout, what the terminal got)."""
     controller, terminal = pty.openpty()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
 from pathlib import Path
@@ -14,6 +15,7 @@ from drift.errors import NoDatabaseError
 from drift.facts import CollectionError, Fact, FactBlock
 from drift.store.db import connect_dbapi
 from drift.store.delta import FRESH_MIN
+from drift.store.digest import state_digest
 from drift.store.query import History
 from drift.store.urls import resolve_db_url
 from drift.store.writer import HistoryWriter, add_mark, now_us
@@ -101,9 +103,29 @@ def test_long_values_are_stored_once_as_compressed_blobs(tmp_path: Path) -> None
     with sqlite3.connect(db) as conn:
         size = conn.execute("SELECT length(content) FROM blobs").fetchone()[0]
     assert size < len(script) / 10
-    # a short content still goes to a blob: scripts are always stored once
-    write(db, [Fact("script:/a.sh", "content", "#!/bin/sh\n")])
+    # A short text is stored inline, yet reads as a text (by its SHA-256) all the same;
+    # one holding a NUL still goes to a blob (PostgreSQL's text cannot hold one).
+    short, binary = "#!/bin/sh\n", "a\0b"
+    s = write(
+        db,
+        [
+            Fact("script:/a.sh", "content", short),
+            Fact("script:/b.sh", "content", script),
+            Fact("command:c", "stdout", binary),
+        ],
+    )
     assert count(db, "blobs") == 2
+    with History.open(resolve_db_url(str(db)), HOST) as history:
+        stored = history.state_at(s)
+        for ident, text in (
+            (("script:/a.sh", "content"), short),
+            (("command:c", "stdout"), binary),
+        ):
+            version = stored[ident]
+            sha = hashlib.sha256(text.encode()).hexdigest()
+            assert (version.value, version.blob_sha256, history.text(version)) == (None, sha, text)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM versions WHERE value = ?", (short,)).fetchone()
 
 
 def test_unchanged_record_adds_one_snapshot_row_and_under_200_bytes(tmp_path: Path) -> None:
@@ -153,6 +175,78 @@ def test_same_facts_in_another_order_are_still_unchanged(tmp_path: Path) -> None
         assert conn.execute("SELECT n_changed FROM snapshots WHERE id = ?", (s2,)).fetchone() == (
             0,
         )
+
+
+@given(
+    files=st.dictionaries(
+        st.text("ab/\0", min_size=1, max_size=4).map(lambda p: "file:/" + p),
+        st.text("0123\0", max_size=3),
+        min_size=1,
+        max_size=8,
+    ),
+    data=st.data(),
+)
+def test_the_state_digest_does_not_depend_on_how_files_are_split_into_blocks(
+    files: dict[str, str], data: st.DataObject
+) -> None:
+    def block(subjects: list[str]) -> FactBlock:
+        return FactBlock(
+            ("sha256",), subjects, [[files[s] for s in subjects]], [{}] * len(subjects)
+        )
+
+    subjects = sorted(files)
+    read = data.draw(st.lists(st.sampled_from(subjects), unique=True))
+    rest = [s for s in subjects if s not in read]
+    whole = state_digest([block(subjects)])
+    assert state_digest([block(read), block(rest)]) == whole
+    assert state_digest([block(list(reversed(subjects)))]) == whole
+    # Anything stored differently digests differently.
+    changed = dict(files, **{subjects[0]: files[subjects[0]] + "x"})
+    assert state_digest([block(subjects)]) != state_digest(
+        [FactBlock(("sha256",), subjects, [[changed[s] for s in subjects]], [{}] * len(subjects))]
+    )
+    assert state_digest([block(subjects)]) != state_digest(
+        [FactBlock(("size",), subjects, [[files[s] for s in subjects]], [{}] * len(subjects))]
+    )
+
+
+def test_the_record_after_a_change_reads_no_stored_value(tmp_path: Path) -> None:
+    # The files collector yields the files it read in one block and those its stat
+    # cache vouches for in another: a changed file is in the first at its record and
+    # in the second at the next, with nothing changed. That must be the digest's
+    # shortcut, not a comparison of every stored value.
+    db = resolve_db_url(str(tmp_path / "drift.db"))
+    files = {f"file:/srv/{i:02d}": (f"{i:064x}", str(i)) for i in range(40)}
+
+    def block(subjects: list[str]) -> FactBlock:
+        return FactBlock(
+            ("sha256", "size"),
+            subjects,
+            [[files[s][0] for s in subjects], [files[s][1] for s in subjects]],
+            [{"glob": "/srv/*"} for _ in subjects],
+        )
+
+    def record(items: list[Fact | FactBlock]) -> tuple[int, int, list[str]]:
+        with HistoryWriter.open(db) as writer:
+            statements: list[str] = []
+            writer.conn.raw.set_trace_callback(statements.append)
+            result = writer.write_snapshot(HOST, now_us(), items, [], {})
+        reads = [s for s in statements if s.startswith("SELECT") and "versions" in s]
+        return result.changed, result.values_read, reads
+
+    command = Fact("command:load", "stdout", "0.1\n", {"run": "cat /proc/loadavg"})
+    assert record([block(sorted(files)), command])[:2] == (81, 0)
+    assert record([block(sorted(files)), command]) == (0, 0, [])
+    files["file:/srv/07"] = ("f" * 64, "7")
+    read, cached = ["file:/srv/07"], [s for s in sorted(files) if s != "file:/srv/07"]
+    changed, values_read, reads = record([block(read), block(cached), command])
+    assert (changed, values_read) == (1, 81) and reads
+    assert record([block(sorted(files)), command]) == (0, 0, [])
+    # A file the collector had to read again (touched, same bytes) is no change either.
+    assert record([block(read), block(cached), command]) == (0, 0, [])
+    # And the digest still tells the state apart, whatever the blocks.
+    files["file:/srv/08"] = ("e" * 64, "8")
+    assert record([block(sorted(files)), command])[0] == 1
 
 
 files_strategy = st.dictionaries(
@@ -285,7 +379,8 @@ def test_a_first_record_of_blocks_reads_back_whole_and_the_first_set_wins(
         ).fetchone()
         provenances = dict(
             conn.execute(
-                "SELECT f.subject, v.provenance FROM facts f JOIN versions v ON v.fact_id = f.id "
+                "SELECT f.subject, p.content FROM facts f JOIN versions v ON v.fact_id = f.id "
+                "JOIN provenances p ON p.id = v.provenance_id "
                 "WHERE f.key = 'size' AND f.subject IN ('file:/srv/00000.py', 'file:/srv/02344.py')"
             ).fetchall()
         )

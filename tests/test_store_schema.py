@@ -10,6 +10,7 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from conftest import run_drift
+from history_0005 import HOST, upgrades_losslessly
 from sqlalchemy import text
 
 from drift.resources import resource_dir
@@ -115,3 +116,59 @@ def test_the_migration_shards_paths_as_the_writer_does() -> None:
     paths = ["/etc/app.conf", "/opt/model/config.json", "/srv/\udcff-latin1-name", "/é/ü"]
     assert [module._shard(p) for p in paths] == [stat_shard(p) for p in paths]
     assert module.SHARDS == STAT_SHARDS
+
+
+def test_migration_0006_stores_values_and_provenances_as_the_writer_does() -> None:
+    # A value the migration left in a blob that the writer stores inline (or the other
+    # way round) would read as a change at the next record.
+    from drift.store.delta import INLINE_MAX, TEXT_KEYS, provenance_digest, stored_value
+
+    spec = importlib.util.spec_from_file_location(
+        "m0006", resource_dir("migrations") / "versions" / "0006_provenances_inline_values.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert (module.INLINE_MAX, set(module.TEXT_KEYS)) == (INLINE_MAX, TEXT_KEYS)
+    for json_text in ('{"run": "uptime"}', '{"file": "/\u00e9t\u00e9.sh", "line": 3}'):
+        assert module.provenance_digest(json_text) == provenance_digest(json_text)
+    for value in ("0.1\n", "x" * INLINE_MAX, "x" * (INLINE_MAX + 1), "a\0b", "é" * INLINE_MAX):
+        data = value.encode("utf-8", "surrogateescape")
+        assert (module._inline(data) is not None) == (stored_value("stdout", value)[0] is not None)
+
+
+READS = (
+    ["show"],
+    ["show", "--at", "#1", "--format", "json"],
+    ["history", "command:"],
+    ["history", "script:", "--format", "json"],
+    ["history", "service:"],
+    ["since", "--stable", "#1"],
+    ["since", "--stable", "#1", "--format", "json"],
+)
+
+
+def test_an_upgraded_history_holds_and_reads_what_todays_writer_wrote(tmp_path: Path) -> None:
+    # The same records, written by today's writer and as 0005's writer stored them:
+    # upgraded, the old history holds the same rows and reads the same, command by command.
+    new, old = (resolve_db_url(str(tmp_path / f"{name}.db")) for name in ("new", "old"))
+
+    def read_alike() -> None:
+        with sqlite3.connect(tmp_path / "old.db") as conn:
+            # Only the long values and the output holding a NUL are blobs now.
+            assert conn.execute("SELECT count(*) FROM blobs").fetchone()[0] == 3
+            assert conn.execute("SELECT count(*) FROM provenances").fetchone()[0] == 10
+            # The pages the migration freed went back to the disk (VACUUM).
+            free, pages = (
+                conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("freelist_count", "page_count")
+            )
+            assert free * 4 < pages
+        assert list(tmp_path.glob("old.db.bak-0005-*"))  # backed up before the upgrade
+        for args in READS:
+            shown = [
+                run_drift([*args, "--host", HOST, "--db", str(tmp_path / f"{name}.db")], tmp_path)
+                for name in ("old", "new")
+            ]
+            assert shown[0].stdout == shown[1].stdout.replace("new.db", "old.db"), args
+
+    upgrades_losslessly(new, old, read_alike)

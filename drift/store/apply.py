@@ -16,7 +16,16 @@ from typing import Any
 
 from drift.facts import FactBlock
 from drift.store.db import DbapiConnection
-from drift.store.delta import FRESH_MIN, Delta, Ident, NewVersion, provenance_json
+from drift.store.delta import (
+    FRESH_MIN,
+    Delta,
+    Ident,
+    NewVersion,
+    provenance_digest,
+    provenance_json,
+)
+
+IDS_PER_QUERY = 500  # values bound in one `IN (...)`
 
 
 def apply_delta(
@@ -48,7 +57,11 @@ def _insert_fresh(
     if not blocks:
         return
     next_id = _next_fact_id(conn)
-    for block in blocks:
+    runs = [list(_runs(block.provenances)) for block in blocks]
+    provenance_ids = _provenance_ids(
+        conn, {provenance_json(p) for block_runs in runs for _start, _end, p in block_runs}
+    )
+    for block, block_runs in zip(blocks, runs, strict=True):
         width = len(block.keys)
         conn.execute(
             "INSERT INTO facts (id, host_id, subject, key) "
@@ -57,18 +70,18 @@ def _insert_fresh(
             (next_id, width, host_id, _json_array(block.subjects), _json_array(block.keys)),
         )
         # One statement per run of subjects that share a provenance (one per glob).
-        for start, end, provenance in _runs(block.provenances):
+        for start, end, provenance in block_runs:
             values = chain.from_iterable(
                 zip(*(column[start:end] for column in block.columns), strict=True)
             )
             conn.execute(
                 "INSERT INTO versions (fact_id, value, blob_sha256, secret, "
-                "first_snapshot_id, provenance) "
+                "first_snapshot_id, provenance_id) "
                 "SELECT ? + key, value, NULL, 0, ?, ? FROM json_each(?)",
                 (
                     next_id + start * width,
                     snapshot_id,
-                    provenance_json(provenance),
+                    provenance_ids.get(provenance_json(provenance)),
                     _json_array(values),
                 ),
             )
@@ -91,8 +104,8 @@ def _insert_versions(
     if blobs:
         existing: set[str] = set()
         digests = list(blobs)
-        for i in range(0, len(digests), 500):
-            chunk = digests[i : i + 500]
+        for i in range(0, len(digests), IDS_PER_QUERY):
+            chunk = digests[i : i + IDS_PER_QUERY]
             marks = ",".join("?" * len(chunk))
             existing.update(
                 r[0]
@@ -115,9 +128,10 @@ def _insert_versions(
         key: provenance_json(provenance)
         for key, provenance in {id(row.provenance): row.provenance for row in rows}.items()
     }
+    provenance_ids = _provenance_ids(conn, set(serialised.values()))
     conn.insert_rows(
         "INSERT INTO versions (fact_id, value, blob_sha256, secret, first_snapshot_id, "
-        "provenance) VALUES (?, ?, ?, ?, ?, ?)",
+        "provenance_id) VALUES (?, ?, ?, ?, ?, ?)",
         [
             (
                 fact_ids[ident] if fact_id is None else fact_id,
@@ -125,11 +139,40 @@ def _insert_versions(
                 digest,
                 secret,
                 snapshot_id,
-                serialised[id(provenance)],
+                provenance_ids.get(serialised[id(provenance)]),
             )
             for ident, provenance, secret, fact_id, value, digest, _data in rows
         ],
     )
+
+
+def _provenance_ids(conn: DbapiConnection, texts: set[str | None]) -> dict[str | None, int]:
+    """The id of each provenance (its JSON), inserted the first time any host stores it.
+
+    A changed record of one fact looks up one provenance; no provenance (None) has no id.
+    """
+    by_digest = {provenance_digest(text): text for text in texts if text is not None}
+    ids: dict[str | None, int] = {}
+
+    def look_up(digests: list[bytes]) -> None:
+        for start in range(0, len(digests), IDS_PER_QUERY):
+            chunk = digests[start : start + IDS_PER_QUERY]
+            marks = ",".join("?" * len(chunk))
+            query = f"SELECT id, digest FROM provenances WHERE digest IN ({marks})"
+            rows = conn.execute(query, chunk)
+            ids.update({by_digest[bytes(digest)]: int(pid) for pid, digest in rows})
+
+    look_up(list(by_digest))
+    missing = [(digest, text) for digest, text in by_digest.items() if text not in ids]
+    if missing:
+        # Another host of a fleet may insert the same provenance at the same moment.
+        conn.executemany(
+            "INSERT INTO provenances (digest, content) VALUES (?, ?) "
+            "ON CONFLICT (digest) DO NOTHING",
+            missing,
+        )
+        look_up([digest for digest, _text in missing])
+    return ids
 
 
 def _fact_ids(

@@ -36,6 +36,7 @@ DRIFT_TABLES = frozenset(
         "snapshots",
         "facts",
         "blobs",
+        "provenances",
         "versions",
         "marks",
         "stat_cache",

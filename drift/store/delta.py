@@ -21,9 +21,21 @@ from drift.facts import CollectionError, Fact, FactBlock
 if TYPE_CHECKING:
     from drift.scope import Scope
 
-# Keys whose values always go to the blob table, and the size above which any value does.
-BLOB_KEYS = frozenset({"content", "stdout"})
 INLINE_MAX = 512
+"""Characters past which a value goes to the blob table, stored once and compressed.
+
+A shorter value is stored inline whatever its key: a command's 26-byte output
+line in a blob cost its 64-character SHA-256 three times (in the version, as
+the blob's key and in the key's index) besides the blob row, about 300 bytes
+a change where inline it takes 27."""
+
+TEXT_KEYS = frozenset({"content", "stdout"})
+"""Keys whose values are text, however short: a script's content, a command's output.
+
+Read as before, when they always went to the blob table: by their SHA-256, their
+text from History.text (drift.store.query). One holding a NUL still goes to the
+blob table (PostgreSQL's text cannot hold one); other keys' values never had a NUL
+stored but inline, so their rule is unchanged."""
 
 FRESH_MIN = 200
 """New facts (or, in a block, new subjects) past which an established host's known ones
@@ -154,15 +166,20 @@ def delta(
 
 
 def stored_value(key: str, value: str) -> tuple[str | None, str | None, bytes | None]:
-    """(inline value, blob digest, blob bytes): a value of a blob key, or a long one, is a blob.
+    """(inline value, blob digest, blob bytes): a long value is a blob, a short one inline.
 
     A plain tuple: a changed record asks for every fact it compares (36k for
     the bench tree), and a NamedTuple cost 12-30 ms more CPU of the writer's ~200 ms.
+    migrations/versions/0006 applies the same rule to values stored before it.
     """
-    if key in BLOB_KEYS or len(value) > INLINE_MAX:
+    if len(value) > INLINE_MAX or (key in TEXT_KEYS and "\0" in value):
         data = value.encode("utf-8", "surrogateescape")
         return None, hashlib.sha256(data).hexdigest(), data
     return value, None, None
+
+
+PROVENANCE_SQL = "(SELECT p.content FROM provenances p WHERE p.id = v.provenance_id)"
+"""A version's provenance JSON (stored once in provenances), as a column of a query on `v`."""
 
 
 def provenance_json(provenance: dict[str, Any]) -> str | None:
@@ -172,6 +189,11 @@ def provenance_json(provenance: dict[str, Any]) -> str | None:
         if provenance
         else None
     )
+
+
+def provenance_digest(text: str) -> bytes:
+    """The 16-byte key of a provenance's JSON in the provenances table."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def needs_known_subjects(
@@ -339,9 +361,9 @@ def _columnar(block: FactBlock) -> bool:
     """True if every value of `block` is stored inline and survives a trip through JSON.
 
     SQLite's json_each ends a text at NUL, and a value past INLINE_MAX (or
-    of a blob key) belongs in the blob table.
+    of a text key, which may hold one) belongs in the blob table.
     """
-    if BLOB_KEYS.intersection(block.keys):
+    if TEXT_KEYS.intersection(block.keys):
         return False
     for column in (block.subjects, list(block.keys), *block.columns):
         if max(map(len, column), default=0) > INLINE_MAX or "\0" in "".join(column):

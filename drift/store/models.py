@@ -19,6 +19,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -107,29 +108,62 @@ class Blob(Base):
     content: Mapped[bytes] = mapped_column(LargeBinary)
 
 
+class Provenance(Base):
+    """A provenance (file/line/text, pid, source, command ...), stored once and shared.
+
+    Most facts share theirs: every variable of a process names the same
+    environ, every file of a glob the same glob, a command's output and exit
+    the same command line. A version holds the id of its provenance, not a
+    copy of the JSON: one or two bytes where the copy took 30 to 100, in
+    every version of a fact that changes every minute.
+    """
+
+    __tablename__ = "provenances"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # drift.store.delta.provenance_digest of `content`: finds the row of a provenance.
+    digest: Mapped[bytes] = mapped_column(LargeBinary(16), unique=True)
+    # JSON object, keys sorted (drift.store.delta.provenance_json).
+    content: Mapped[str] = mapped_column(Text)
+
+
+# The state at a snapshot reads the open versions; so does every changed record.
+OPEN = "until_snapshot_id IS NULL"
+
+
 class Version(Base):
     __tablename__ = "versions"
     __table_args__ = (
         # Covering index for "state at snapshot S": per fact, the version with the
         # greatest first_snapshot_id <= S, and whether it was closed before S.
         Index("ix_versions_fact_first", "fact_id", "first_snapshot_id", "until_snapshot_id"),
-        # The open versions (current state) and versions closed at a snapshot.
-        Index("ix_versions_until", "until_snapshot_id"),
+        # The open versions (the current state): partial, so it holds one entry per
+        # fact whatever the depth of the history, and a version leaves it when it
+        # closes instead of staying in it forever. On until_snapshot_id, not fact_id:
+        # a changed record then reads the open versions in one range, not a seek per
+        # fact (36k open versions: 193 ms against 247 ms).
+        Index(
+            "ix_versions_open",
+            "until_snapshot_id",
+            sqlite_where=text(OPEN),
+            postgresql_where=text(OPEN),
+        ),
         # Versions that appeared at a snapshot (what changed in a window).
         Index("ix_versions_first", "first_snapshot_id"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     fact_id: Mapped[int] = mapped_column(ForeignKey("facts.id"))
-    # Short values inline; long ones (scripts, command output) in blobs.
+    # Values up to drift.store.delta.INLINE_MAX characters inline, whatever their
+    # key; longer ones (and a script or command output holding a NUL) in blobs.
     value: Mapped[str | None] = mapped_column(Text)
     blob_sha256: Mapped[str | None] = mapped_column(ForeignKey("blobs.sha256"))
     # True when value is a keyed digest of a secret, never the secret.
     secret: Mapped[bool] = mapped_column(Boolean, default=False)
     first_snapshot_id: Mapped[int] = mapped_column(ForeignKey("snapshots.id"))
     until_snapshot_id: Mapped[int | None] = mapped_column(ForeignKey("snapshots.id"))
-    # JSON object: file/line/text, pid, source, command ...
-    provenance: Mapped[str | None] = mapped_column(Text)
+    # NULL when the fact has no provenance.
+    provenance_id: Mapped[int | None] = mapped_column(ForeignKey("provenances.id"))
 
 
 class Mark(Base):

@@ -9,6 +9,7 @@ which alone costs a `drift since` 250 ms before it reads a row.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import zlib
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from drift.errors import NoHistoryError, StoreError, TimeSpecError
 from drift.store.db import DbapiConnection, connect_dbapi
+from drift.store.delta import PROVENANCE_SQL, TEXT_KEYS
 from drift.store.schema import check_revision, current_revision_dbapi
 from drift.store.urls import DbUrl
 from drift.timespec import When, describe_when, from_us, quote_when, to_us
@@ -35,7 +37,7 @@ SNAPSHOT_COLUMNS = "id, taken_us, duration_ms, n_facts, n_changed, n_errors, err
 # A version with its fact's identity and the times of its first and until snapshots.
 VERSION_COLUMNS = (
     "f.subject, f.key, v.value, v.blob_sha256, v.secret, v.first_snapshot_id, s1.taken_us, "
-    "v.until_snapshot_id, s2.taken_us, v.provenance"
+    f"v.until_snapshot_id, s2.taken_us, {PROVENANCE_SQL}"
 )
 VERSION_JOINS = (
     "JOIN snapshots s1 ON s1.id = v.first_snapshot_id "
@@ -86,6 +88,8 @@ class StoredVersion:
     until_snapshot_id: int | None
     until_taken_us: int | None
     provenance: dict[str, Any]
+    # A short text stored inline (see version_row); History.text gives it.
+    inline_text: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def identity(self) -> tuple[str | None, str | None, bool]:
@@ -447,6 +451,8 @@ class History:
 
     def text(self, version: StoredVersion) -> str:
         """The full value of a version, reading its blob if it has one."""
+        if version.inline_text is not None:
+            return version.inline_text
         if version.blob_sha256 is None:
             return version.value or ""
         self.load_texts([version])
@@ -455,7 +461,8 @@ class History:
     def load_texts(self, versions: Iterable[StoredVersion]) -> None:
         """Read the blobs of these versions not read yet, a few hundred to a query."""
         wanted = sorted(
-            {v.blob_sha256 for v in versions if v.blob_sha256 is not None} - self._blobs.keys()
+            {v.blob_sha256 for v in versions if v.blob_sha256 is not None and v.inline_text is None}
+            - self._blobs.keys()
         )
         for start in range(0, len(wanted), IDS_PER_QUERY):
             chunk = wanted[start : start + IDS_PER_QUERY]
@@ -470,15 +477,22 @@ class History:
 
 
 def version_row(r: Any) -> StoredVersion:
+    value, blob_sha256, inline_text = r[2], r[3], None
+    if value is not None and r[1] in TEXT_KEYS:
+        # A script or command output is stored inline when short, and reads as it
+        # did when it was always a blob: by its SHA-256, its text from History.text.
+        inline_text, value = value, None
+        blob_sha256 = hashlib.sha256(inline_text.encode("utf-8", "surrogateescape")).hexdigest()
     return StoredVersion(
         subject=r[0],
         key=r[1],
-        value=r[2],
-        blob_sha256=r[3],
+        value=value,
+        blob_sha256=blob_sha256,
         secret=bool(r[4]),
         first_snapshot_id=r[5],
         first_taken_us=r[6],
         until_snapshot_id=r[7],
         until_taken_us=r[8],
         provenance=json.loads(r[9]) if r[9] else {},
+        inline_text=inline_text,
     )

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 
 # The newest migration this drift ships, and every revision it can read.
 # tests/test_store_schema.py checks these against migrations/versions.
-HEAD_REVISION = "0005"
-KNOWN_REVISIONS = ("0001", "0002", "0003", "0004", "0005")
+HEAD_REVISION = "0006"
+KNOWN_REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006")
 
 
 def current_revision_dbapi(conn: DbapiConnection) -> str | None:
@@ -179,6 +179,30 @@ def upgrade_database(
             backup = backup_sqlite(db.sqlite_path, before)
         with engine.begin() as conn:
             command.upgrade(alembic_config(conn, script_location), "head")
-        return UpgradeResult(before, head, backup)
     finally:
         engine.dispose()
+    if db.sqlite_path is not None and before is not None:
+        reclaim_free_pages(db.sqlite_path)
+    return UpgradeResult(before, head, backup)
+
+
+def reclaim_free_pages(path: Path) -> bool:
+    """VACUUM an SQLite file that a migration left a quarter or more free; True if it did.
+
+    0006 frees 60% of a deep history (a year of the bench host: 233 MB in use
+    before, 84 MB after), but SQLite keeps the freed pages in the file. A
+    record running meanwhile keeps its lock: the file is then left as it is,
+    its free pages reused by later records.
+    """
+    con = sqlite3.connect(str(path), timeout=1, isolation_level=None)
+    try:
+        free = con.execute("PRAGMA freelist_count").fetchone()[0]
+        pages = con.execute("PRAGMA page_count").fetchone()[0]
+        if free * 4 < pages:
+            return False
+        con.execute("VACUUM")
+        return True
+    except sqlite3.OperationalError:  # locked by a record: not worth waiting for
+        return False
+    finally:
+        con.close()

@@ -25,6 +25,7 @@ from drift.facts import PROCESS_KEYS, CachedStat, CollectionError, Fact, FactBlo
 from drift.store.apply import apply_delta
 from drift.store.db import DbapiConnection, connect_dbapi
 from drift.store.delta import (
+    PROVENANCE_SQL,
     Ident,
     OpenVersion,
     PreviousState,
@@ -59,6 +60,9 @@ class SnapshotResult:
     new_errors: list[CollectionError] = field(default_factory=list)
     # Set when this record's config differs from the last record's.
     config_change: ConfigChange | None = None
+    # Stored values the writer read to compare with what was collected: 0 when
+    # the state digest equalled the last snapshot's (nothing changed, nothing read).
+    values_read: int = 0
 
 
 @dataclass
@@ -191,8 +195,8 @@ class HistoryWriter:
         marks = ",".join("?" * len(subjects))
         keys = ",".join("?" * len(PROCESS_KEYS))
         rows = self.conn.execute(
-            "SELECT f.subject, f.key, v.value, v.blob_sha256, v.secret, v.provenance FROM facts f "
-            "JOIN versions v ON v.fact_id = f.id "
+            "SELECT f.subject, f.key, v.value, v.blob_sha256, v.secret, "
+            f"{PROVENANCE_SQL} FROM facts f JOIN versions v ON v.fact_id = f.id "
             f"WHERE f.host_id = ? AND f.subject IN ({marks}) AND f.key IN ({keys}) "
             "AND v.first_snapshot_id = "
             "(SELECT max(w.first_snapshot_id) FROM versions w WHERE w.fact_id = f.id)",
@@ -402,6 +406,7 @@ class HistoryWriter:
             time.monotonic() - started,
             new_errors=new_errors,
             config_change=change,
+            values_read=len(previous.open_versions),
         )
 
     def _last_snapshot(self, host_id: int) -> LastSnapshot | None:
@@ -434,7 +439,7 @@ class HistoryWriter:
         if needs_script_provenance(facts, config_changed):
             # The pattern is bound: psycopg would take a literal % for a placeholder.
             rows = self.conn.execute(
-                "SELECT f.subject, f.key, v.provenance FROM facts f "
+                f"SELECT f.subject, f.key, {PROVENANCE_SQL} FROM facts f "
                 "JOIN versions v ON v.fact_id = f.id WHERE f.host_id = ? "
                 "AND v.until_snapshot_id IS NULL AND (f.subject LIKE ? OR f.key LIKE ?)",
                 (host_id, "script:%", "unit:%"),
