@@ -94,8 +94,10 @@ def bench_postgres(found: CachedHistory, bench: Path, runs: int) -> dict[str, An
         "load_s": round(load_s, 1),
         "before_s": round(statistics.median(r.seconds for r in before), 3),
         "before_mib": round(max(r.rss_mib for r in before), 1),
+        "before_cpu_s": round(statistics.median(r.cpu_s for r in before), 3),
         "after_s": round(statistics.median(r.seconds for r in after), 3),
         "after_mib": round(max(r.rss_mib for r in after), 1),
+        "after_cpu_s": round(statistics.median(r.cpu_s for r in after), 3),
     }
     log(f"postgres: since {out['before_s']:.2f} s before ANALYZE, {out['after_s']:.2f} s after")
     return out
