@@ -25,6 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from history_gen import Plan, build_history  # noqa: E402
 from history_sandbox import Shape  # noqa: E402
 
+from drift.store.statcache import load_shard  # noqa: E402
+
 SHAPE = Shape(exports=6, files=30)
 PLAN = Plan(
     14,
@@ -103,6 +105,13 @@ def rows(db: Path, root: Path) -> dict[str, list[tuple[Any, ...]]]:
         ],
         "blobs": [(text,) for text in sorted(text or "" for text in blobs.values())],
         "marks": [tuple(r) for r in conn.execute("SELECT id, host_id, kind, note FROM marks")],
+        # The stat cache: which files it vouches for, with their size and digest (times,
+        # inodes, and the shard a path hashes to are the sandbox's own).
+        "stat_cache": sorted(
+            (norm.text(path), cached[0], cached[-1])
+            for (entries,) in conn.execute("SELECT entries FROM stat_cache")
+            for path, cached in load_shard(entries).items()
+        ),
     }
     conn.close()
     return out
