@@ -16,7 +16,8 @@ child's own, from wait4):
   history copied in, `since` before and after its first ANALYZE.
 
 Usage: bench_history.py [--depths week,month,year] [--runs 5] [--json FILE]
-[--keep] [--no-postgres]. Progress on stderr, a table and JSON on stdout.
+[--keep] [--no-postgres] [--skip history,...] (the year's `history` alone takes
+minutes). Progress on stderr, a table and JSON on stdout.
 """
 
 from __future__ import annotations
@@ -47,10 +48,11 @@ from bench_record import (  # noqa: E402  (sibling scripts, not a package)
     sqlite_size,
     used_bytes,
 )
-from history_gen import DEPTHS, MINUTE_US, CachedHistory, cached_history  # noqa: E402
+from history_gen import CACHE, DEPTHS, MINUTE_US, CachedHistory, cached_history  # noqa: E402
 from history_sandbox import HostSandbox, Shape, loadavg_line  # noqa: E402
 
 DAY_US = 24 * 60 * MINUTE_US
+MEASURES = frozenset({"since_1d", "since_6mo", "show", "history", "record", "growth"})
 
 
 @dataclass
@@ -146,33 +148,30 @@ def supports(command: str, option: str, cwd: Path) -> bool:
 # --------------------------------------------------------------------------- reads
 
 
-def bench_reads(found: CachedHistory, db: Path, bench: Path, runs: int) -> dict[str, Any]:
-    """since (1 day, and 6 months when the history is that deep), history, show."""
+def bench_reads(
+    found: CachedHistory, db: Path, bench: Path, runs: int, skip: frozenset[str]
+) -> dict[str, Any]:
+    """since (1 day, and 6 months when the history is that deep), show, history."""
     args = history_args(found, db)
     first, end = taken_span(db)
-    out: dict[str, Any] = {}
-    out["since_1d"] = repeated(
-        ["since", *args, "--stable", day_back(db)], bench, runs, "since --stable 1 day back"
-    )
+    commands = {
+        "since_1d": ("since --stable 1 day back", ["since", *args, "--stable", day_back(db)]),
+        "show": ("show loadavg", ["show", *args, "loadavg"]),
+        "history": ("history command:loadavg", ["history", *args, "command:loadavg stdout"]),
+    }
     if end - 182 * DAY_US > first:
-        out["since_6mo"] = repeated(
-            ["since", *args, "--stable", iso(end - 182 * DAY_US)],
-            bench,
-            runs,
-            "since --stable 6 months back",
-        )
-    out["history"] = repeated(
-        ["history", *args, "command:loadavg stdout"], bench, runs, "history command:loadavg"
-    )
-    if supports("history", "--limit", bench):
-        out["history_limit"] = repeated(
-            ["history", *args, "--limit", "50", "command:loadavg stdout"],
-            bench,
-            runs,
-            "history --limit 50",
-        )
-    out["show"] = repeated(["show", *args, "loadavg"], bench, runs, "show loadavg")
-    return out
+        since = ["since", *args, "--stable", iso(end - 182 * DAY_US)]
+        commands["since_6mo"] = ("since --stable 6 months back", since)
+    if "history" not in skip and supports("history", "--limit", bench):
+        paged = ["history", *args, "--limit", "50", "command:loadavg stdout"]
+        commands["history_limit"] = ("history --limit 50", paged)
+    # Untimed: the first run after a change to drift compiles its bytecode.
+    drift(commands["since_1d"][1], bench, "since (untimed)")
+    return {
+        name: repeated(cmd, bench, runs, what)
+        for name, (what, cmd) in commands.items()
+        if name.removesuffix("_limit") not in skip
+    }
 
 
 # --------------------------------------------------------------------------- records
@@ -250,14 +249,18 @@ def bench_growth(found: CachedHistory, db: Path, bench: Path, minutes: int) -> d
 # --------------------------------------------------------------------------- one depth
 
 
-def bench_depth(found: CachedHistory, bench: Path, runs: int, growth: int) -> dict[str, Any]:
+def bench_depth(
+    found: CachedHistory, bench: Path, runs: int, growth: int, skip: frozenset[str] = frozenset()
+) -> dict[str, Any]:
     """Every SQLite measure on a copy of one cached history (the cache stays untouched)."""
     built = json.loads(found.built.read_text())
     db = bench / f"{found.depth}.db"
     shutil.copyfile(found.db, db)
     out: dict[str, Any] = {"build": built, "db_bytes": sqlite_size(db)}
     log(f"{found.depth}: {built['minutes']:,} minutes, {out['db_bytes'] / 2**20:.0f} MiB")
-    out.update(bench_reads(found, db, bench, runs))
+    out.update(bench_reads(found, db, bench, runs, skip))
+    if {"record", "growth"} <= skip:
+        return out
     box = HostSandbox(found.host, shape=Shape(**built["shape"]))
     lock = open(found.folder / ".lock", "w")  # the sandbox's services: one bench at a time
     import fcntl
@@ -265,8 +268,10 @@ def bench_depth(found: CachedHistory, bench: Path, runs: int, growth: int) -> di
     fcntl.flock(lock, fcntl.LOCK_EX)
     try:
         box.start_all()
-        out["record"] = bench_record(found, db, bench, runs)
-        out["growth"] = bench_growth(found, db, bench, growth)
+        if "record" not in skip:
+            out["record"] = bench_record(found, db, bench, runs)
+        if "growth" not in skip:
+            out["growth"] = bench_growth(found, db, bench, growth)
     finally:
         box.stop_all()
         lock.close()
@@ -357,6 +362,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--keep", action="store_true", help="keep the bench folder")
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument(
+        "--skip",
+        default="",
+        help="measures to leave out: since_1d,since_6mo,show,history,record,growth",
+    )
     parser.add_argument("--postgres-depth", default=None, help="default: the deepest of --depths")
     parser.add_argument(
         "--minutes",
@@ -367,11 +377,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=None)
     args = parser.parse_args(argv)
     depths = [d for d in args.depths.split(",") if d]
+    skip = frozenset(name for name in args.skip.split(",") if name)
+    if skip - MEASURES:
+        parser.error(f"unknown measure {sorted(skip - MEASURES)[0]!r} ({', '.join(MEASURES)})")
     bad = [d for d in depths if d not in DEPTHS]
     if bad:
         parser.error(f"unknown depth {bad[0]!r} (week, month, year)")
     bench = Path(tempfile.mkdtemp(prefix="drift-bench-history-"))
-    bytecode_on(bench)
+    # Bytecode kept between runs, as an installed drift has it.
+    bytecode_on(args.cache or CACHE)
     results: dict[str, Any] = {"load_start": os.getloadavg(), "depths": {}}
     failed = None
     try:
@@ -382,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"{depth}: history ready in {time.monotonic() - t0:.0f} s at {found.folder}")
             results["depths"][depth] = {
                 "folder": str(found.folder),
-                **bench_depth(found, bench, args.runs, args.growth_minutes),
+                **bench_depth(found, bench, args.runs, args.growth_minutes, skip),
             }
         if not args.no_postgres:
             from history_pg import bench_postgres
