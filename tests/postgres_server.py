@@ -37,8 +37,11 @@ def _as_postgres(args: list[str]) -> list[str]:
 
 
 @contextmanager
-def postgres_server() -> Iterator[str]:
-    """Start a throwaway server; yields a postgresql:// URL of an empty database."""
+def postgres_server(options: str = "") -> Iterator[str]:
+    """Start a throwaway server; yields a postgresql:// URL of an empty database.
+
+    `options`: more server settings, as ``-c name=value ...``.
+    """
     initdb, pg_ctl = _bin("initdb"), _bin("pg_ctl")
     if not initdb or not pg_ctl:
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
@@ -56,7 +59,7 @@ def postgres_server() -> Iterator[str]:
     )
     opts = (
         f"-c listen_addresses=127.0.0.1 -c port={port} "
-        f"-c unix_socket_directories={base} -c fsync=off"
+        f"-c unix_socket_directories={base} -c fsync=off {options}"
     )
     subprocess.run(
         _as_postgres([pg_ctl, "-D", str(data), "-o", opts, "-l", str(base / "log"), "-w", "start"]),

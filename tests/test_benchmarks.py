@@ -116,3 +116,32 @@ def run_bench(
     )
     assert result.returncode == 0, result.stderr[-2000:]
     return result, json.loads(summary.read_text())
+
+
+@pytest.mark.slow
+def test_history_bench_runs_on_a_short_history(tmp_path: Path) -> None:
+    """Two hours of minutes instead of a week: every measure runs and lands in the JSON."""
+    summary = tmp_path / "bench.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "bench_history.py"),
+            *("--depths", "week", "--minutes", "120", "--runs", "1", "--growth-minutes", "2"),
+            *("--cache", str(tmp_path / "cache"), "--json", str(summary)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    week = json.loads(summary.read_text())["depths"]["week"]
+    assert week["build"]["minutes"] == 120
+    for measure in ("since_1d", "history", "show"):
+        assert week[measure]["s"] > 0 and week[measure]["rss_mib"] > 0
+    # An unchanged record on either database writes no fact.
+    assert week["record"]["ratio"] > 0
+    # Only the loadavg line changed: a version, a blob and a snapshot row a minute.
+    assert 0 < week["growth"]["used_bytes_per_minute"] < 4096
+    assert json.loads(summary.read_text())["postgres"]["after_s"] > 0
+    assert "since --stable 1 day back" in result.stdout
