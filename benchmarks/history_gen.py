@@ -39,7 +39,7 @@ import drift.store.writer as writer_module
 from drift.demo import SERVICES
 from drift.facts import CachedStat, CollectionError, Fact, FactBlock
 from drift.store.delta import Delta, PreviousState
-from drift.store.digest import _digest_columns, _digest_facts, state_digest
+from drift.store.digest import digest_items, state_digest
 from drift.store.writer import HistoryWriter
 
 YEAR = 525_600
@@ -205,28 +205,22 @@ class ReplayWriter(HistoryWriter):
 class DigestHead:
     """`state_digest` of fact lists that differ only after their last block: the head hashed once.
 
-    state_digest hashes runs of loose facts and blocks in order, so the hash
-    of everything up to the last block can be kept and copied. Checked
-    against state_digest itself for every new state and every 10,000th use.
+    state_digest hashes runs of loose facts and blocks in order, and a run of
+    blocks ends where the first loose fact after it starts, so the hash of
+    everything up to the last block (drift.store.digest.digest_items) can be
+    kept and copied. Checked against state_digest itself for every new state
+    and every 10,000th use.
     """
 
     def __init__(self, facts: list[Fact | FactBlock]) -> None:
         self.cut = max((i + 1 for i, f in enumerate(facts) if isinstance(f, FactBlock)), default=0)
         self.head = hashlib.blake2b(digest_size=16)
-        run: list[Fact] = []
-        for item in facts[: self.cut]:
-            if isinstance(item, Fact):
-                run.append(item)
-                continue
-            _digest_facts(self.head, run)
-            run = []
-            self.head.update(b"B%d\0" % len(item.subjects))
-            _digest_columns(self.head, [item.subjects, list(item.keys), *item.columns])
+        digest_items(self.head, facts[: self.cut])
         self.uses = 0
 
     def digest(self, facts: list[Fact | FactBlock]) -> bytes:
         h = self.head.copy()
-        _digest_facts(h, facts[self.cut :])  # type: ignore[arg-type]
+        digest_items(h, facts[self.cut :])
         self.uses += 1
         if self.uses % 10_000 == 1 and h.digest() != state_digest(facts):
             raise AssertionError("DigestHead no longer hashes as drift.store.digest does")

@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from history_gen import Plan, build_history  # noqa: E402
 from history_sandbox import Shape  # noqa: E402
 
+from drift.store.delta import PROVENANCE_SQL  # noqa: E402
 from drift.store.statcache import load_shard  # noqa: E402
 
 SHAPE = Shape(exports=6, files=30)
@@ -99,8 +100,8 @@ def rows(db: Path, root: Path) -> dict[str, list[tuple[Any, ...]]]:
         "versions": [
             (r[0], r[1], value(r[1], r[2]), r[3] and blobs[r[3]], r[4], r[5], r[6], norm.text(r[7]))
             for r in conn.execute(
-                "SELECT id, fact_id, value, blob_sha256, secret, first_snapshot_id, "
-                "until_snapshot_id, provenance FROM versions ORDER BY id"
+                "SELECT v.id, v.fact_id, v.value, v.blob_sha256, v.secret, v.first_snapshot_id, "
+                f"v.until_snapshot_id, {PROVENANCE_SQL} FROM versions v ORDER BY v.id"
             )
         ],
         "blobs": [(text,) for text in sorted(text or "" for text in blobs.values())],

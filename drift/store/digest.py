@@ -35,6 +35,12 @@ def state_digest(items: list[Fact | FactBlock]) -> bytes:
     order (every unchanged record's) is hashed as it comes, as before.
     """
     h = hashlib.blake2b(digest_size=16)
+    digest_items(h, items)
+    return h.digest()
+
+
+def digest_items(h: Any, items: list[Fact | FactBlock]) -> None:
+    """Feed `items` to the hash `h` as state_digest does (its parts flushed at the end)."""
     facts: list[Fact] = []
     blocks: list[FactBlock] = []
     for item in items:
@@ -51,7 +57,6 @@ def state_digest(items: list[Fact | FactBlock]) -> bytes:
         blocks.append(item)
     _digest_blocks(h, blocks)
     _digest_facts(h, facts)
-    return h.digest()
 
 
 def _digest_facts(h: Any, facts: list[Fact]) -> None:
