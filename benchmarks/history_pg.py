@@ -25,7 +25,17 @@ from history_gen import CachedHistory  # noqa: E402
 from postgres_server import _bin, postgres_server  # noqa: E402
 
 # Parents first, for the foreign keys.
-TABLES = ("hosts", "configs", "snapshots", "facts", "blobs", "versions", "marks", "stat_cache")
+TABLES = (
+    "hosts",
+    "configs",
+    "snapshots",
+    "facts",
+    "blobs",
+    "provenances",
+    "versions",
+    "marks",
+    "stat_cache",
+)
 BOOLEAN = {("versions", "secret")}
 
 
