@@ -117,3 +117,17 @@ def test_a_broken_block_of_a_user_template_is_one_line_naming_it(history: dict) 
     assert stderr == (
         f"drift: {mine / 'report.html.j2'}:3: template error: 'on_call_rota' is undefined\n"
     )
+
+
+def test_a_template_edited_between_runs_renders_as_edited_not_from_the_cache(
+    tmp_path: Path,
+) -> None:
+    """Compiled templates are cached between runs; an edit (same size, same second) is
+    compiled again, because the cache is keyed by a checksum of the source."""
+    template = tmp_path / "note.txt.j2"
+    template.write_text("before {{ value }}\n")
+    cache = make_environment(str(tmp_path)).bytecode_cache
+    assert cache is not None  # this machine's temp folder can hold the cache
+    assert render_template("note.txt.j2", {"value": 1}, str(tmp_path)) == "before 1\n"
+    template.write_text("after! {{ value }}\n")
+    assert render_template("note.txt.j2", {"value": 1}, str(tmp_path)) == "after! 1\n"
