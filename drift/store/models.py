@@ -148,8 +148,8 @@ class Version(Base):
             sqlite_where=text(OPEN),
             postgresql_where=text(OPEN),
         ),
-        # Versions that appeared at a snapshot (what changed in a window).
-        Index("ix_versions_first", "first_snapshot_id"),
+        # No index on first_snapshot_id alone: a window is read fact by fact through
+        # ix_versions_fact_first, and such an index cost 12 bytes of every changed minute.
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

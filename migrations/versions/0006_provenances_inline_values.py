@@ -15,6 +15,9 @@ kept an entry for every version ever closed. Now:
   alike whatever drift wrote them.
 - `ix_versions_until` becomes `ix_versions_open`, partial: the open versions only,
   one entry per fact whatever the depth of the history.
+- `ix_versions_first` goes: every read of a window seeks fact by fact in
+  ix_versions_fact_first (whose key starts with the same first_snapshot_id
+  after the fact), and the index cost 12 bytes of every changed minute.
 
 Nothing is lost: every version reads back with the same value, text and
 provenance (tests/test_store_schema.py compares `drift show`, `history` and
@@ -92,6 +95,7 @@ def upgrade() -> None:
     _inline_short_texts(conn)
     with op.batch_alter_table("versions") as batch:
         batch.drop_index("ix_versions_until")
+        batch.drop_index("ix_versions_first")
         batch.drop_column("provenance")
         batch.create_foreign_key(
             op.f("fk_versions_provenance_id_provenances"), "provenances", ["provenance_id"], ["id"]
@@ -201,6 +205,7 @@ def downgrade() -> None:
         batch.drop_constraint(op.f("fk_versions_provenance_id_provenances"), type_="foreignkey")
         batch.drop_column("provenance_id")
         batch.create_index("ix_versions_until", ["until_snapshot_id"])
+        batch.create_index("ix_versions_first", ["first_snapshot_id"])
     op.drop_table("provenances")
 
 
