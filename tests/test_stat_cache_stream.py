@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 
 from drift.collectors import hashing
 from drift.collectors.files import collect_files
-from drift.collectors.lstats import TwoLstats, lstat_each
 from drift.config import FileSpec
 from drift.facts import CachedStat, CollectContext, Fact, FactBlock, StatCache
 from drift.store import digest as digest_module
@@ -172,27 +171,3 @@ def test_a_tree_collected_with_the_sharded_cache_reads_as_with_the_whole_one(
             assert sharded.cache_updates == whole.cache_updates
         finally:
             writer.close()
-
-
-@settings(max_examples=30, deadline=None)
-@given(present=st.lists(st.booleans(), max_size=700))
-def test_two_threads_lstat_what_one_does_in_the_same_order(present: list[bool]) -> None:
-    with tempfile.TemporaryDirectory() as folder:
-        paths = []
-        for i, there in enumerate(present):
-            path = os.path.join(folder, f"f{i}")
-            if there:
-                Path(path).write_text("x" * i)
-            paths.append(path)
-        with TwoLstats() as lstats:
-            lstats.usable = True  # even on one core: the helper is what is checked
-            got = lstats.lstat_all(paths)
-            again = lstats.lstat_all(paths[::-1])
-        alone = lstat_each(paths)
-        assert [type(r) for r in got] == [type(r) for r in alone]
-        assert [r.st_ino if isinstance(r, os.stat_result) else r.errno for r in got] == [
-            r.st_ino if isinstance(r, os.stat_result) else r.errno for r in alone
-        ]
-        assert [getattr(r, "st_size", None) for r in again] == [
-            getattr(r, "st_size", None) for r in alone[::-1]
-        ]

@@ -26,10 +26,7 @@ error, ``file:<folder all its globs share>/``, keeps its files' last values.
 
 How globs are walked is `drift.collectors.walk`; how a file is read and
 hashed, on two threads, is `drift.collectors.hashing`. This module turns
-their findings into facts, asking the stat cache shard by shard (lstat'ing
-on two threads, `drift.collectors.lstats`) which files it vouches for. It
-stays one module past 500 lines: listing, vouching and making facts share
-one entry shape and one pair of blocks.
+their findings into facts.
 """
 
 from __future__ import annotations
@@ -48,7 +45,6 @@ from drift.collectors.hashing import (
     larger_than,
     read_all,
 )
-from drift.collectors.lstats import Lstat, TwoLstats, lstat_each
 from drift.collectors.walk import Expansion, Listed, expand, set_subject
 from drift.config import FileSpec
 from drift.facts import (
@@ -241,47 +237,35 @@ def _look_up(
     modes = [""] * len(paths)
     max_size, content = spec.max_size, spec.content
     texts: dict[int, str] = {}  # one string per distinct size: far fewer than files
-    is_regular = stat.S_ISREG
-    with TwoLstats() as lstats:
-        for indexes, shard in cache.shards(names):
-            get = shard.get
-            held = [(i, cached) for i in indexes if (cached := get(names[i])) is not None]
-            for (i, cached), st in zip(held, _lstats(held, paths, listed, lstats), strict=True):
-                if isinstance(st, OSError):
-                    looked[i] = st
-                    continue
-                size = st.st_size
-                if (
-                    content
-                    or not is_regular(st.st_mode)
-                    or size > max_size
-                    or cached[:4] != (size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-                ):
-                    looked[i] = st
-                    continue
-                looked[i] = cached[4]
-                text = texts.get(size)
-                if text is None:
-                    text = texts[size] = str(size)
-                sizes[i] = text
-                modes[i] = _mode(st)
+    lstat, is_regular = os.lstat, stat.S_ISREG
+    for indexes, shard in cache.shards(names):
+        get = shard.get
+        for i in indexes:
+            cached = get(names[i])
+            if cached is None:
+                continue
+            entry = listed[i][1]
+            try:
+                st = entry if isinstance(entry, os.stat_result) else lstat(paths[i])
+            except OSError as exc:
+                looked[i] = exc
+                continue
+            size = st.st_size
+            if (
+                content
+                or not is_regular(st.st_mode)
+                or size > max_size
+                or cached[:4] != (size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+            ):
+                looked[i] = st
+                continue
+            looked[i] = cached[4]
+            text = texts.get(size)
+            if text is None:
+                text = texts[size] = str(size)
+            sizes[i] = text
+            modes[i] = _mode(st)
     return looked, sizes, modes
-
-
-def _lstats(
-    held: list[tuple[int, CachedStat]],
-    paths: list[str],
-    listed: list[tuple[str, Listed]],
-    lstats: TwoLstats,
-) -> list[Lstat]:
-    """The lstat of each held file: as listed for a literal path, else taken on two threads."""
-    entries = [listed[i][1] for i, _ in held]
-    if not any(isinstance(entry, os.stat_result) for entry in entries):
-        return lstats.lstat_all([paths[i] for i, _ in held])
-    return [
-        entry if isinstance(entry, os.stat_result) else lstat_each([paths[i]])[0]
-        for (i, _), entry in zip(held, entries, strict=True)
-    ]
 
 
 class _SetFacts:
