@@ -26,7 +26,9 @@ error, ``file:<folder all its globs share>/``, keeps its files' last values.
 
 How globs are walked is `drift.collectors.walk`; how a file is read and
 hashed, on two threads, is `drift.collectors.hashing`. This module turns
-their findings into facts.
+their findings into facts, asking the stat cache shard by shard which files
+it vouches for. It stays one module past 500 lines: listing, vouching and
+making facts share one entry shape and one pair of blocks.
 """
 
 from __future__ import annotations
