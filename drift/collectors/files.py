@@ -193,7 +193,7 @@ def _list_files(
             add_digest(seen)
             add_size(sizes[i])
             add_mode(modes[i])
-            if match is not last:  # the matches of a pattern share one tuple: one lookup
+            if match is not last:  # a folder's matches share one tuple: one lookup a folder
                 last, shared = match, provenance(pattern)
             add_provenance(shared)
             continue

@@ -396,7 +396,7 @@ class _Walk:
         else:
             only, hit = None, always
         found = False
-        # Shared by every match of this walk: a match costs its path and a dict slot.
+        # Shared by the matches in this folder: a match costs its path and a dict slot.
         regular: tuple[str, Listed] = (pattern, True)
         other: tuple[str, Listed] = (pattern, False)
         for entry in listing:
