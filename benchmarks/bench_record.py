@@ -1,18 +1,23 @@
 """Benchmark `drift record` against AIDE and plain hashlib on a generated 12k-file / 400 MiB tree.
 
     .venv/bin/python benchmarks/bench_record.py [--runs 7] [--files 12000] [--mb 400]
+        [--sizes 12000,50000,150000] [--aide-runs N]
         [--tree DIR] [--keep] [--json FILE] [--no-aide] [--no-profile]
 
 What it measures (targets from the issue, see benchmarks/README.md):
 
 1. first record, empty stat cache: `drift record` wall time vs a fresh Python
-   hashing the same files with hashlib.sha256 in 1 MiB reads (target <= 1.5x);
+   hashing the same files with hashlib.sha256 in 1 MiB reads (target <= 1.3x);
 2. unchanged record: paired, alternating `aide --check` and `drift record
    --quiet` on the unchanged tree, median of drift/aide (target <= 0.10);
 3. database growth per unchanged record, in bytes, over 50 records;
 4. `drift --help` wall time, median of 10 (target < 150 ms);
 5. heavy modules imported by a `drift record` process (target: none of
-   alembic, jinja2, deepdiff, git, sqlalchemy, mako).
+   alembic, jinja2, deepdiff, git, sqlalchemy, mako);
+6. an unchanged record against `git status` (target <= 2x), and the peak
+   RSS of every record (an unchanged one: target <= 100 MB at 150k files).
+
+With `--sizes`, all of it on each size in turn, then one table of the ratios.
 
 Both contenders read from the page cache: the tree is read once before any
 timing, since dropping the cache between runs cannot be relied on here.
@@ -46,7 +51,9 @@ import gen_tree  # noqa: E402  (a sibling script, not a package)
 HEAVY = ("alembic", "jinja2", "deepdiff", "git", "sqlalchemy", "mako")
 TARGETS = {
     "ratio_vs_aide": 0.10,
-    "first_record_vs_hashlib": 1.5,
+    "first_record_vs_hashlib": 1.3,
+    "unchanged_vs_git_status": 2.0,
+    "unchanged_rss_mb": 100.0,
     "help_ms": 150.0,
 }
 HEADLINE = (
@@ -100,20 +107,43 @@ def bytecode_on(bench: Path) -> None:
     os.environ["PYTHONPYCACHEPREFIX"] = str(bench / "pycache")
 
 
+class Ran(subprocess.CompletedProcess[str]):
+    """A finished command with its peak resident memory (the child's own, from wait4)."""
+
+    max_rss_kib: int = 0
+
+    @property
+    def max_rss_mb(self) -> float:
+        return round(self.max_rss_kib / 1024, 1)
+
+
 def run(
     cmd: Sequence[str | os.PathLike[str]], *, cwd: Path, check: bool = True, what: str = ""
-) -> tuple[float, subprocess.CompletedProcess[str]]:
-    """Run a command, capturing its output; (wall seconds, result). Raises BenchError if check."""
-    started = time.perf_counter()
-    proc = subprocess.run(
-        [str(c) for c in cmd],
-        cwd=cwd,
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-    )
-    seconds = time.perf_counter() - started
+) -> tuple[float, Ran]:
+    """Run a command, capturing its output; (wall seconds, result). Raises BenchError if check.
+
+    The child is reaped with wait4, whose rusage is that child's alone: its
+    peak RSS (getrusage(RUSAGE_CHILDREN) would give the largest of all so far).
+    Output goes to temporary files, so nothing waits on a pipe.
+    """
+    args = [str(c) for c in cmd]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        started = time.perf_counter()
+        child = subprocess.Popen(
+            args, cwd=cwd, env=clean_env(), stdout=out, stderr=err, stdin=subprocess.DEVNULL
+        )
+        _, status, usage = os.wait4(child.pid, 0)
+        seconds = time.perf_counter() - started
+        child.returncode = os.waitstatus_to_exitcode(status)  # reaped: Popen must not wait
+        out.seek(0)
+        err.seek(0)
+        proc = Ran(
+            args,
+            child.returncode,
+            out.read().decode("utf-8", "replace"),
+            err.read().decode("utf-8", "replace"),
+        )
+    proc.max_rss_kib = usage.ru_maxrss  # KiB on Linux
     if check and proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
         raise BenchError(f"{what or cmd[0]} exited {proc.returncode}:\n  " + "\n  ".join(tail))
@@ -315,12 +345,21 @@ def summary_rows(s: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             (
                 "first record drift / hashlib",
                 f"{ratio:.2f}x",
-                "<= 1.5x",
+                "<= 1.3x",
                 verdict(ratio, TARGETS["first_record_vs_hashlib"]),
             )
         )
+        rows.append(("first record: peak RSS (largest)", f"{fr['drift_rss_mb']:.0f} MB", "", ""))
     un = s.get("unchanged")
     if un:
+        rows.append(
+            (
+                "unchanged: peak RSS (largest)",
+                f"{un['drift_rss_mb']:.0f} MB",
+                "<= 100 MB",
+                verdict(un["drift_rss_mb"], TARGETS["unchanged_rss_mb"]),
+            )
+        )
         rows.append(("unchanged: aide --check (median)", fmt_s(un["aide_s"]), "", ""))
         rows.append(
             (
@@ -355,9 +394,9 @@ def summary_rows(s: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         rows.append(
             (
                 "unchanged drift / git status (median)",
-                f"{s['unchanged_vs_git_status']:.2f}",
-                "",
-                "for scale: no target",
+                f"{s['unchanged_vs_git_status']:.2f}x",
+                "<= 2x",
+                verdict(s["unchanged_vs_git_status"], TARGETS["unchanged_vs_git_status"]),
             )
         )
     if s.get("bytes_per_unchanged_record") is not None:
@@ -414,6 +453,7 @@ def bench_first_record(bench: Path, conf: Path, tree: Path, reps: int, s: dict[s
     hash_script = bench / "hash_tree.py"
     hash_script.write_text(HASHLIB_SCRIPT, encoding="utf-8")
     drift_times: list[float] = []
+    drift_rss: list[float] = []
     hash_times: list[float] = []
     inproc: list[float] = []
     db = bench / "db-0" / "drift.db"
@@ -430,10 +470,12 @@ def bench_first_record(bench: Path, conf: Path, tree: Path, reps: int, s: dict[s
                 )
                 info = parse_record_line(proc.stdout)
                 drift_times.append(seconds)
+                drift_rss.append(proc.max_rss_mb)
                 s.setdefault("first_record_facts", info["facts"])
                 log(
                     f"  first record #{i + 1}: drift {seconds:.3f}s ({info['facts']} facts, "
-                    f"{info['errors']} errors, {info['seconds']:.3f}s inside record())"
+                    f"{info['errors']} errors, {info['seconds']:.3f}s inside record(), "
+                    f"peak RSS {proc.max_rss_mb:.0f} MB)"
                 )
             else:
                 seconds, proc = run([sys.executable, hash_script, tree], cwd=bench, what="hashlib")
@@ -448,6 +490,7 @@ def bench_first_record(bench: Path, conf: Path, tree: Path, reps: int, s: dict[s
         "drift_s": statistics.median(drift_times),
         "hashlib_s": statistics.median(hash_times),
         "hashlib_inproc_s": statistics.median(inproc),
+        "drift_rss_mb": max(drift_rss),
         "drift_runs": drift_times,
         "hashlib_runs": hash_times,
     }
@@ -464,14 +507,19 @@ def alternated_pairs(
 
     Alternating who goes first means neither always gets the warmer machine. With two
     commands each round also gets ``ratio``: the second one's time over the first one's.
+    ``NAME_rss_mb`` is each command's peak resident memory.
     """
     names = list(commands)
     log(f"  {'pair':>4}  {'order':<24}  " + "  ".join(f"{n[:10]:>10}" for n in names) + "   ratio")
     pairs: list[dict[str, float]] = []
     for i in range(runs):
         order = names if i % 2 == 0 else names[::-1]
-        times = {name: run(commands[name], cwd=bench, what=name)[0] for name in order}
-        pair = dict(times)
+        times: dict[str, float] = {}
+        rss: dict[str, float] = {}
+        for name in order:
+            times[name], proc = run(commands[name], cwd=bench, what=name)
+            rss[f"{name}_rss_mb"] = proc.max_rss_mb
+        pair = times | rss
         if len(names) == 2:
             pair["ratio"] = times[names[1]] / times[names[0]]
         pairs.append(pair)
@@ -526,6 +574,7 @@ def bench_unchanged(
         "aide_s": statistics.median(p["aide"] for p in pairs) if ratios else None,
         "drift_s": statistics.median(p["drift"] for p in pairs),
         "drift_inproc_s": statistics.median(inside),
+        "drift_rss_mb": max(p["drift_rss_mb"] for p in pairs),
     }
     s["ratio_vs_aide"] = round(statistics.median(ratios), 4) if ratios else None
 
@@ -737,7 +786,7 @@ def new_summary(args: argparse.Namespace, **fields: Any) -> dict[str, Any]:
 
 def print_heading(title: str, s: dict[str, Any]) -> None:
     """The results' first line: what, when, on what, and the load at start and end."""
-    s["load_avg_end"] = round(os.getloadavg()[0], 2)
+    s.setdefault("load_avg_end", round(os.getloadavg()[0], 2))
     print()
     print(
         f"{title}, {s['date']}, {s['machine']}, "
@@ -761,10 +810,120 @@ def finish(s: dict[str, Any], failed: str | None, json_path: Path | None) -> int
 # --------------------------------------------------------------------------- main
 
 
+def bench_tree(
+    args: argparse.Namespace, bench: Path, tree: Path, spec: gen_tree.TreeSpec
+) -> tuple[dict[str, Any], str]:
+    """Every measure on one tree: (summary, profile text); a failure is in summary["error"]."""
+    s = new_summary(args, **dict.fromkeys(HEADLINE))
+    s["tree"] = {"files": spec.files, "mb": spec.mb, "seed": spec.seed}
+    profile_text = ""
+    try:
+        prepare_tree(tree, spec)
+        aide, aide_conf = (None, None) if args.no_aide else prepare_aide(bench, tree, s)
+        conf = write_drift_toml(bench, tree)
+        warm_up(bench, tree)
+
+        log(f"first record (empty stat cache) vs hashlib, {args.first_runs} fresh databases:")
+        db = bench_first_record(bench, conf, tree, args.first_runs, s)
+        runs = args.runs if aide is None else args.aide_runs or args.runs
+        log(f"unchanged tree, {runs} pairs:")
+        bench_unchanged(bench, conf, db, aide, aide_conf, runs, s)
+        if not args.no_git:
+            log(f"git on the same tree, {args.runs} pairs of git status and drift record:")
+            bench_git(bench, conf, db, tree, args.runs, s)
+        log(f"database growth over {args.growth_records} unchanged records:")
+        bench_growth(bench, conf, db, args.growth_records, s)
+        log("start-up: drift --help and the imports of drift record:")
+        bench_startup(bench, conf, db, s)
+        if not args.no_profile:
+            profile_text = profile_record(bench, conf, db)
+    except BenchError as exc:
+        s["error"] = str(exc)
+    return s, profile_text
+
+
+def print_tree_results(s: dict[str, Any], profile_text: str) -> None:
+    """One tree's heading, table, import times and profile."""
+    tree = s["tree"]
+    print_heading("drift record benchmark", s)
+    print(
+        f"tree: {tree['files']} files, {tree['mb']} MiB (seed {tree['seed']}); aide "
+        f"{s.get('aide_version', '-')}; both read from the page cache (warmed first)"
+    )
+    print_table(summary_rows(s))
+    if profile_text and s.get("record_import_top"):
+        print()
+        print(
+            f"imports of an unchanged drift record: {s['record_import_ms']:.0f} ms in total "
+            "(self time, summed by top-level package):"
+        )
+        for item in s["record_import_top"]:
+            print(f"  {item['ms']:8.1f} ms  {item['package']}")
+        print()
+        print("cProfile of one unchanged drift record (whole process, imports included):")
+        print(profile_text.rstrip())
+
+
+def _ratio(value: float | None, unit: str = "x") -> str:
+    return "-" if value is None else f"{value:.2f}{unit}"
+
+
+def print_sizes_table(results: list[dict[str, Any]]) -> None:
+    """The issue's table: one row per tree size, each ratio against its target."""
+    print()
+    print("all sizes (targets: first <= 1.3x hashlib, unchanged <= 2x git status, ")
+    print("<= 0.10 aide, peak RSS of an unchanged record <= 100 MB):")
+    rows: list[tuple[str, ...]] = [
+        (
+            "files",
+            "MiB",
+            "first/hashlib",
+            "unchanged/git status",
+            "unchanged/aide",
+            "RSS unchanged",
+            "RSS first",
+            "load start-end",
+        )
+    ]
+    for s in results:
+        rows.append(
+            (
+                f"{s['tree']['files']:,}",
+                f"{s['tree']['mb']:,}",
+                _ratio(s.get("first_record_vs_hashlib")),
+                _ratio(s.get("unchanged_vs_git_status")),
+                _ratio(s.get("ratio_vs_aide"), ""),
+                _ratio((s.get("unchanged") or {}).get("drift_rss_mb"), " MB"),
+                _ratio((s.get("first_record") or {}).get("drift_rss_mb"), " MB"),
+                f"{s['load_avg_start']}-{s.get('load_avg_end', '?')}",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+
+
+def parse_sizes(text: str) -> list[int]:
+    """``12000,50000,150000`` -> [12000, 50000, 150000]."""
+    try:
+        sizes = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of file counts: {text!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"not a list of file counts: {text!r}")
+    return sizes
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run every benchmark, print a table and a one-line JSON summary."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="unchanged pairs (default 7)")
+    parser.add_argument(
+        "--aide-runs",
+        type=int,
+        default=0,
+        help="pairs with aide --check (default: --runs); aide takes a minute on 150k files",
+    )
     parser.add_argument(
         "--first-runs",
         type=int,
@@ -779,6 +938,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--files", type=int, default=12000, help="files in the tree")
     parser.add_argument("--mb", type=int, default=400, help="tree size in MiB")
+    parser.add_argument(
+        "--sizes",
+        type=parse_sizes,
+        help="several trees in one go, e.g. 12000,50000,150000 files, each with --mb/--files "
+        "MiB per file (33 KiB by default); --tree is then the folder of the trees",
+    )
     parser.add_argument("--seed", type=int, default=1, help="tree seed")
     parser.add_argument(
         "--tree", type=Path, help="generate the tree here, or reuse it if it is already there"
@@ -799,32 +964,30 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     bench = Path(tempfile.mkdtemp(prefix="drift-bench-"))
     bytecode_on(bench)
-    tree = args.tree.resolve() if args.tree else bench / "tree"
-    s = new_summary(args, **dict.fromkeys(HEADLINE))
+    # One tree, or one per size with the same bytes per file as --files/--mb.
+    specs = [
+        gen_tree.TreeSpec(n, max(1, round(args.mb * n / args.files)), args.seed)
+        for n in (args.sizes or [args.files])
+    ]
+    results: list[dict[str, Any]] = []
     failed: str | None = None
-    profile_text = ""
     try:
         log(f"bench dir {bench}")
-        prepare_tree(tree, gen_tree.TreeSpec(args.files, args.mb, args.seed))
-        aide, aide_conf = (None, None) if args.no_aide else prepare_aide(bench, tree, s)
-        conf = write_drift_toml(bench, tree)
-        warm_up(bench, tree)
-
-        log(f"first record (empty stat cache) vs hashlib, {args.first_runs} fresh databases:")
-        db = bench_first_record(bench, conf, tree, args.first_runs, s)
-        log(f"unchanged tree, {args.runs} pairs:")
-        bench_unchanged(bench, conf, db, aide, aide_conf, args.runs, s)
-        if not args.no_git:
-            log(f"git on the same tree, {args.runs} pairs of git status and drift record:")
-            bench_git(bench, conf, db, tree, args.runs, s)
-        log(f"database growth over {args.growth_records} unchanged records:")
-        bench_growth(bench, conf, db, args.growth_records, s)
-        log("start-up: drift --help and the imports of drift record:")
-        bench_startup(bench, conf, db, s)
-        if not args.no_profile:
-            profile_text = profile_record(bench, conf, db)
-    except BenchError as exc:
-        failed = str(exc)
+        for spec in specs:
+            if args.sizes:
+                where = bench / f"files-{spec.files}"
+                where.mkdir()
+                root = args.tree.resolve() if args.tree else where
+                tree = root / f"tree-{spec.files}"
+                log(f"=== {spec.files:,} files, {spec.mb:,} MiB")
+            else:
+                where = bench
+                tree = args.tree.resolve() if args.tree else bench / "tree"
+            s, profile_text = bench_tree(args, where, tree, spec)
+            print_tree_results(s, profile_text)
+            results.append(s)
+            if s.get("error"):
+                break
     except KeyboardInterrupt:
         failed = "interrupted"
     finally:
@@ -832,27 +995,14 @@ def main(argv: list[str] | None = None) -> int:
             log(f"kept {bench}")
         else:
             shutil.rmtree(bench, ignore_errors=True)
-
-    print_heading("drift record benchmark", s)
-    print(
-        f"tree: {args.files} files, {args.mb} MiB (seed {args.seed}); aide "
-        f"{s.get('aide_version', '-')}; both read from the page cache (warmed first)"
-    )
-    print_table(summary_rows(s))
-    if profile_text and s.get("record_import_top"):
-        print()
-        print(
-            f"imports of an unchanged drift record: {s['record_import_ms']:.0f} ms in total "
-            "(self time, summed by top-level package):"
-        )
-        for item in s["record_import_top"]:
-            print(f"  {item['ms']:8.1f} ms  {item['package']}")
-        print()
-        print("cProfile of one unchanged drift record (whole process, imports included):")
-        print(profile_text.rstrip())
-    # The headline figures first, then the details.
-    shown = {k: s[k] for k in HEADLINE} | {k: v for k, v in s.items() if k not in HEADLINE}
-    return finish(shown, failed, args.json)
+    failed = next((r.pop("error") for r in results if r.get("error")), failed)
+    if not args.sizes:
+        s = results[0] if results else {}
+        # The headline figures first, then the details.
+        shown = {k: s.get(k) for k in HEADLINE} | {k: v for k, v in s.items() if k not in HEADLINE}
+        return finish(shown, failed, args.json)
+    print_sizes_table(results)
+    return finish({"sizes": results}, failed, args.json)
 
 
 if __name__ == "__main__":

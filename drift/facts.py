@@ -7,7 +7,7 @@ analysis compares them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,6 +105,30 @@ straight from marshal, and building named ones cost more than the load.
 """
 
 
+class StatCache:
+    """The stat cache as collectors read it: an entry by path, or the entries of many paths.
+
+    This one holds every entry in a dict. The store's (`ShardedStatCache`)
+    reads its shards one at a time instead, so a record of a large tree never
+    holds the whole cache: `shards` is how the files collector asks for a
+    set's entries, a part at a time.
+    """
+
+    def __init__(self, entries: dict[str, CachedStat] | None = None) -> None:
+        self.entries: dict[str, CachedStat] = {} if entries is None else entries
+
+    def get(self, path: str) -> CachedStat | None:
+        """The entry of one path, if the cache holds one."""
+        return self.entries.get(path)
+
+    def shards(self, paths: Sequence[str]) -> Iterator[tuple[Iterable[int], dict[str, CachedStat]]]:
+        """The cache in parts: (indexes in `paths`, entries that may hold them), each path once.
+
+        Here one part: every index, every entry.
+        """
+        yield range(len(paths)), self.entries
+
+
 PROCESS_KEYS = ("pid", "started_at", "exe", "argv")
 """The facts of a service that say which process it is: `CollectContext.last_processes`."""
 
@@ -113,8 +137,9 @@ PROCESS_KEYS = ("pid", "started_at", "exe", "argv")
 class CollectContext:
     """What collectors may use besides their own config section.
 
-    `file_cache` is read-only input from the store; collectors put the
-    stat entries of files they hashed this time into `cache_updates`.
+    `file_cache` is read-only input from the store (a `StatCache`, or a
+    plain dict of its entries); collectors put the stat entries of files they
+    hashed this time into `cache_updates`.
     `exclude` holds absolute paths never to read (drift's own database,
     its -wal/-shm and the secret key). `systemctl` is the command prefix
     used to query systemd and `proc_root` where /proc is, both changeable so
@@ -133,7 +158,7 @@ class CollectContext:
     deleted, to name that file by the path it was recorded under.
     """
 
-    file_cache: dict[str, CachedStat] = field(default_factory=dict)
+    file_cache: StatCache | dict[str, CachedStat] = field(default_factory=dict)
     cache_updates: dict[str, CachedStat] = field(default_factory=dict)
     exclude: frozenset[str] = frozenset()
     systemctl: tuple[str, ...] = ("systemctl",)

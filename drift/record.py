@@ -22,6 +22,7 @@ from drift.config import Config
 from drift.facts import CollectContext, CollectionError, Fact, FactBlock
 from drift.keyfile import SecretKey
 from drift.store.files import sqlite_side_files
+from drift.store.statcache import ShardedStatCache
 from drift.store.urls import DbUrl, default_db_path
 from drift.store.writer import HistoryWriter, SnapshotResult, now_us
 
@@ -151,7 +152,8 @@ def record(
     with HistoryWriter.open(db) as writer:
         with writer.record_lock(config.host):
             ctx = CollectContext(
-                file_cache=writer.load_file_cache(config.host),
+                # Read a shard at a time as collectors ask: never the whole cache at once.
+                file_cache=ShardedStatCache(writer.conn, writer.host_id(config.host)),
                 exclude=excluded_paths(config, db),
                 systemctl=config.systemctl,
                 proc_root=config.proc_root,

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from drift.collectors.hashing import read_all
-from drift.collectors.walk import Expansion, Listed, expand
+from drift.collectors.walk import Expansion, expand
 from drift.config import MAX_FILES, CacheSpec
 from drift.facts import CollectContext, CollectionError, Fact, storable
 from drift.timespec import iso
@@ -94,7 +94,7 @@ def cache_files(found: Expansion) -> list[CacheFile]:
     out = []
     for path, (pattern, entry) in found.matches.items():
         try:
-            st = _lstat(entry)
+            st = entry if isinstance(entry, os.stat_result) else os.lstat(path)
         except FileNotFoundError:
             continue  # removed since it was listed: the server evicts as it writes
         name = storable(path if named is None else named(path, pattern))
@@ -109,10 +109,6 @@ def digest_of(lines: list[str]) -> str:
     for line in lines:
         h.update(line.encode("utf-8", "surrogateescape"))
     return h.hexdigest()
-
-
-def _lstat(entry: Listed) -> os.stat_result:
-    return entry if isinstance(entry, os.stat_result) else entry.stat(follow_symlinks=False)
 
 
 def _content_lines(

@@ -26,7 +26,9 @@ error, ``file:<folder all its globs share>/``, keeps its files' last values.
 
 How globs are walked is `drift.collectors.walk`; how a file is read and
 hashed, on two threads, is `drift.collectors.hashing`. This module turns
-their findings into facts.
+their findings into facts, asking the stat cache shard by shard which files
+it vouches for. It stays one module past 500 lines: listing, vouching and
+making facts share one entry shape and one pair of blocks.
 """
 
 from __future__ import annotations
@@ -47,7 +49,15 @@ from drift.collectors.hashing import (
 )
 from drift.collectors.walk import Expansion, Listed, expand, set_subject
 from drift.config import FileSpec
-from drift.facts import CachedStat, CollectContext, CollectionError, Fact, FactBlock, storable
+from drift.facts import (
+    CachedStat,
+    CollectContext,
+    CollectionError,
+    Fact,
+    FactBlock,
+    StatCache,
+    storable,
+)
 from drift.rooted import HOST, Files
 
 FILE_KEYS = ("sha256", "size", "mode")
@@ -73,7 +83,14 @@ _Entry = tuple[str, str, str, os.stat_result | None, str | None]
 
 The lstat is None for a regular file read without one (see _lstat); the
 digest is the stat cache's sha256, _TOO_LARGE, or None when the file must be read.
+A file the stat cache vouches for is no entry: it goes straight into the
+block of unchanged files (unless its set keeps content, which it then lacks).
 """
+
+_Looked = str | os.stat_result | OSError | None
+"""What the stat cache pass learned of a listed file: the sha256 it vouches for,
+the file's lstat (the cache holds it, but does not vouch), why it could not be
+lstat'ed, or nothing (the cache does not hold it)."""
 
 Item = Fact | FactBlock | CollectionError
 
@@ -95,13 +112,20 @@ def collect_files(spec: FileSpec, ctx: CollectContext) -> Iterator[Item]:
             f"not recorded (max_files = {spec.max_files})",
         )
         return
+    facts = _SetFacts(spec, ctx.cache_updates, ctx.files)
+    cache = ctx.file_cache
     # A progress line gives the bytes to read, which takes every size first.
-    entries, jobs, unstatable = _list_files(found, spec, ctx.file_cache, ctx.progress is not None)
+    entries, jobs, unstatable = _list_files(
+        found,
+        spec,
+        cache if isinstance(cache, StatCache) else StatCache(cache),
+        ctx.progress is not None,
+        facts,
+    )
     yield from unstatable
     sink = ctx.progress
     report = None if sink is None or not jobs else HashProgress(sink, spec.name, jobs)
     reads = read_all(jobs, CONTENT_MAX if spec.content else None, report, spec.max_size, ctx.files)
-    facts = _SetFacts(spec, ctx.cache_updates, ctx.files)
     yield from facts.add_all(entries, reads)
     yield from found.errors
     for pattern in found.empty:
@@ -125,24 +149,58 @@ def _expand_set(spec: FileSpec, ctx: CollectContext) -> Expansion:
 
 
 def _list_files(
-    found: Expansion, spec: FileSpec, cache: dict[str, CachedStat], lstat_all: bool
+    found: Expansion, spec: FileSpec, cache: StatCache, lstat_all: bool, facts: _SetFacts
 ) -> tuple[list[_Entry], list[Job], list[CollectionError]]:
     """Each match in path order, the regular files that must be read, and what could not be stat'ed.
 
-    The regular files the stat cache does not vouch for must be read; so
-    must one listed without an lstat. `lstat_all` takes every lstat anyway.
+    The files the stat cache vouches for go into `facts.unchanged`, in path
+    order; the regular files it does not vouch for must be read; so must one
+    listed without an lstat. `lstat_all` takes every lstat anyway. The walk's
+    matches are emptied on the way.
     """
+    matches = found.matches
+    paths = sorted(matches)
+    listed = [matches[p] for p in paths]
+    matches.clear()  # its table is as large as the block of a large tree
+    named = found.named if found.naming is not None else None
+    # The stored path, as the config names it (inside a container, its path there):
+    # valid UTF-8 whatever the bytes.
+    names = (
+        [storable(p) for p in paths]
+        if named is None
+        else [storable(named(p, m[0])) for p, m in zip(paths, listed, strict=True)]
+    )
+    looked, sizes, modes = _look_up(paths, names, listed, cache, spec)
     max_size = spec.max_size
     entries: list[_Entry] = []
     jobs: list[Job] = []
     errors: list[CollectionError] = []
-    named = found.named if found.naming is not None else None
-    for path, (pattern, entry) in sorted(found.matches.items()):
-        # The stored path, as the config names it (inside a container, its path there):
-        # valid UTF-8 whatever the bytes.
-        name = storable(path if named is None else named(path, pattern))
+    block = facts.unchanged
+    add_subject, add_provenance = block.subjects.append, block.provenances.append
+    add_digest, add_size, add_mode = (column.append for column in block.columns)
+    provenance = facts.provenance
+    last: tuple[str, Listed] | None = None
+    shared: dict[str, str] = {}
+    for i, path in enumerate(paths):
+        seen = looked[i]
+        name = names[i]
+        # Let each path go once used: the block's subjects grow as the paths go.
+        paths[i] = names[i] = ""
+        looked[i] = None
+        pattern, entry = match = listed[i]
+        if type(seen) is str:  # vouched for: straight into the block of unchanged files
+            add_subject("file:" + name)
+            add_digest(seen)
+            add_size(sizes[i])
+            add_mode(modes[i])
+            if match is not last:  # a folder's matches share one tuple: one lookup a folder
+                last, shared = match, provenance(pattern)
+            add_provenance(shared)
+            continue
         try:
-            st = _lstat(entry, lstat_all or name in cache)
+            if isinstance(seen, OSError):
+                raise seen
+            st = seen if isinstance(seen, os.stat_result) else _lstat(entry, path, lstat_all)
         except FileNotFoundError:
             continue  # deleted since it was listed
         except OSError as exc:
@@ -154,12 +212,62 @@ def _list_files(
         elif stat.S_ISREG(st.st_mode):
             if st.st_size > max_size:
                 digest = _TOO_LARGE  # whatever the cache holds: max_size may have been lowered
-            else:
-                digest = _cached_digest(cache.get(name), st, spec.content)
-                if digest is None:
-                    jobs.append((path, st.st_size))
+            elif seen is not None and spec.content and st.st_size > CONTENT_MAX:
+                digest = _cached_digest(cache.get(name), st, True)  # vouched, content kept
+            if digest is None:
+                jobs.append((path, st.st_size))
         entries.append((path, name, pattern, st, digest))
     return entries, jobs, errors
+
+
+def _look_up(
+    paths: list[str],
+    names: list[str],
+    listed: list[tuple[str, Listed]],
+    cache: StatCache,
+    spec: FileSpec,
+) -> tuple[list[_Looked], list[str], list[str]]:
+    """What the stat cache says of each listed file, asked in the cache's order (shard by shard),
+    and the stored size and mode of each file it vouches for.
+
+    Only the files the cache holds are lstat'ed here. A regular file the
+    cache vouches for gets its sha256, unless its set keeps content (then
+    the file is read, or if too large for content, listed with its lstat).
+    """
+    looked: list[_Looked] = [None] * len(paths)
+    sizes = [""] * len(paths)
+    modes = [""] * len(paths)
+    max_size, content = spec.max_size, spec.content
+    texts: dict[int, str] = {}  # one string per distinct size: far fewer than files
+    lstat, is_regular = os.lstat, stat.S_ISREG
+    for indexes, shard in cache.shards(names):
+        get = shard.get
+        for i in indexes:
+            cached = get(names[i])
+            if cached is None:
+                continue
+            entry = listed[i][1]
+            try:
+                st = entry if isinstance(entry, os.stat_result) else lstat(paths[i])
+            except OSError as exc:
+                looked[i] = exc
+                continue
+            size = st.st_size
+            if (
+                content
+                or not is_regular(st.st_mode)
+                or size > max_size
+                or cached[:4] != (size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+            ):
+                looked[i] = st
+                continue
+            looked[i] = cached[4]
+            text = texts.get(size)
+            if text is None:
+                text = texts[size] = str(size)
+            sizes[i] = text
+            modes[i] = _mode(st)
+    return looked, sizes, modes
 
 
 class _SetFacts:
@@ -183,16 +291,11 @@ class _SetFacts:
     def add_all(self, entries: list[_Entry], reads: list[Read]) -> Iterator[Fact | CollectionError]:
         """Add every listed file, with the reads of those that were read (in the same order)."""
         reads.reverse()  # popped in path order, so each read is freed once it is facts
-        provenances = self.provenances
         unchanged = self.unchanged
         content = self.spec.content
         for path, name, pattern, st, digest in entries:
             subject = "file:" + name
-            provenance = provenances.get(pattern)
-            if provenance is None:
-                provenance = provenances[pattern] = {"glob": pattern, "set": self.spec.name}
-                if self.files.container is not None:
-                    provenance["container"] = self.files.container
+            provenance = self.provenance(pattern)
             if st is not None and not stat.S_ISREG(st.st_mode):
                 yield from _not_regular(path, subject, st, provenance, self.files)
             elif digest is None:
@@ -206,6 +309,15 @@ class _SetFacts:
                 _add_file(unchanged, subject, digest, st, provenance)
                 if content:
                     yield _too_large(subject, st.st_size)  # a cached file with content is large
+
+    def provenance(self, pattern: str) -> dict[str, str]:
+        """The provenance of the files a pattern matched first: one dict for all of them."""
+        provenance = self.provenances.get(pattern)
+        if provenance is None:
+            provenance = self.provenances[pattern] = {"glob": pattern, "set": self.spec.name}
+            if self.files.container is not None:
+                provenance["container"] = self.files.container
+        return provenance
 
     def _add_read(
         self, path: str, name: str, listed: os.stat_result | None, done: Read, pattern: str
@@ -299,8 +411,8 @@ def _unhashed(
             yield CollectionError(subject, "content", f"not read: {reason}")
 
 
-def _lstat(entry: Listed, needed: bool) -> os.stat_result | None:
-    """The lstat of a listed entry; None for a regular file whose lstat is not `needed`.
+def _lstat(listed: Listed, path: str, needed: bool) -> os.stat_result | None:
+    """The lstat of a listed file; None for a regular file whose lstat is not `needed`.
 
     A file the stat cache cannot vouch for is read whatever its lstat says,
     and the fstat after opening it tells its size and mode, so unless a
@@ -308,11 +420,11 @@ def _lstat(entry: Listed, needed: bool) -> os.stat_result | None:
     0.08 s of a first record. The listing's file type (d_type) tells a
     regular file from the rest without a system call.
     """
-    if isinstance(entry, os.stat_result):
-        return entry
-    if not needed and entry.is_file(follow_symlinks=False):
+    if isinstance(listed, os.stat_result):
+        return listed
+    if not needed and listed:
         return None
-    return entry.stat(follow_symlinks=False)
+    return os.lstat(path)
 
 
 def _cached_digest(cached: CachedStat | None, st: os.stat_result, content: bool) -> str | None:

@@ -28,7 +28,7 @@ import hashlib
 import hmac
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -269,10 +269,9 @@ class Redactor:
 
         `shaped` says whether a name may hold a token shape, if already known.
         """
-        joined = "\n".join(names)
         if shaped is None:
-            shaped = may_hold_shape(joined)
-        if not (shaped or self._holds_known(joined)):
+            shaped = any(map(may_hold_shape, _joined(names)))
+        if not (shaped or any(map(self._holds_known, _joined(names)))):
             return names
         masked = [self.mask_name(name) for name in names]
         return names if all(m is n for m, n in zip(masked, names, strict=True)) else masked
@@ -463,7 +462,7 @@ class Redactor:
 
     def _learn_names(self, names: list[str], memo: _Memo) -> None:
         # one search of the joined names: 12k file names hold no token shape, as a rule
-        shaped = memo.shaped[id(names)] = may_hold_shape("\n".join(names))
+        shaped = memo.shaped[id(names)] = any(map(may_hold_shape, _joined(names)))
         if shaped:
             for name in names:
                 self._learn(name, memo, shapes_only=True)
@@ -514,6 +513,16 @@ class Redactor:
             listed.append(entry)
         out["possible"] = listed
         return out
+
+
+def _joined(names: list[str], size: int = 4096) -> Iterator[str]:
+    """`names` joined by newlines, `size` names at a time.
+
+    A secret lies within one name, so a search of the parts finds what a
+    search of one join would, without a 14 MB string for 150k file names.
+    """
+    for start in range(0, len(names), size):
+        yield "\n".join(names[start : start + size])
 
 
 def _distinct(provenances: list[dict[str, Any]]) -> Iterable[dict[str, Any]]:

@@ -23,7 +23,7 @@ def state_digest(items: list[Fact | FactBlock]) -> bytes:
     length of every field, and each part by a tag and its size, so no two
     different sequences encode alike (a value may itself contain NUL).
     Column by column is 40% faster than fact by fact; a block, already in
-    columns, costs three joins whatever its size.
+    columns, costs a few joins whatever its size.
 
     Consecutive blocks with the same keys are one part, its rows in subject
     order: how a collector splits what it found into blocks is no change.
@@ -96,7 +96,15 @@ def _in_order(subjects: list[str]) -> bool:
     return subjects == sorted(subjects)
 
 
+_CHUNK = 4096
+# Fields joined at a time: the same bytes as one join of the whole column, but
+# a 150k-file block's subjects no longer make a 13 MB string and its bytes at once.
+
+
 def _digest_columns(h: Any, columns: list[list[str]]) -> None:
     for column in columns:
-        h.update("\0".join(column).encode("utf-8", "surrogateescape"))
+        for start in range(0, len(column), _CHUNK):
+            if start:
+                h.update(b"\0")
+            h.update("\0".join(column[start : start + _CHUNK]).encode("utf-8", "surrogateescape"))
         h.update(array("Q", map(len, column)).tobytes())
