@@ -374,20 +374,6 @@ class History:
             )
         return pages
 
-    def versions_started_between(self, after_id: int, upto_id: int) -> list[StoredVersion]:
-        """Versions that began in (after_id, upto_id]: every value seen inside a window.
-
-        A version that only moved (a script line now lower down, same value) is
-        not a value of its own and is left out.
-        """
-        rows = self.rows(
-            f"SELECT {VERSION_COLUMNS} FROM facts f JOIN versions v ON v.fact_id = f.id "
-            f"{VERSION_JOINS} WHERE f.host_id = ? AND v.first_snapshot_id > ? "
-            f"AND v.first_snapshot_id <= ? AND {self.not_a_move()}",
-            (self.host_id, after_id, upto_id),
-        )
-        return [version_row(r) for r in rows]
-
     def version_counts(self, upto_id: int) -> dict[tuple[str, str], int]:
         """How many values each fact had in snapshots up to `upto_id`: its churn (moves aside)."""
         return self.counts_between(0, upto_id)
