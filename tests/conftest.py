@@ -17,6 +17,7 @@ def drift_env(tmp_path: Path) -> dict[str, str]:
     """An environment that cannot reach the user's real config or database."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DRIFT_")}
     env["XDG_STATE_HOME"] = str(tmp_path / "xdg-state")
+    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg-cache")
     return env
 
 

@@ -120,14 +120,37 @@ def test_a_broken_block_of_a_user_template_is_one_line_naming_it(history: dict) 
 
 
 def test_a_template_edited_between_runs_renders_as_edited_not_from_the_cache(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Compiled templates are cached between runs; an edit (same size, same second) is
-    compiled again, because the cache is keyed by a checksum of the source."""
-    template = tmp_path / "note.txt.j2"
+    """Compiled templates are cached between runs in the user's cache folder; an edit (same
+    size, same second) is compiled again, because the cache is keyed by the source."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    template = folder / "note.txt.j2"
     template.write_text("before {{ value }}\n")
-    cache = make_environment(str(tmp_path)).bytecode_cache
-    assert cache is not None  # this machine's temp folder can hold the cache
-    assert render_template("note.txt.j2", {"value": 1}, str(tmp_path)) == "before 1\n"
+    assert render_template("note.txt.j2", {"value": 1}, str(folder)) == "before 1\n"
+    cached = tmp_path / "cache" / "drift" / "templates"
+    assert (cached.stat().st_mode & 0o777) == 0o700
+    assert any(cached.iterdir())  # the compiled template is kept
     template.write_text("after! {{ value }}\n")
-    assert render_template("note.txt.j2", {"value": 1}, str(tmp_path)) == "after! 1\n"
+    assert render_template("note.txt.j2", {"value": 1}, str(folder)) == "after! 1\n"
+
+
+def test_a_cache_folder_others_can_write_is_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    shared = tmp_path / "cache" / "drift" / "templates"
+    shared.mkdir(parents=True)
+    shared.chmod(0o777)
+    assert make_environment().bytecode_cache is None
+    assert render_template("note.txt.j2", {"value": 2}, str(_note(tmp_path))) == "n 2\n"
+    assert list(shared.iterdir()) == []
+
+
+def _note(tmp_path: Path) -> Path:
+    folder = tmp_path / "t"
+    folder.mkdir()
+    (folder / "note.txt.j2").write_text("n {{ value }}\n")
+    return folder

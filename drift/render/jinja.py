@@ -15,7 +15,9 @@ Imported only to render: `drift --help` and `drift record` never load Jinja.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -25,6 +27,7 @@ from markupsafe import Markup
 
 from drift.display import printable, short, short_against
 from drift.errors import TemplateError
+from drift.private_dirs import make_private_dirs
 from drift.render.markdown import md_code, md_fence, md_text
 from drift.render.terminal import number, wrap_lines
 from drift.resources import resource_dir
@@ -92,16 +95,28 @@ class _QuietBytecodeCache(jinja2.FileSystemBytecodeCache):
         try:
             super().dump_bytecode(bucket)
         except OSError:
-            pass  # a full or read-only temp folder: compile again next time
+            pass  # a full or read-only cache folder: compile again next time
+
+
+def template_cache_dir() -> Path:
+    """Where compiled templates are kept: $XDG_CACHE_HOME/drift/templates (~/.cache/...)."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "drift" / "templates"
 
 
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
-    """Jinja's per-user cache folder (_jinja2-cache-UID in the temp folder, 0700, checked to
-    be the user's own); None, so every template is compiled, when it cannot be had."""
+    """The cache of compiled templates in the user's own 0700 cache folder; None, so every
+    template is compiled, when it cannot be made or is not the user's alone (compiled
+    code loaded from a folder another user can write would run as this one)."""
+    folder = template_cache_dir()
     try:
-        return _QuietBytecodeCache()
-    except (OSError, RuntimeError):
+        make_private_dirs(folder)
+        st = folder.lstat()
+    except OSError:
         return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        return None
+    return _QuietBytecodeCache(str(folder))
 
 
 def render_template(
