@@ -52,6 +52,13 @@ def copy_history(sqlite_db: Path, url: str) -> dict[str, int]:
     """Every row of the SQLite history into the (drift-created) PostgreSQL schema."""
     import psycopg
 
+    from drift.store.db import DRIFT_TABLES
+
+    # A table the store gained and this list lacks would be left behind, or copied after
+    # the rows that refer to it.
+    missing = DRIFT_TABLES - {"alembic_version", "file_cache"} - set(TABLES)
+    if missing:
+        raise BenchError(f"history_pg.TABLES lacks {', '.join(sorted(missing))}")
     rows: dict[str, int] = {}
     src = sqlite3.connect(sqlite_db)
     with psycopg.connect(url) as pg, pg.cursor() as cur:
