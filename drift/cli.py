@@ -547,8 +547,13 @@ def history(obj: DriftContext, pattern: str, limit: int | None, show_all: bool, 
     """Every value a fact has had, newest first: when, and where it came from.
 
     PATTERN is a glob on subject, key or "subject key" (a plain word matches
-    as a substring), e.g.  drift history SGLANG_SM120_MMA_TARGET_CTAS
-    Exit 1 when no recorded fact matches (as grep does).
+    as a substring). Exit 1 when no recorded fact matches (as grep does).
+
+    \b
+    Examples:
+      drift history SGLANG_SM120_MMA_TARGET_CTAS
+      drift history 'command:loadavg' --limit 5
+      drift history 'script:*decode.sh export:*' --all --format json
     """
     from drift.analysis.plain import plain
     from drift.analysis.views import HISTORY_LIMIT, fact_history
