@@ -17,7 +17,9 @@ def drift_env(tmp_path: Path) -> dict[str, str]:
     """An environment that cannot reach the user's real config or database."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DRIFT_")}
     env["XDG_STATE_HOME"] = str(tmp_path / "xdg-state")
-    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg-cache")
+    # Beside the test's folder, not in it: tests check that folder for leftovers, and the
+    # compiled templates kept here are one user's cache shared by every run, as in life.
+    env["XDG_CACHE_HOME"] = str(tmp_path.parent / "xdg-cache")
     return env
 
 
