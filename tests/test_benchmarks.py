@@ -72,21 +72,12 @@ def test_inference_bench_runs_with_every_collector_on(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_bytes_bench_says_where_a_changed_minute_goes(tmp_path: Path) -> None:
-    summary = tmp_path / "bytes.json"
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "benchmarks" / "bench_bytes.py"),
-            *("--depth", "day", "--minutes", "20", "--pairs", "1", "--plans"),
-            *("--dir", str(tmp_path), "--json", str(summary)),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
+    _, out = run_script(
+        "bench_bytes.py",
+        *("--depth", "day", "--minutes", "20", "--pairs", "1", "--plans", "--dir", str(tmp_path)),
+        tmp_path=tmp_path,
     )
-    assert result.returncode == 0, result.stderr[-2000:]
-    day = json.loads(summary.read_text())["day"]
+    day = out["day"]
     assert day["facts"] == 6443
     # One changed 26-byte output: a snapshot row and a version row, no blob, no provenance.
     assert day["changed"]["rows_per_minute"] == {"snapshots": 1.0, "versions": 1.0}
@@ -102,16 +93,19 @@ def run_bench(
     script: str, *args: str, tmp_path: Path
 ) -> tuple[subprocess.CompletedProcess[str], dict]:
     """Run a bench script on a tree in `tmp_path`; its output and its JSON summary."""
+    return run_script(script, "--tree", str(tmp_path / "tree"), *args, tmp_path=tmp_path)
+
+
+def run_script(
+    script: str, *args: str, tmp_path: Path, timeout: float = 300
+) -> tuple[subprocess.CompletedProcess[str], dict]:
+    """Run a script of benchmarks/ in `tmp_path`; its output and its JSON summary (--json)."""
     summary = tmp_path / "bench.json"
     result = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "benchmarks" / script),
-            *("--tree", str(tmp_path / "tree"), "--json", str(summary), *args),
-        ],
+        [sys.executable, str(REPO / "benchmarks" / script), *args, "--json", str(summary)],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout,
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-2000:]
@@ -121,27 +115,20 @@ def run_bench(
 @pytest.mark.slow
 def test_history_bench_runs_on_a_short_history(tmp_path: Path) -> None:
     """Two hours of minutes instead of a week: every measure runs and lands in the JSON."""
-    summary = tmp_path / "bench.json"
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "benchmarks" / "bench_history.py"),
-            *("--depths", "week", "--minutes", "120", "--runs", "1", "--growth-minutes", "2"),
-            *("--cache", str(tmp_path / "cache"), "--json", str(summary)),
-        ],
-        capture_output=True,
-        text=True,
+    result, out = run_script(
+        "bench_history.py",
+        *("--depths", "week", "--minutes", "120", "--runs", "1", "--growth-minutes", "2"),
+        *("--cache", str(tmp_path / "cache")),
+        tmp_path=tmp_path,
         timeout=600,
-        cwd=tmp_path,
     )
-    assert result.returncode == 0, result.stderr[-2000:]
-    week = json.loads(summary.read_text())["depths"]["week"]
+    week = out["depths"]["week"]
     assert week["build"]["minutes"] == 120
     for measure in ("since_1d", "history", "show"):
         assert week[measure]["s"] > 0 and week[measure]["rss_mib"] > 0
     # An unchanged record on either database writes no fact.
     assert week["record"]["ratio"] > 0
-    # Only the loadavg line changed: a version, a blob and a snapshot row a minute.
+    # Only the loadavg line changed: a version and a snapshot row a minute.
     assert 0 < week["growth"]["used_bytes_per_minute"] < 4096
-    assert json.loads(summary.read_text())["postgres"]["after_s"] > 0
+    assert out["postgres"]["after_s"] > 0
     assert "since --stable 1 day back" in result.stdout
