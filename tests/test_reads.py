@@ -233,3 +233,18 @@ def test_a_script_line_that_only_moved_is_no_value_of_the_window(tmp_path: Path)
     out = run_drift(["diff", "#2", "#4", "--db", str(db), "--host", HOST], tmp_path).stdout
     assert "export:PORT" not in out.split("Verified unchanged")[0]
     assert "changed 0 times" not in out
+
+
+def test_the_state_query_seeks_each_facts_version_on_sqlite(tmp_path: Path) -> None:
+    """The state at a snapshot is one seek per fact, never a walk over a fact's later
+    versions: a command that changed every minute for a year has half a million."""
+    db = tmp_path / "drift.db"
+    record_history(db, 60, seed=4)
+    with History.open(resolve_db_url(str(db)), HOST) as history:
+        for began_after in (0, 10):
+            sql, params = history.state_sql(30, began_after=began_after)
+            plan = [r[-1] for r in history.rows("EXPLAIN QUERY PLAN " + sql, params)]
+            version = [p for p in plan if p.startswith("SEARCH v ")]
+            assert version == [
+                "SEARCH v USING INDEX ix_versions_fact_first (fact_id=? AND first_snapshot_id=?)"
+            ], plan

@@ -17,7 +17,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from fnmatch import translate
-from typing import TYPE_CHECKING, Any
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from drift.errors import NoHistoryError, StoreError, TimeSpecError
 from drift.store.db import DbapiConnection, connect_dbapi
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from drift.scope import ConfigInfo
 
 # Ids bound in one `IN (...)` (SQLite allows 32,766 variables, PostgreSQL 65,535).
+_T = TypeVar("_T")
+
 IDS_PER_QUERY = 500
 
 SNAPSHOT_COLUMNS = "id, taken_us, duration_ms, n_facts, n_changed, n_errors, errors, config_id"
@@ -113,7 +116,7 @@ def snapshot_row(row: Any) -> SnapshotInfo:
     )
 
 
-def _chunks(ids: list[int]) -> Iterator[list[int]]:
+def _chunks(ids: list[_T]) -> Iterator[list[_T]]:
     for start in range(0, len(ids), IDS_PER_QUERY):
         yield ids[start : start + IDS_PER_QUERY]
 
@@ -212,6 +215,17 @@ class History:
             )
         return snap
 
+    def snapshot(self, snapshot_id: int) -> SnapshotInfo:
+        """This host's snapshot of that id."""
+        snap = self._one_snapshot("AND id = ?", (snapshot_id,), "id")
+        if snap is None:
+            raise StoreError(f"no snapshot #{snapshot_id} for host {self.host!r}")
+        return snap
+
+    def snapshot_after(self, snapshot_id: int) -> SnapshotInfo | None:
+        """This host's next snapshot after that id, if any."""
+        return self._one_snapshot("AND id > ?", (snapshot_id,), "id")
+
     def recent_snapshots(self, limit: int) -> list[SnapshotInfo]:
         """The last `limit` snapshots, oldest first."""
         rows = self.rows(
@@ -227,10 +241,16 @@ class History:
             (self.host_id, start_us, end_us),
         )
 
-    def count_snapshots_upto(self, upto_id: int) -> int:
+    def count_snapshots_upto(self, upto_id: int, from_id: int = 0) -> int:
+        """Records with from_id <= id <= upto_id."""
         return self._count(
-            "SELECT count(*) FROM snapshots WHERE host_id = ? AND id <= ?", (self.host_id, upto_id)
+            "SELECT count(*) FROM snapshots WHERE host_id = ? AND id >= ? AND id <= ?",
+            (self.host_id, from_id, upto_id),
         )
+
+    def first_taken_from(self, at_us: int) -> SnapshotInfo | None:
+        """The earliest record taken at or after `at_us` (None when none is)."""
+        return self._one_snapshot("AND taken_us >= ?", (at_us,), "taken_us, id")
 
     def _count(self, sql: str, params: tuple[Any, ...]) -> int:
         row = self.conn.execute(sql, params).fetchone()
@@ -287,18 +307,21 @@ class History:
         """
         only = f"AND f.id IN ({_marks(len(fact_ids))}) " if fact_ids is not None else ""
         ids = tuple(fact_ids or ())
-        tail = (
-            "AND (v.until_snapshot_id IS NULL OR v.until_snapshot_id > ?) "
-            "AND v.first_snapshot_id > ?"
-        )
+        tail = "AND (v.until_snapshot_id IS NULL OR v.until_snapshot_id > ?)"
         if self.conn.dialect == "sqlite":
+            # `+v.first_snapshot_id > ?` is a filter on the row found, never an
+            # index range: as a range, SQLite walks every later version of each
+            # fact (half a million for a command that changes every minute).
+            after = " AND +v.first_snapshot_id > ?" if began_after else ""
             sql = (
                 f"SELECT {VERSION_COLUMNS} FROM facts f JOIN versions v ON v.fact_id = f.id "
                 f"{VERSION_JOINS} WHERE f.host_id = ? {only}AND v.first_snapshot_id = "
                 "(SELECT max(w.first_snapshot_id) FROM versions w "
-                f"WHERE w.fact_id = f.id AND w.first_snapshot_id <= ?) {tail}"
+                f"WHERE w.fact_id = f.id AND w.first_snapshot_id <= ?) {tail}{after}"
             )
-            return sql, (self.host_id, *ids, snapshot_id, snapshot_id, began_after)
+            params = (self.host_id, *ids, snapshot_id, snapshot_id)
+            return sql, params + ((began_after,) if began_after else ())
+        tail += " AND v.first_snapshot_id > ?"
         sql = (
             f"SELECT {VERSION_COLUMNS} FROM facts f CROSS JOIN LATERAL "
             "(SELECT w.id FROM versions w WHERE w.fact_id = f.id AND w.first_snapshot_id <= ? "
@@ -328,6 +351,30 @@ class History:
         for chunk in _chunks(self.matching_facts(pattern)):
             rows = self.rows(*self.state_sql(snapshot_id, chunk))
             out.update({(r[0], r[1]): version_row(r) for r in rows})
+        return out
+
+    def fact_ids_with(self, prefix: str, key: str) -> list[int]:
+        """This host's facts whose subject starts with `prefix` and whose key is `key`: ids."""
+        rows = self.rows(
+            "SELECT id FROM facts WHERE host_id = ? AND substr(subject, 1, ?) = ? AND key = ?",
+            (self.host_id, len(prefix), prefix, key),
+        )
+        return sorted(r[0] for r in rows)
+
+    def versions_after(self, fact_ids: list[int], after_id: int) -> list[StoredVersion]:
+        """The versions of these facts open at `after_id` or begun after it, by subject, key,
+        then time: a seek per fact, however many versions came before."""
+        out: list[StoredVersion] = []
+        for chunk in _chunks(fact_ids):
+            rows = self.rows(*self.state_sql(after_id, chunk))
+            rows += self.rows(
+                f"SELECT {VERSION_COLUMNS} FROM facts f JOIN versions v ON v.fact_id = f.id "
+                f"{VERSION_JOINS} WHERE f.id IN ({_marks(len(chunk))}) "
+                "AND v.first_snapshot_id > ?",
+                (*chunk, after_id),
+            )
+            out.extend(version_row(r) for r in rows)
+        out.sort(key=lambda v: (v.subject, v.key, v.first_snapshot_id))
         return out
 
     def versions_of(self, pattern: str) -> list[StoredVersion]:
@@ -374,35 +421,70 @@ class History:
             )
         return pages
 
-    def version_counts(self, upto_id: int) -> dict[tuple[str, str], int]:
-        """How many values each fact had in snapshots up to `upto_id`: its churn (moves aside)."""
-        return self.counts_between(0, upto_id)
+    def version_counts(
+        self, upto_id: int, idents: Iterable[tuple[str, str]], from_id: int | None = None
+    ) -> dict[tuple[str, str], int]:
+        """How many values each of these facts had in the snapshots up to `upto_id` (from
+        `from_id` on, when given): its churn (moves aside; facts with none, or not in the
+        history, left out).
 
-    def counts_between(self, after_id: int, upto_id: int) -> dict[tuple[str, str], int]:
+        Only the facts asked for are counted: the stories' own, a few hundred
+        at most, where every fact of a host would walk every version ever
+        written of its script lines to take their moves off.
+        """
+        wanted = set(idents)
+        if not wanted:
+            return {}
+        subjects = sorted({subject for subject, _ in wanted})
+        ids: list[int] = []
+        for names in _chunks(subjects):
+            rows = self.rows(
+                f"SELECT id, subject, key FROM facts WHERE host_id = ? "
+                f"AND subject IN ({_marks(len(names))})",
+                (self.host_id, *names),
+            )
+            ids += [r[0] for r in rows if (r[1], r[2]) in wanted]
+        counts: dict[tuple[str, str], int] = {}
+        for chunk in _chunks(sorted(ids)):
+            if from_id is None:
+                counts.update(self.counts_between(0, upto_id, chunk))
+                continue
+            # The value held at from_id, and each one begun after it.
+            counts.update(self.counts_between(from_id, upto_id, chunk))
+            for r in self.rows(*self.state_sql(from_id, chunk)):
+                counts[(r[0], r[1])] = counts.get((r[0], r[1]), 0) + 1
+        return counts
+
+    def counts_between(
+        self, after_id: int, upto_id: int, fact_ids: list[int] | None = None
+    ) -> dict[tuple[str, str], int]:
         """How many values each fact took in (after_id, upto_id] (moves aside; facts that took
-        none left out), by subject and key.
+        none left out), by subject and key; only of `fact_ids` if given (at most
+        IDS_PER_QUERY of them).
 
         Each fact's count is a range of the covering index ix_versions_fact_first,
         never a row of versions: a fact that changed every minute for a year
         is counted in 30 ms, not read. Only script facts can have moves, and
         only theirs are read to take the moves off.
         """
+        only = "" if fact_ids is None else f"AND f.id IN ({_marks(len(fact_ids))}) "
+        ids = tuple(fact_ids or ())
         counts = {
             (r[0], r[1]): int(r[2])
             for r in self.rows(
                 "SELECT f.subject, f.key, (SELECT count(*) FROM versions v WHERE v.fact_id = f.id "
                 "AND v.first_snapshot_id > ? AND v.first_snapshot_id <= ?) FROM facts f "
-                "WHERE f.host_id = ?",
-                (after_id, upto_id, self.host_id),
+                f"WHERE f.host_id = ? {only}",
+                (after_id, upto_id, self.host_id, *ids),
             )
             if r[2]
         }
         moves = self.rows(
             "SELECT f.subject, f.key, count(*) FROM facts f JOIN versions v ON v.fact_id = f.id "
-            "WHERE f.host_id = ? AND substr(f.subject, 1, 7) = 'script:' "
+            f"WHERE f.host_id = ? {only}AND substr(f.subject, 1, 7) = 'script:' "
             f"AND v.first_snapshot_id > ? AND v.first_snapshot_id <= ? AND NOT {self.not_a_move()} "
             "GROUP BY f.id, f.subject, f.key",
-            (self.host_id, after_id, upto_id),
+            (self.host_id, *ids, after_id, upto_id),
         )
         for subject, key, moved in moves:
             ident = (subject, key)
@@ -462,6 +544,13 @@ class History:
             raise StoreError(f"blob {missing[0]} is missing from the history")
 
 
+@lru_cache(maxsize=4096)
+def _provenance(text: str) -> dict[str, Any]:
+    """A stored provenance parsed once (a state of 6,000 facts holds a few hundred distinct
+    ones); version_row hands each version a copy of its own."""
+    return cast(dict[str, Any], json.loads(text))
+
+
 def version_row(r: Any) -> StoredVersion:
     value, blob_sha256, inline_text = r[2], r[3], None
     if value is not None and r[1] in TEXT_KEYS:
@@ -479,6 +568,6 @@ def version_row(r: Any) -> StoredVersion:
         first_taken_us=r[6],
         until_snapshot_id=r[7],
         until_taken_us=r[8],
-        provenance=json.loads(r[9]) if r[9] else {},
+        provenance=dict(_provenance(r[9])) if r[9] else {},
         inline_text=inline_text,
     )
