@@ -85,8 +85,12 @@ def to_us(moment: datetime) -> int:
     return int(moment.timestamp() * 1_000_000)
 
 
+@lru_cache(maxsize=4096)
 def iso(us: int) -> str:
-    """A stored time as ISO 8601 UTC with microseconds, as JSON and reports carry it."""
+    """A stored time as ISO 8601 UTC with microseconds, as JSON and reports carry it.
+
+    Cached: a report gives the same few times to thousands of facts (most began
+    with the first record)."""
     return from_us(us).isoformat(timespec="microseconds")
 
 

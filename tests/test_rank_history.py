@@ -125,3 +125,32 @@ def test_a_restart_while_the_failing_record_ran_is_not_cleared_by_timing(tmp_pat
 def test_a_restart_after_the_failing_record_ended_cannot_have_caused_it(tmp_path: Path) -> None:
     reasons = _restart_during_the_failing_record(tmp_path, 2_500_000)
     assert any(r.endswith("cannot have caused it") for r in reasons)
+
+
+def test_churn_is_counted_over_the_month_before_the_baseline(tmp_path: Path) -> None:
+    """Past a month, what a fact did long ago no longer counts against it: churn is read
+    over the 30 days before the baseline, and the reasons say so."""
+    db = resolve_db_url(str(tmp_path / "deep.db"))
+    hour = 60 * MINUTE
+    hours = 40 * 24
+    with HistoryWriter.open(db) as writer:
+        for h in range(hours + 2):
+            facts = [
+                Fact("service:decode", "pid", "318108", {"pid": 318108}),
+                # Changed 35 days before the baseline only (and after it).
+                Fact("service:decode", "env:OLD", "b" if 5 * 24 <= h < hours + 1 else "a"),
+                # Changed 20 days before the baseline (and after it).
+                Fact("service:decode", "env:RECENT", "b" if 20 * 24 <= h < hours + 1 else "a"),
+            ]
+            writer.write_snapshot("gpu-node-7", T0 + h * hour, facts, [], {})
+    with History.open(db, "gpu-node-7") as history:
+        context = plain(
+            investigate(
+                history, When(at=from_us(T0 + hours * hour)), None, InvestigateOptions(top=None)
+            )
+        )
+    reasons = {s["changes"][0]["key"]: s["reasons"] for s in context["suspects"]}
+    month = "the 721 records of the 30 days before the baseline"  # hours 240..960
+    assert f"never changed in {month}" in reasons["env:OLD"]
+    assert any(r.startswith(f"changed once in {month}") for r in reasons["env:RECENT"])
+    assert context["suspects"][0]["changes"][0]["key"] == "env:OLD"

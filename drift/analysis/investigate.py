@@ -60,6 +60,10 @@ from drift.store.window import WindowRecords, state_after, window_records, windo
 from drift.timespec import When, iso, local_time
 
 DEFAULT_TOP = 10  # suspects shown unless --top N or --all
+# How far back before the baseline a fact's churn is counted: a month says how
+# often it changes, and the count costs the same at a year of history.
+CHURN_DAYS = 30
+DAY_US = 86_400_000_000
 # The facts whose every value inside a window analysis reads (a service's runs, the
 # health checks); of the others it needs only how many values they took.
 WHOLE_VALUES = ("service:", "health:")
@@ -160,9 +164,7 @@ def _ranked(
 ) -> list[RankedStory]:
     """The stories ranked, most likely first; with `service`, only those that touch it."""
     chosen = span.chosen
-    churn = ChurnInfo(
-        history.version_counts(span.baseline.id), history.count_snapshots_upto(span.baseline.id)
-    )
+    churn = _churn(history, span.baseline, [(s.root.subject, s.root.key) for s in stories])
     unhealthy = next((s for s in window if s.taken_us == chosen.unhealthy_us), None)
     ranked = rank_stories(
         stories,
@@ -317,6 +319,21 @@ def changes_by_subject(suspects: list[Suspect]) -> list[SubjectChanges]:
         SubjectChanges(subject=subject, changes=changes)
         for subject, changes in sorted(by_subject.items())
     ]
+
+
+def _churn(history: History, baseline: SnapshotInfo, idents: list[tuple[str, str]]) -> ChurnInfo:
+    """How often the stories' facts changed before the baseline: over the records of the
+    CHURN_DAYS before it when the history reaches further back, else over all of them."""
+    start = history.first_taken_from(baseline.taken_us - CHURN_DAYS * DAY_US)
+    if start is None or start.id > baseline.id or start.id == history.first().id:
+        return ChurnInfo(
+            history.version_counts(baseline.id, idents), history.count_snapshots_upto(baseline.id)
+        )
+    return ChurnInfo(
+        history.version_counts(baseline.id, idents, start.id),
+        history.count_snapshots_upto(baseline.id, start.id),
+        CHURN_DAYS,
+    )
 
 
 def _fields(part: SnapshotRef | SuspectChange) -> dict[str, Any]:

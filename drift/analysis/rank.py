@@ -137,13 +137,22 @@ SIGNALS = ("liveness", "churn", "kind", "timing", "flapping", "failure")
 class ChurnInfo:
     """How often facts changed before the baseline.
 
-    `versions_before`: per (subject, key), the number of values it had up to
-    the baseline (History.version_counts); `snapshots_before`: the number of
-    records up to the baseline (History.count_snapshots_upto).
+    `versions_before`: per (subject, key), the number of values it had in the
+    records counted (History.version_counts); `snapshots_before`: the number
+    of those records, up to the baseline; `days`: when set, they are the
+    records of only that many days before the baseline, the history going
+    further back (a rate needs no more, and the count stays as fast at a
+    year of history as at a week).
     """
 
     versions_before: Mapping[tuple[str, str], int]
     snapshots_before: int
+    days: int | None = None
+
+    def records(self) -> str:
+        """The records counted, in words: `the 1,201 records before the baseline`."""
+        within = f" of the {self.days} days" if self.days is not None else ""
+        return f"the {self.snapshots_before:,} records{within} before the baseline"
 
 
 @dataclass(frozen=True)
@@ -279,13 +288,14 @@ def _churn(story: Story, churn: ChurnInfo, weights: Weights) -> tuple[float, str
         )
     versions = churn.versions_before.get(ident, 0)
     if versions == 0:
-        return 1.0, "new: not recorded before the baseline"
+        within = f" in the {churn.days} days" if churn.days is not None else ""
+        return 1.0, f"new: not recorded{within} before the baseline"
     changes = versions - 1
     if changes == 0:
-        return 1.0, f"never changed in the {churn.snapshots_before:,} records before the baseline"
+        return 1.0, f"never changed in {churn.records()}"
     rate = min(1.0, changes / intervals)
     times = "once" if changes == 1 else f"{changes:,} times"
-    seen = f"{times} in the {churn.snapshots_before:,} records before the baseline"
+    seen = f"{times} in {churn.records()}"
     if rate >= 1.0:
         return 0.0, f"changes at every record: {seen}"
     return 1.0 - rate, f"changed {seen}"
