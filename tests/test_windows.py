@@ -5,14 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from drift.analysis.windows import choose_baseline
+from drift.analysis.windows import HEALTH_LOOKBACK, choose_baseline, health_series
 from drift.errors import NoBaselineError
 from drift.facts import Fact
-from drift.store.query import History
+from drift.store.query import History, SnapshotInfo, StoredVersion
 from drift.store.urls import resolve_db_url
 from drift.store.writer import HistoryWriter, add_mark
-from drift.timespec import When
+from drift.timespec import When, from_us
 
 HOST = "gpu-node-7"
 MINUTE = 60_000_000
@@ -127,3 +129,65 @@ def test_a_failing_check_closes_a_window_a_stable_mark_opened(tmp_path: Path) ->
     assert snapshot == ids[5]
     assert chosen.source == "marks" and "closed by a failing health check" in chosen.why
     assert chosen.unhealthy_us == T0 + 6 * MINUTE
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    checks=st.lists(
+        st.lists(st.sampled_from([True, False, None]), min_size=1, max_size=40),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_health_series_is_every_check_covering_each_record(checks: list[list[bool | None]]) -> None:
+    """Swept with a cursor per check, the series says what the definition says: a record is
+    in it when some check covers it, healthy when every covering check passed."""
+    minutes = max(len(c) for c in checks)
+    snaps = [SnapshotInfo(i + 1, T0 + i * MINUTE, 1, 1, 0, 0, [], None) for i in range(minutes)]
+    versions: list[StoredVersion] = []
+    for n, outcomes in enumerate(checks):
+        runs: list[tuple[bool, int, int]] = []  # (passed, first id, until id)
+        for i, outcome in enumerate(outcomes, 1):
+            if outcome is None:
+                continue
+            if runs and runs[-1][0] == outcome and runs[-1][2] == i:
+                runs[-1] = (outcome, runs[-1][1], i + 1)
+            else:
+                runs.append((outcome, i, i + 1))
+        for passed, first, until in runs:
+            versions.append(
+                StoredVersion(
+                    f"health:c{n}", "ok", "true" if passed else "false", None, False,
+                    first, T0, None if until > minutes else until, None, {},
+                )
+            )  # fmt: skip
+    naive = []
+    for snap in snaps:
+        covering = [
+            v.value
+            for v in versions
+            if v.first_snapshot_id <= snap.id
+            and (v.until_snapshot_id is None or v.until_snapshot_id > snap.id)
+        ]
+        if covering:
+            naive.append((snap, all(value == "true" for value in covering)))
+    assert health_series(snaps, versions) == naive
+
+
+def test_a_baseline_older_than_the_health_lookback_finds_its_first_failure(tmp_path: Path) -> None:
+    """A failure before the last HEALTH_LOOKBACK records is still the first failure after a
+    baseline given before it: read from the check's versions, not from the recent records."""
+    db_path = tmp_path / "drift.db"
+    db = resolve_db_url(str(db_path))
+    failing = {100, 101, HEALTH_LOOKBACK + 400}  # minutes; 100 is outside the lookback
+    with HistoryWriter.open(db) as writer:
+        for m in range(HEALTH_LOOKBACK + 500):
+            ok = "false" if m in failing else "true"
+            facts = [Fact("health:decode-answers", "ok", ok)]
+            writer.write_snapshot(HOST, T0 + m * MINUTE, facts, [], {})
+    chosen, _ = baseline(db_path, When(at=from_us(T0 + 50 * MINUTE)))
+    assert chosen.unhealthy_us == T0 + 100 * MINUTE
+    chosen, _ = baseline(db_path, When(at=from_us(T0 + 101 * MINUTE)))
+    assert chosen.unhealthy_us == T0 + (HEALTH_LOOKBACK + 400) * MINUTE
+    chosen, _ = baseline(db_path, When(at=from_us(T0 + 100 * MINUTE)))
+    assert chosen.unhealthy_us == T0 + 101 * MINUTE  # failing already: the next record fails

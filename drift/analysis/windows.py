@@ -65,19 +65,31 @@ def health_series(snapshots: list[SnapshotInfo], checks: list[StoredVersion]) ->
     """Each snapshot that some health check covers, with True when every check passed.
 
     `checks` are the versions of the `health:NAME ok` facts: one per pass/fail
-    transition, so this is cheap however long the history.
+    transition. One pass over the snapshots (in id order), each check's
+    versions followed with a cursor: a check that flapped every minute for
+    the week looked at costs its versions once, not once per snapshot.
     """
+    per_check: dict[tuple[str, str], list[StoredVersion]] = {}
+    for v in sorted(checks, key=lambda v: v.first_snapshot_id):
+        per_check.setdefault((v.subject, v.key), []).append(v)
+    cursors = {ident: 0 for ident in per_check}
     series: Health = []
-    for snap in snapshots:
-        covering = [
-            v.value
-            for v in checks
-            if v.first_snapshot_id <= snap.id
-            and (v.until_snapshot_id is None or v.until_snapshot_id > snap.id)
-        ]
+    for snap in sorted(snapshots, key=lambda s: s.id):
+        covering = []
+        for ident, versions in per_check.items():
+            i = cursors[ident]
+            while i < len(versions) and _ended(versions[i], snap.id):
+                i += 1
+            cursors[ident] = i
+            if i < len(versions) and versions[i].first_snapshot_id <= snap.id:
+                covering.append(versions[i].value)
         if covering:
             series.append((snap, all(value == "true" for value in covering)))
     return series
+
+
+def _ended(version: StoredVersion, snapshot_id: int) -> bool:
+    return version.until_snapshot_id is not None and version.until_snapshot_id <= snapshot_id
 
 
 def health_windows(
@@ -99,11 +111,35 @@ def health_windows(
     return runs
 
 
-def first_failure_after(series: Health, snapshot_id: int | None) -> int | None:
-    """When the first failing health check after a snapshot was recorded, if any."""
-    if snapshot_id is None:
+def first_failure_after(
+    history: History, check_ids: list[int], snapshot_id: int | None
+) -> int | None:
+    """When the first failing health check after a snapshot was recorded, if any.
+
+    Read from the checks' versions open at the snapshot or begun after it
+    (a failing version is failing at every record it covers), so a baseline
+    months back finds its first failure without reading every record since.
+    """
+    if not check_ids or snapshot_id is None:
         return None
-    return next((snap.taken_us for snap, ok in series if snap.id > snapshot_id and not ok), None)
+    failing = [v for v in history.versions_after(check_ids, snapshot_id) if v.value != "true"]
+    if not failing:
+        return None
+    following = history.snapshot_after(snapshot_id)
+    if following is None:
+        return None
+    # Each failing version's first record after the snapshot, if it covers one.
+    covered = [
+        max(v.first_snapshot_id, following.id)
+        for v in failing
+        if v.first_snapshot_id > snapshot_id
+        or v.until_snapshot_id is None
+        or v.until_snapshot_id > following.id
+    ]
+    if not covered:
+        return None
+    first = min(covered)
+    return following.taken_us if first == following.id else history.snapshot(first).taken_us
 
 
 def given_why(label: str, when: When) -> str:
@@ -124,13 +160,16 @@ def choose_baseline(history: History, stable: When | None, label: str = "--stabl
     (consecutive passing records); the later end wins. `label` names how
     `stable` was given, for the header.
     """
-    checks = [v for v in history.versions_of("health:*") if v.key == "ok"]
-    series = health_series(history.recent_snapshots(HEALTH_LOOKBACK) if checks else [], checks)
-    runs = health_windows(series)
+    check_ids = history.fact_ids_with("health:", "ok")
+    recent = history.recent_snapshots(HEALTH_LOOKBACK) if check_ids else []
+    checks = history.versions_after(check_ids, recent[0].id) if recent else []
+    runs = health_windows(health_series(recent, checks))
     if stable is not None:
         why = given_why(label, stable)
         start = history.snapshot_for(stable, label)
-        return Baseline(stable, why, "given", None, first_failure_after(series, start.id))
+        return Baseline(
+            stable, why, "given", None, first_failure_after(history, check_ids, start.id)
+        )
 
     candidates: list[Baseline] = []
     closed = [run for run in runs if run[2] is not None]
@@ -160,7 +199,7 @@ def choose_baseline(history: History, stable: When | None, label: str = "--stabl
         if window.end is None:
             # A failing health check closes a window no unstable mark has closed.
             stable_id = _snapshot_id_at(history, When(at=from_us(window.last_stable.at_us)))
-            failed_us = first_failure_after(series, stable_id)
+            failed_us = first_failure_after(history, check_ids, stable_id)
         if window.end is not None:
             why = f"end of stable window {began}-{clock(window.end.at_us)}, from marks"
             span = (window.start.at_us, window.end.at_us)
@@ -181,7 +220,9 @@ def choose_baseline(history: History, stable: When | None, label: str = "--stabl
             )
             span = (window.start.at_us, window.last_stable.at_us)
         start_id = _snapshot_id_at(history, at)
-        candidates.append(Baseline(at, why, "marks", span, first_failure_after(series, start_id)))
+        candidates.append(
+            Baseline(at, why, "marks", span, first_failure_after(history, check_ids, start_id))
+        )
     if not candidates:
         raise NoBaselineError(
             "no baseline: give --stable WHEN (e.g. --stable 12:00), record a known-good "
