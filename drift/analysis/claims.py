@@ -40,6 +40,7 @@ class Claims:
         self.claimed: set[int] = set()
         self.stories: list[Story] = []
         self.restarts: dict[str, Restart] = {}
+        self._running_starts: dict[str, Span] | None = None
         self.script_service = self._script_services()
         self.sources = ServiceSources(after, self.script_service)
         # Services whose environment / command line could be read now.
@@ -98,7 +99,15 @@ class Claims:
         return story
 
     def running_starts(self) -> dict[str, Span]:
-        """When each service running now started, by name: what it loaded is from then."""
+        """When each service running now started, by name: what it loaded is from then.
+
+        Read from the state once per run (every changed file asks, and a state
+        holds thousands of facts); callers get their own copy."""
+        if self._running_starts is None:
+            self._running_starts = self._read_running_starts()
+        return dict(self._running_starts)
+
+    def _read_running_starts(self) -> dict[str, Span]:
         started: dict[str, Span] = {}
         for (subject, key), version in self.after.items():
             name = service_name(subject)

@@ -99,9 +99,16 @@ class Records:
             latest = seen.taken_us + seen.duration_ms * 1000
             # A record whose collection of this fact failed kept the old value
             # without reading it: the change may have happened before it.
-            earlier = [s for s in self.snapshots[:at] if not _failed(s, change.subject, change.key)]
-            if earlier:
-                earliest = min(earlier[-1].taken_us, seen.taken_us)
+            before = next(
+                (
+                    self.snapshots[i]
+                    for i in range(at - 1, -1, -1)
+                    if not _failed(self.snapshots[i], change.subject, change.key)
+                ),
+                None,
+            )
+            if before is not None:
+                earliest = min(before.taken_us, seen.taken_us)
         span = Span(earliest, latest)
         said = _said_when(change.after)
         if said is not None and said.earliest_us <= latest and said.latest_us >= earliest:
