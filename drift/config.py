@@ -197,6 +197,7 @@ class Config:
 
     path: Path | None
     host: str
+    role: str | None = None  # what the host is in a fleet ("decode"): drift compare groups by it
     services: tuple[ServiceSpec, ...] = ()
     files: tuple[FileSpec, ...] = ()
     repos: tuple[RepoSpec, ...] = ()
@@ -423,6 +424,7 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
     top.check_keys(
         {
             "host",
+            "role",
             "services",
             "files",
             "repos",
@@ -534,6 +536,7 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
     return Config(
         path=path,
         host=top.string("host") or os.uname().nodename,
+        role=_role(top),
         services=tuple(services),
         files=tuple(files),
         repos=tuple(repos),
@@ -550,6 +553,16 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
         endpoints=tuple(_endpoints(top, [s.name for s in services])),
         caches=_caches(top, box),
     )
+
+
+def _role(top: _Reader) -> str | None:
+    """`role`: what this host is among its siblings (`decode`), one short word or name."""
+    role = top.string("role")
+    if role is None:
+        return None
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", role):
+        top.fail("role", "must be a short name: letters, digits, '.', '_' or '-' (e.g. decode)")
+    return role
 
 
 def _caches(top: _Reader, box: str | None) -> tuple[CacheSpec, ...]:

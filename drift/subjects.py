@@ -459,6 +459,14 @@ GPU = SubjectKind(
 )
 
 
+HOST = SubjectKind(
+    "host",
+    "drift.toml",
+    "what drift.toml says this host is in a fleet (`role`): `drift compare` groups hosts by it",
+    (FactKey("role", 'the role, as `role = "decode"` gives it', "host role", "value"),),
+)
+
+
 SUBJECT_KINDS = (
     SERVICE,
     SYSTEMD,
@@ -471,6 +479,7 @@ SUBJECT_KINDS = (
     GPU,
     ENDPOINT,
     CACHE,
+    HOST,
 )
 """Every kind of subject drift records; a collector writes only kinds listed here."""
 

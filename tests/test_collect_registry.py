@@ -174,6 +174,7 @@ def everything(box: IncidentSandbox, tmp_path: Path, marker: str, engine: str) -
     no_process = f"no process runs this {uuid.uuid4().hex}"
     return replace(
         config,
+        role="decode",
         services=(
             *config.services,
             ServiceSpec("matched", match=re.escape(marker), script=str(rich)),

@@ -37,6 +37,7 @@ CATEGORY_ORDER = (
     "command",
     "cache",
     "health",
+    "host role",
     "unit runtime",
     "process id",
 )

@@ -102,6 +102,8 @@ class Weights:
                 # a cache that only grew: a running server fills it as it compiles, all day
                 "cache": 0.25,
                 "health": 0.1,
+                # the name a host goes by among its siblings, not a setting of the box
+                "host role": 0.1,
                 "unit runtime": 0.05,
                 "process id": 0.05,
             }
@@ -318,6 +320,7 @@ _KIND_WORDS = {
     "cache turnover": "a JIT cache whose old files went: later starts compile anew",
     "live command line": "the live process's command line",
     "service state": "whether the service runs",
+    "host role": "the role drift.toml gives the host",
     "command": "a command's output, often noise",
     "cache": "a JIT cache's files: a running server writes them as it compiles",
     "health": "a health check: a symptom, not a cause",

@@ -31,7 +31,7 @@ from drift.config import (
     RepoSpec,
     ServiceSpec,
 )
-from drift.facts import CollectContext
+from drift.facts import CollectContext, Fact
 from drift.subjects import (
     CACHE,
     COMMAND,
@@ -40,11 +40,30 @@ from drift.subjects import (
     FILE_SET,
     GPU,
     HEALTH,
+    HOST,
     REPO,
     SCRIPT,
     SERVICE,
     SYSTEMD,
 )
+
+
+class RoleCollector(Collector[str]):
+    """The host's role from drift.toml (`role = "decode"`): what `drift compare` groups by."""
+
+    name = "role"
+    section = "role"  # one top-level key, not a table: one entry while it is set
+    subjects = (HOST,)
+    in_container = False  # the host's own config, whatever container it watches
+
+    def entries(self, config: Config) -> tuple[str, ...]:
+        return (config.role,) if config.role else ()
+
+    def scope(self, entry: str) -> str:
+        return "host:drift.toml"
+
+    def collect(self, entry: str, ctx: CollectContext) -> Iterable[Item]:
+        return [Fact("host:drift.toml", "role", entry, {"config": "role"})]
 
 
 class ServicesCollector(Collector[ServiceSpec]):
@@ -248,6 +267,7 @@ COLLECTORS: tuple[Collector[Any], ...] = (
     GpuCollector(),
     EndpointsCollector(),
     CachesCollector(),
+    RoleCollector(),
 )
 """Every collector, in the order they run."""
 
