@@ -731,6 +731,15 @@ def db_current(obj: DriftContext) -> None:
     )
 
 
+def _register_fleet_commands() -> None:
+    from drift.cli_fleet import compare
+
+    cli.add_command(compare)
+
+
+_register_fleet_commands()
+
+
 def main() -> None:
     """Console-script entry point."""
     cli(prog_name="drift")

@@ -22,6 +22,7 @@ import pytest
 from conftest import run_drift
 from contract_checks import Shape, TemplateReads, Validator, unwrap
 
+from drift.analysis.compare import Comparison
 from drift.analysis.investigation import Investigation
 from drift.analysis.plain import field_key, plain
 from drift.analysis.views import FactHistory, StateView
@@ -80,6 +81,14 @@ CONTRACT: dict[str, str] = {
         "value secret from from_local from_snapshot until until_local until_snapshot "
         "untracked where provenance"
     ),
+    "Comparison": "command at groups warnings",
+    "RoleGroup": "role hosts findings total_findings splits expected same notes",
+    "HostRef": "host snapshot taken_at taken_local role baseline",
+    "Finding": "rank score host role title reasons facts",
+    "OddFact": "subject key kind value where majority changed_since_stable",
+    "HostValue": "hosts value where",
+    "Split": "subject key values",
+    "Expected": "subject key why values",
 }
 
 # What the HTML and Markdown reports add next to the investigation when they render it.
@@ -90,6 +99,9 @@ TEMPLATES = {
     "report.md.j2": (Investigation, REPORT_EXTRAS),
     "show.txt.j2": (StateView, ()),
     "history.txt.j2": (FactHistory, ()),
+    "compare.txt.j2": (Comparison, ()),
+    "compare.md.j2": (Comparison, ()),
+    "compare.html.j2": (Comparison, ()),
 }
 
 
@@ -111,7 +123,12 @@ def parts(root: type) -> dict[str, tuple[str, ...]]:
 
 def test_every_part_of_every_context_keeps_its_keys() -> None:
     """A field renamed, removed, added or moved changes the JSON output: pin each one."""
-    found = {**parts(Investigation), **parts(StateView), **parts(FactHistory)}
+    found = {
+        **parts(Investigation),
+        **parts(StateView),
+        **parts(FactHistory),
+        **parts(Comparison),
+    }
     pinned = {name: tuple(keys.split()) for name, keys in CONTRACT.items()}
     assert found == pinned, (
         "a context's fields changed: if that is meant, update CONTRACT here, the templates "
@@ -163,7 +180,7 @@ def test_a_field_a_template_reads_cannot_go_unnoticed() -> None:
 # --- the JSON schema ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["since", "show", "history"])
+@pytest.mark.parametrize("name", ["since", "show", "history", "compare"])
 def test_the_published_schema_is_current(name: str) -> None:
     from drift.render.schema import schema_text
 

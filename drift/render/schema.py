@@ -2,7 +2,7 @@
 
 The envelope `{drift_result_version, command, data, errors}` with `data` the
 command's context: `Investigation` for since, diff and report, `StateView`
-for show, `FactHistory` for history. docs/schema/*.schema.json are this
+for show, `FactHistory` for history, `Comparison` for compare. docs/schema/*.schema.json are this
 module's output, kept in the repository for readers and tools; a test fails
 when they are out of date. Regenerate them with:
 
@@ -18,6 +18,7 @@ from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
+from drift.analysis.compare import Comparison
 from drift.analysis.investigation import Investigation
 from drift.analysis.plain import field_key
 from drift.analysis.views import FactHistory, StateView
@@ -37,6 +38,11 @@ SCHEMAS: dict[str, tuple[tuple[str, ...], type, str]] = {
         ("history",),
         FactHistory,
         "drift history --format json: every version of the facts matching a pattern",
+    ),
+    "compare": (
+        ("compare",),
+        Comparison,
+        "drift compare --format json: where a host differs from its siblings",
     ),
 }
 

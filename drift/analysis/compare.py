@@ -1,0 +1,496 @@
+"""Which host differs from its siblings: `drift compare`.
+
+Hosts that should be alike (the same `role` in drift.toml, or the hosts
+named) are compared fact by fact at one moment. Where most of them agree,
+a host with another value is odd: a finding, ranked and explained in words
+with its provenance (the script line, the process). Values that always
+differ between hosts are told apart from odd ones and never ranked:
+
+- what a process or a record is, not how it is set up (pids, start times,
+  systemd's run counters);
+- a value every host holds alone, with three hosts or more: a host name,
+  an address, `NODE_RANK`, a GPU's UUID;
+- a value that keeps changing on the hosts themselves (it changed in more
+  than one record in ten over the day before): a load average, a counter.
+
+Without a majority (two hosts, or a split) a difference is listed as such:
+drift cannot tell which side is odd and says so. A secret hashed with
+another host's key cannot be compared at all, which is said too.
+
+The facts are read at the moment asked (each host's last record at or
+before it), so every host is compared as it was, not as it is.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from drift.analysis.kinds import category, category_rank
+from drift.analysis.rank import WEIGHTS
+from drift.analysis.values import Values, where
+from drift.analysis.windows import choose_baseline
+from drift.errors import DriftError
+from drift.store.fleet import Fleet, HostInfo
+from drift.store.query import History, SnapshotInfo, StoredVersion
+from drift.timespec import When, iso, local_time, to_us
+
+ROLE = ("host:drift.toml", "role")
+NO_ROLE = "(no role)"
+RECENT_US = 3_600_000_000  # --fleet: the hosts that recorded in the hour before
+VOLATILE_LOOKBACK_US = 86_400_000_000  # a value that keeps changing: over the day before
+VOLATILE_SHARE = 0.1  # ... in more than one record in ten
+PER_PROCESS = frozenset({"process id", "unit runtime"})
+
+Ident = tuple[str, str]
+Token = tuple[str | None, str | None] | None  # (value, blob digest); None: absent
+
+
+@dataclass(frozen=True)
+class CompareOptions:
+    """What to compare: `hosts` named (empty: every host that recorded lately with
+    `fleet`), at `at` (None: each host's latest record), of one `role` and one
+    `service` if given; the `top` findings shown (None: all)."""
+
+    hosts: tuple[str, ...] = ()
+    fleet: bool = False
+    at: When | None = None
+    role: str | None = None
+    service: str | None = None
+    top: int | None = None
+
+
+@dataclass(frozen=True)
+class HostRef:
+    """One host compared: the record read, its role, and its last stable window."""
+
+    host: str
+    snapshot: int
+    taken_at: str
+    taken_local: str
+    role: str
+    baseline: str | None  # the end of its last stable window, as words; None when unknown
+
+
+@dataclass(frozen=True)
+class HostValue:
+    """A value some hosts share, as shown, and where it came from on the first of them."""
+
+    hosts: list[str]
+    value: str | None  # None: the fact is absent there
+    where: str
+
+
+@dataclass(frozen=True)
+class OddFact:
+    """One fact where the odd host differs: its value and the majority's."""
+
+    subject: str
+    key: str
+    kind: str
+    value: str | None  # on the odd host; None: absent there
+    where: str
+    majority: HostValue
+    changed_since_stable: bool | None  # None: the host has no stable window to tell
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What one host has that its siblings do not, ranked: a title, reasons, the facts."""
+
+    rank: int
+    score: float
+    host: str
+    role: str
+    title: str
+    reasons: list[str]
+    facts: list[OddFact]
+
+
+@dataclass(frozen=True)
+class Split:
+    """A fact the hosts disagree on with no majority: which side is odd is not known."""
+
+    subject: str
+    key: str
+    values: list[HostValue]
+
+
+@dataclass(frozen=True)
+class Expected:
+    """A fact whose values differ between hosts as they should, and why that is expected."""
+
+    subject: str
+    key: str
+    why: str
+    values: int
+
+
+@dataclass(frozen=True)
+class RoleGroup:
+    """The hosts of one role, compared with one another."""
+
+    role: str
+    hosts: list[HostRef]
+    findings: list[Finding]
+    total_findings: int
+    splits: list[Split]
+    expected: list[Expected]
+    same: int
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Everything `drift compare` shows."""
+
+    command: str
+    at: str | None
+    groups: list[RoleGroup]
+    warnings: list[str]
+
+
+@dataclass
+class _Member:
+    info: HostInfo
+    history: History
+    snapshot: SnapshotInfo
+    state: dict[Ident, StoredVersion]
+    role: str
+    baseline_id: int | None = None
+    baseline_words: str | None = None
+
+
+def compare(fleet: Fleet, options: CompareOptions, now_us: int) -> Comparison:
+    """Compare the hosts `options` names, role by role (see the module's docstring)."""
+    warnings: list[str] = []
+    members = _members(fleet, options, now_us, warnings)
+    by_role: dict[str, list[_Member]] = {}
+    for member in members:
+        by_role.setdefault(member.role, []).append(member)
+    if options.role is not None:
+        by_role = {r: m for r, m in by_role.items() if r == options.role}
+        if not by_role:
+            roles = ", ".join(sorted({m.role for m in members})) or "none"
+            raise DriftError(f"no host of role {options.role!r} (roles found: {roles})")
+    groups = [_group(role, by_role[role], options) for role in sorted(by_role)]
+    return Comparison(
+        command="compare",
+        at=None if options.at is None or options.at.at is None else iso(to_us(options.at.at)),
+        groups=groups,
+        warnings=warnings,
+    )
+
+
+def _members(
+    fleet: Fleet, options: CompareOptions, now_us: int, warnings: list[str]
+) -> list[_Member]:
+    """The hosts asked for, each read at the moment asked."""
+    known = {h.name: h for h in fleet.hosts()}
+    if options.hosts:
+        missing = [h for h in options.hosts if h not in known]
+        if missing:
+            names = ", ".join(known) or "none"
+            raise DriftError(f"no history for host {missing[0]!r} (recorded hosts: {names})")
+        chosen = [known[h] for h in dict.fromkeys(options.hosts)]
+    else:
+        around = now_us if options.at is None or options.at.at is None else to_us(options.at.at)
+        chosen = [
+            h for h in known.values() if h.last_us is not None and h.last_us >= around - RECENT_US
+        ]
+        quiet = sorted(set(known) - {h.name for h in chosen})
+        if quiet:
+            warnings.append(
+                f"left out, no record in the hour before: {', '.join(quiet)}"
+                if len(quiet) <= 10
+                else f"left out, no record in the hour before: {len(quiet)} hosts"
+            )
+    members = []
+    for info in chosen:
+        history = fleet.history(info)
+        try:
+            snap = history.snapshot_for(options.at) if options.at else history.latest()
+        except DriftError as exc:
+            warnings.append(f"{info.name}: left out: {exc}")
+            continue
+        state = history.state_at(snap.id)
+        role = state.get(ROLE)
+        members.append(
+            _Member(info, history, snap, state, role.value if role and role.value else NO_ROLE)
+        )
+    return members
+
+
+def _group(role: str, members: list[_Member], options: CompareOptions) -> RoleGroup:
+    notes: list[str] = []
+    hosts = [_host_ref(m) for m in members]
+    if len(members) < 2:
+        notes.append(f"only one host of role {role}: nothing to compare it with")
+        return RoleGroup(role, hosts, [], 0, [], [], 0, notes)
+    fingerprints = {m.info.key_fingerprint for m in members}
+    idents = sorted({i for m in members for i in m.state if i != ROLE and _wanted(i, m, options)})
+    odd: dict[str, list[OddFact]] = {}
+    splits: list[Split] = []
+    expected: list[Expected] = []
+    same = 0
+    unreadable = 0
+    for ident in idents:
+        tokens = {m.info.name: _token(m.state.get(ident)) for m in members}
+        counts = Counter(tokens.values())
+        if len(counts) == 1:
+            same += 1
+            continue
+        if _secret(ident, members) and len(fingerprints) > 1:
+            unreadable += 1
+            continue
+        why = _expected(ident, members, counts)
+        if why is not None:
+            expected.append(Expected(ident[0], ident[1], why, len(counts)))
+            continue
+        top, top_count = counts.most_common(1)[0]
+        if top_count * 2 <= len(members):
+            splits.append(Split(ident[0], ident[1], _values(ident, members, tokens)))
+            continue
+        majority = _host_value(ident, [m for m in members if tokens[m.info.name] == top])
+        for m in members:
+            if tokens[m.info.name] != top:
+                odd.setdefault(m.info.name, []).append(_odd_fact(ident, m, majority))
+    if unreadable:
+        notes.append(
+            f"{unreadable} secret fact{'s' if unreadable != 1 else ''} not compared: "
+            "the hosts hash secrets with different keys (share one with secret_key_file)"
+        )
+    findings = _ranked(role, members, odd)
+    shown = findings if options.top is None else findings[: options.top]
+    return RoleGroup(role, hosts, shown, len(findings), splits, expected, same, notes)
+
+
+def _wanted(ident: Ident, member: _Member, options: CompareOptions) -> bool:
+    if options.service is None:
+        return True
+    subject = ident[0]
+    if subject == f"service:{options.service}":
+        return True
+    version = member.state.get(ident)
+    return version is not None and version.provenance.get("service") == options.service
+
+
+def _token(version: StoredVersion | None) -> Token:
+    if version is None:
+        return None
+    return (version.value, version.blob_sha256)
+
+
+def _secret(ident: Ident, members: Sequence[_Member]) -> bool:
+    return any((v := m.state.get(ident)) is not None and v.secret for m in members)
+
+
+def _expected(ident: Ident, members: Sequence[_Member], counts: Counter[Token]) -> str | None:
+    """Why this fact's values are expected to differ between hosts, or None if they are not."""
+    kind = category(*ident)
+    if kind in PER_PROCESS or ident[1] == "started_at":
+        return "what a process or a record is, not how it is set up"
+    if len(members) >= 3 and len(counts) == len(members) and None not in counts:
+        return "every host holds its own value (a name, an address, a rank, an id)"
+    changing = [m.info.name for m in members if _keeps_changing(m, ident)]
+    if changing:
+        return f"it keeps changing on {_names(changing)} (in more than one record in ten)"
+    return None
+
+
+def _keeps_changing(member: _Member, ident: Ident) -> bool:
+    history, snap = member.history, member.snapshot
+    start = history.first_taken_from(snap.taken_us - VOLATILE_LOOKBACK_US)
+    if start is None or start.id >= snap.id:
+        return False
+    records = history.count_snapshots_upto(snap.id, start.id)
+    if records < 10:
+        return False
+    changes = history.version_counts(snap.id, [ident], start.id).get(ident, 0) - 1
+    return changes > records * VOLATILE_SHARE
+
+
+def _values(ident: Ident, members: Sequence[_Member], tokens: dict[str, Token]) -> list[HostValue]:
+    groups: dict[Token, list[_Member]] = {}
+    for m in members:
+        groups.setdefault(tokens[m.info.name], []).append(m)
+    ordered = sorted(groups.values(), key=lambda ms: (-len(ms), ms[0].info.name))
+    return [_host_value(ident, ms) for ms in ordered]
+
+
+def _host_value(ident: Ident, members: Sequence[_Member]) -> HostValue:
+    first = members[0]
+    version = first.state.get(ident)
+    shown = Values(first.history).show(version)
+    return HostValue(
+        hosts=[m.info.name for m in members],
+        value=shown,
+        where=where(version.provenance) if version is not None else "",
+    )
+
+
+def _odd_fact(ident: Ident, member: _Member, majority: HostValue) -> OddFact:
+    version = member.state.get(ident)
+    _baseline(member)
+    since: bool | None = None
+    if member.baseline_id is not None:
+        began = version.first_snapshot_id if version is not None else None
+        if version is None:
+            # Absent now: it changed since the baseline if the baseline had it.
+            was = member.history.versions_after(
+                member.history.fact_ids_with(ident[0], ident[1]), member.baseline_id
+            )
+            since = any(v.subject == ident[0] and v.key == ident[1] for v in was)
+        else:
+            since = began is not None and began > member.baseline_id
+    return OddFact(
+        subject=ident[0],
+        key=ident[1],
+        kind=category(*ident),
+        value=Values(member.history).show(version),
+        where=where(version.provenance) if version is not None else "",
+        majority=majority,
+        changed_since_stable=since,
+    )
+
+
+def _baseline(member: _Member) -> None:
+    """The end of the member's last stable window (from marks or health checks), once."""
+    if member.baseline_words is not None or member.baseline_id == -1:
+        return
+    try:
+        chosen = choose_baseline(member.history, None)
+        snap = member.history.snapshot_for(chosen.when)
+    except DriftError:
+        member.baseline_id = -1
+        return
+    if snap.id > member.snapshot.id:
+        member.baseline_id = -1
+        return
+    member.baseline_id = snap.id
+    member.baseline_words = f"{local_time(snap.taken_us)} ({chosen.why})"
+
+
+def _host_ref(m: _Member) -> HostRef:
+    _baseline(m)
+    return HostRef(
+        host=m.info.name,
+        snapshot=m.snapshot.id,
+        taken_at=iso(m.snapshot.taken_us),
+        taken_local=local_time(m.snapshot.taken_us),
+        role=m.role,
+        baseline=m.baseline_words,
+    )
+
+
+def _names(hosts: Iterable[str]) -> str:
+    listed = sorted(hosts)
+    if len(listed) > 6:
+        return f"{', '.join(listed[:5])} and {len(listed) - 5} more"
+    return ", ".join(listed)
+
+
+# ------------------------------------------------------------------ findings
+
+
+def _ranked(role: str, members: Sequence[_Member], odd: dict[str, list[OddFact]]) -> list[Finding]:
+    """Each odd host's differences as findings (an export and the live variable it gives
+    are one), best first."""
+    count = len(members)
+    scored: list[tuple[float, str, list[str], str, list[OddFact]]] = []
+    for host, facts in odd.items():
+        for title, group in _stories(host, facts):
+            score, reasons = _score(host, group, count)
+            scored.append((score, title, reasons, host, group))
+    scored.sort(key=lambda s: (-s[0], category_rank(s[4][0].kind), s[3], s[4][0].subject))
+    return [
+        Finding(i, round(score, 3), host, role, title, reasons, group)
+        for i, (score, title, reasons, host, group) in enumerate(scored, 1)
+    ]
+
+
+def _stories(host: str, facts: list[OddFact]) -> list[tuple[str, list[OddFact]]]:
+    """The odd facts of one host, grouped: a variable's script line, its value in the live
+    process and the script's text are one story, rooted at the line."""
+    by_variable: dict[str, list[OddFact]] = {}
+    rest: list[OddFact] = []
+    for fact in sorted(facts, key=lambda f: (category_rank(f.kind), f.subject, f.key)):
+        name = _variable(fact.key)
+        if name is not None:
+            by_variable.setdefault(name, []).append(fact)
+        else:
+            rest.append(fact)
+    stories = [(_title(host, group), group) for group in by_variable.values()]
+    scripts = {f.subject for group in by_variable.values() for f in group}
+    for fact in rest:
+        owner = next(
+            (g for _t, g in stories if fact.subject in scripts and g[0].subject == fact.subject),
+            None,
+        )
+        if owner is not None and fact.kind == "script content":
+            owner.append(fact)  # the script's text differs because of that line
+            continue
+        stories.append((_title(host, [fact]), [fact]))
+    return stories
+
+
+def _variable(key: str) -> str | None:
+    for prefix in ("export:", "env:", "environment:"):
+        if key.startswith(prefix):
+            return key[len(prefix) :]
+    return None
+
+
+def _title(host: str, facts: list[OddFact]) -> str:
+    root = facts[0]
+    others = _names(root.majority.hosts)
+    name = _variable(root.key)
+    spot = f" ({root.where})" if root.where else ""
+    if name is not None and root.key.startswith("export:"):
+        if root.value is None:
+            return f"{host} does not export {name}{spot}; {others} set it to {root.majority.value}"
+        tail = "do not set it" if root.majority.value is None else f"set {root.majority.value}"
+        return f"{host} exports {name}={root.value}{spot}; {others} {tail}"
+    if name is not None:
+        service = root.subject.partition(":")[2]
+        if root.value is None:
+            theirs = f"{name}={root.majority.value}"
+            return f"{host}'s {service} runs without {name}; {others} have {theirs}"
+        tail = "run without it" if root.majority.value is None else f"have {root.majority.value}"
+        return f"{host}'s {service} runs with {name}={root.value}{spot}; {others} {tail}"
+    if root.value is None:
+        return f"{host} has no {root.subject} {root.key}; {others} have {root.majority.value}"
+    if root.majority.value is None:
+        return f"{host} has {root.subject} {root.key} = {root.value}; {others} do not"
+    return f"{host}: {root.subject} {root.key} = {root.value}; {others}: {root.majority.value}"
+
+
+def _score(host: str, facts: list[OddFact], count: int) -> tuple[float, list[str]]:
+    """How likely this difference is the trouble: what kind of fact, whether a running
+    process has it, whether it changed since the host's last stable window."""
+    kinds = [f.kind for f in facts]
+    kind_value = max(WEIGHTS.kind_values.get(k, WEIGHTS.other_kind) for k in kinds)
+    live = any(f.subject.startswith("service:") for f in facts)
+    reasons = [
+        f"{host} alone of {count} hosts"
+        if len(facts[0].majority.hosts) == count - 1
+        else f"{host} and {count - 1 - len(facts[0].majority.hosts)} other host(s) differ "
+        f"from the {len(facts[0].majority.hosts)} that agree"
+    ]
+    reasons.append(
+        "in a running process" if live else "not seen in a running process (on disk or in a script)"
+    )
+    reasons.append(f"kind: {kinds[0]}")
+    changed = [f.changed_since_stable for f in facts if f.changed_since_stable is not None]
+    if any(changed):
+        since_value = 1.0
+        reasons.append(f"changed on {host} since its last stable window")
+    elif changed:
+        since_value = 0.0
+        reasons.append(f"as it was on {host} at its last stable window")
+    else:
+        since_value = 0.5
+        reasons.append(f"{host} has no stable window to tell whether it changed since")
+    score = 0.45 * kind_value + 0.3 * (1.0 if live else 0.5) + 0.25 * since_value
+    return score, reasons

@@ -1,0 +1,110 @@
+"""The fleet's commands: `drift compare` (which host differs from its siblings).
+
+Kept beside cli.py, which registers them: the analysis is in
+`drift.analysis.compare`, the store side in `drift.store.fleet`.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import click
+
+from drift.cli_context import DriftContext
+from drift.cli_options import WHEN, WHEN_HELP, common_options, format_option, pass_drift
+from drift.timespec import When
+
+compare_format_option = format_option(
+    "text",
+    "json",
+    "md",
+    "html",
+    help_text="Output format: text for the terminal, json (a versioned envelope), md or html.",
+)
+
+
+@click.command(short_help="What a host has that its siblings do not.")
+@common_options
+@click.argument("hosts", nargs=-1, metavar="[HOST]...")
+@click.option(
+    "--fleet", is_flag=True, help="Compare every host that recorded in the hour before --at."
+)
+@click.option(
+    "--at", "at", type=WHEN, help="Compare as they were then (default: latest). " + WHEN_HELP
+)
+@click.option("--role", metavar="NAME", help="Only the hosts of this role (drift.toml's `role`).")
+@click.option("--service", metavar="NAME", help="Only this service's facts (process, script).")
+@click.option(
+    "--top",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Show the N most likely findings of each role (default: all).",
+)
+@compare_format_option
+@pass_drift
+def compare(
+    obj: DriftContext,
+    /,
+    hosts: tuple[str, ...],
+    fleet: bool,
+    at: When | None,
+    role: str | None,
+    service: str | None,
+    top: int | None,
+    fmt: str,
+) -> None:
+    """Which host differs from its siblings, and where each difference comes from.
+
+    Hosts of one role (`role = "decode"` in each host's drift.toml) should be
+    alike: where most agree, a host with another value is a finding, ranked
+    (a running process's setting first; changed since that host's last
+    stable window above as it always was) with the script line or process it
+    comes from. Values that always differ between hosts (pids, start times,
+    host names, addresses, ranks, a load average) are listed as expected,
+    never as findings; with no majority (two hosts, or a split) drift says
+    it cannot tell which side is odd.
+
+    \b
+    Examples:
+      drift compare decode-1 decode-2 decode-3 decode-4
+      drift compare --fleet --role decode
+      drift compare --fleet --at 12:00 --format html > fleet.html
+    """
+    from drift.analysis.compare import CompareOptions
+    from drift.errors import DriftError
+
+    if not hosts and not fleet:
+        raise DriftError("name the hosts to compare, or give --fleet for every recent host")
+    if hosts and fleet:
+        raise DriftError("give either hosts or --fleet, not both")
+    if len(hosts) == 1:
+        raise DriftError(f"one host ({hosts[0]}) has nothing to compare with: name two or more")
+    options = CompareOptions(hosts=hosts, fleet=fleet, at=at, role=role, service=service, top=top)
+    text = render_comparison(obj, options, fmt)
+    click.echo(text, nl=not text.endswith("\n"))
+
+
+def render_comparison(obj: DriftContext, options: Any, fmt: str) -> str:
+    """The comparison in `fmt`; its warnings on stderr too (and in a JSON envelope)."""
+    from drift.analysis.compare import compare as run_compare
+    from drift.analysis.plain import plain
+    from drift.cli import _warn, terminal_width
+    from drift.render.envelope import render_json
+    from drift.render.jinja import render_template
+    from drift.store.fleet import Fleet
+
+    with Fleet.open(obj.db_url()) as fleet:
+        context = plain(run_compare(fleet, options, int(time.time() * 1_000_000)))
+    warnings = _warn(context["warnings"])
+    if fmt == "json":
+        return render_json("compare", context, warnings)
+    templates_dir = obj.config().templates_dir
+    if fmt in ("md", "html"):
+        return render_template(f"compare.{fmt}.j2", context, templates_dir)
+
+    color = sys.stdout.isatty()
+    return render_template(
+        "compare.txt.j2", context, templates_dir, color=color, width=terminal_width()
+    )
