@@ -408,11 +408,25 @@ def _view(
     "from [[health]] checks or `drift mark`). " + WHEN_HELP,
 )
 @click.option("--until", type=WHEN, help="Compare up to this time (default: latest record).")
+@click.option(
+    "--fleet",
+    is_flag=True,
+    help="Every host that recorded in the hour before, grouped by change: "
+    "'3 of 4 decode hosts: ...' (each host from --stable, or its own stable window).",
+)
+@click.option("--role", metavar="NAME", help="With --fleet: only the hosts of this role.")
 @report_options
 @report_format_option
 @pass_drift
 def since(
-    obj: DriftContext, /, stable: When | None, until: When | None, fmt: str, **options: Any
+    obj: DriftContext,
+    /,
+    stable: When | None,
+    until: When | None,
+    fleet: bool,
+    role: str | None,
+    fmt: str,
+    **options: Any,
 ) -> None:
     """What changed since it last worked: ranked suspects, each with its reasons and evidence.
 
@@ -420,8 +434,15 @@ def since(
     Then a timeline (restarts, changes, health, marks), what was verified
     unchanged (files byte-identical, git HEAD the same) and the blind spots
     (collection errors, gaps in recording).
-    Example: drift since --stable 12:00
+    Example: drift since --stable 12:00      drift since --fleet --role decode
     """
+    if fleet or role is not None:
+        from drift.cli_fleet import since_fleet
+
+        if not fleet:
+            raise DriftError("--role needs --fleet (drift since --fleet --role NAME)")
+        emit(since_fleet(obj, stable, until, role, options["service"], fmt))
+        return
     _show_report(obj, "since", stable, until, fmt, options)
 
 

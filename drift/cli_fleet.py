@@ -89,22 +89,47 @@ def compare(
 def render_comparison(obj: DriftContext, options: Any, fmt: str) -> str:
     """The comparison in `fmt`; its warnings on stderr too (and in a JSON envelope)."""
     from drift.analysis.compare import compare as run_compare
+    from drift.store.fleet import Fleet
+
+    with Fleet.open(obj.db_url()) as fleet:
+        found = run_compare(fleet, options, int(time.time() * 1_000_000))
+    return _render(obj, "compare", "compare", found, fmt)
+
+
+def since_fleet(
+    obj: DriftContext,
+    stable: When | None,
+    until: When | None,
+    role: str | None,
+    service: str | None,
+    fmt: str,
+) -> str:
+    """`drift since --fleet`, rendered in `fmt`; its warnings on stderr too."""
+    from drift.analysis.fleet_since import FleetOptions, fleet_since
+    from drift.store.fleet import Fleet
+
+    options = FleetOptions(stable=stable, until=until, role=role, service=service)
+    with Fleet.open(obj.db_url()) as fleet:
+        found = fleet_since(fleet, options, int(time.time() * 1_000_000))
+    return _render(obj, "since --fleet", "since_fleet", found, fmt)
+
+
+def _render(obj: DriftContext, command: str, template: str, found: Any, fmt: str) -> str:
+    """A fleet context as JSON (the envelope of `command`) or through TEMPLATE.FMT.j2; its
+    warnings on stderr too."""
     from drift.analysis.plain import plain
     from drift.cli import _warn, terminal_width
     from drift.render.envelope import render_json
     from drift.render.jinja import render_template
-    from drift.store.fleet import Fleet
 
-    with Fleet.open(obj.db_url()) as fleet:
-        context = plain(run_compare(fleet, options, int(time.time() * 1_000_000)))
+    context = plain(found)
     warnings = _warn(context["warnings"])
     if fmt == "json":
-        return render_json("compare", context, warnings)
+        return render_json(command, context, warnings)
     templates_dir = obj.config().templates_dir
     if fmt in ("md", "html"):
-        return render_template(f"compare.{fmt}.j2", context, templates_dir)
-
+        return render_template(f"{template}.{fmt}.j2", context, templates_dir)
     color = sys.stdout.isatty()
     return render_template(
-        "compare.txt.j2", context, templates_dir, color=color, width=terminal_width()
+        f"{template}.txt.j2", context, templates_dir, color=color, width=terminal_width()
     )

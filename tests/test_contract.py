@@ -23,6 +23,7 @@ from conftest import run_drift
 from contract_checks import Shape, TemplateReads, Validator, unwrap
 
 from drift.analysis.compare import Comparison
+from drift.analysis.fleet_since import FleetSince
 from drift.analysis.investigation import Investigation
 from drift.analysis.plain import field_key, plain
 from drift.analysis.views import FactHistory, StateView
@@ -89,6 +90,16 @@ CONTRACT: dict[str, str] = {
     "HostValue": "hosts value where",
     "Split": "subject key values",
     "Expected": "subject key why values",
+    "FleetSince": "command roles warnings",
+    "FleetRole": "role hosts changes",
+    "HostWindow": (
+        "host baseline baseline_local baseline_why current current_local suspects trust"
+    ),
+    "FleetChange": (
+        "rank score title subject key before after where hosts of statuses first_local "
+        "last_local reasons"
+    ),
+    "StatusHosts": "status hosts",
 }
 
 # What the HTML and Markdown reports add next to the investigation when they render it.
@@ -102,6 +113,9 @@ TEMPLATES = {
     "compare.txt.j2": (Comparison, ()),
     "compare.md.j2": (Comparison, ()),
     "compare.html.j2": (Comparison, ()),
+    "since_fleet.txt.j2": (FleetSince, ()),
+    "since_fleet.md.j2": (FleetSince, ()),
+    "since_fleet.html.j2": (FleetSince, ()),
 }
 
 
@@ -128,6 +142,7 @@ def test_every_part_of_every_context_keeps_its_keys() -> None:
         **parts(StateView),
         **parts(FactHistory),
         **parts(Comparison),
+        **parts(FleetSince),
     }
     pinned = {name: tuple(keys.split()) for name, keys in CONTRACT.items()}
     assert found == pinned, (
@@ -180,7 +195,7 @@ def test_a_field_a_template_reads_cannot_go_unnoticed() -> None:
 # --- the JSON schema ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["since", "show", "history", "compare"])
+@pytest.mark.parametrize("name", ["since", "show", "history", "compare", "since-fleet"])
 def test_the_published_schema_is_current(name: str) -> None:
     from drift.render.schema import schema_text
 
@@ -218,7 +233,10 @@ def test_the_validator_refuses_what_the_schema_does_not_allow() -> None:
     bad["data"]["facts"][0]["versions"][0]["from_"] = "x"
     bad["data"]["facts"][0]["versions"][0]["until_snapshot"] = "3"
     bad["data"]["host"] = None
-    assert sorted(check.errors(bad)) == sorted(
+    errors = check.errors(bad)
+    # data may also be null (an error envelope): the validator says it is not that either
+    assert [e for e in errors if e.startswith(".data: ")] == [f".data: {bad['data']!r} is not null"]
+    assert sorted(e for e in errors if not e.startswith(".data: ")) == sorted(
         [
             ".data.facts[0].versions[0]: 'from_' is not in the schema",
             ".data.facts[0].versions[0]: no 'from'",
@@ -226,6 +244,13 @@ def test_the_validator_refuses_what_the_schema_does_not_allow() -> None:
             ".data.host: None is not string",
         ]
     )
+    stopped = {
+        **good,
+        "data": None,
+        "errors": [{"level": "error", "message": "no", "exit_code": 2}],
+    }
+    assert check.errors(stopped) == []
+    assert check.errors({**stopped, "errors": ["no"]}) == [".errors[0]: 'no' is not object"]
 
 
 # --- real output ----------------------------------------------------------------------------

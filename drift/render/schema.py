@@ -2,9 +2,10 @@
 
 The envelope `{drift_result_version, command, data, errors}` with `data` the
 command's context: `Investigation` for since, diff and report, `StateView`
-for show, `FactHistory` for history, `Comparison` for compare. docs/schema/*.schema.json are this
-module's output, kept in the repository for readers and tools; a test fails
-when they are out of date. Regenerate them with:
+for show, `FactHistory` for history, `Comparison` for compare, `FleetSince`
+for since --fleet. docs/schema/*.schema.json are this module's output, kept
+in the repository for readers and tools; a test fails when they are out of
+date. Regenerate them with:
 
     python -m drift.render.schema docs/schema
 """
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from drift.analysis.compare import Comparison
+from drift.analysis.fleet_since import FleetSince
 from drift.analysis.investigation import Investigation
 from drift.analysis.plain import field_key
 from drift.analysis.views import FactHistory, StateView
@@ -44,9 +46,29 @@ SCHEMAS: dict[str, tuple[tuple[str, ...], type, str]] = {
         Comparison,
         "drift compare --format json: where a host differs from its siblings",
     ),
+    "since-fleet": (
+        ("since --fleet",),
+        FleetSince,
+        "drift since --fleet --format json: what changed on the hosts of each role, by change",
+    ),
 }
 
 _SCALARS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+ERROR_ENTRY: dict[str, Any] = {
+    "type": "object",
+    "description": "What drift said on stderr: an error that stopped the command (data is "
+    "null, exit_code the command's), or a warning about a result still given",
+    "properties": {
+        "level": {"enum": ["error", "warning"]},
+        "message": {"type": "string"},
+        "exit_code": {"type": ["integer", "null"]},
+    },
+    "required": ["level", "message", "exit_code"],
+    "additionalProperties": False,
+}
+"""An entry of the envelope's `errors` (render/envelope.py error_entry, warning_entry)."""
 
 
 def json_schema(name: str) -> dict[str, Any]:
@@ -62,8 +84,9 @@ def json_schema(name: str) -> dict[str, Any]:
         "properties": {
             "drift_result_version": {"const": RESULT_VERSION},
             "command": command,
-            "data": data,
-            "errors": {"type": "array", "items": {"type": "string"}},
+            # null when the command stopped: its `errors` hold the one that stopped it
+            "data": {"anyOf": [data, {"type": "null"}]},
+            "errors": {"type": "array", "items": ERROR_ENTRY},
         },
         "required": ["drift_result_version", "command", "data", "errors"],
         "additionalProperties": False,
