@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from drift.analysis.investigation import Investigation
     from drift.facts import CollectionError
     from drift.store.query import History
-    from drift.store.writer import ConfigChange
+    from drift.store.writer import ConfigChange, SnapshotResult
     from drift.timespec import When
 
 
@@ -218,6 +218,7 @@ def record(obj: DriftContext, quiet: bool) -> None:
     finally:
         if status is not None:
             status.clear()
+    _say_spool(result, quiet)
     if quiet:
         # Cron mails what a job prints: a new problem once, not the same one every minute.
         shown = result.new_errors[:QUIET_ERRORS_SHOWN]
@@ -255,6 +256,20 @@ def record(obj: DriftContext, quiet: bool) -> None:
     _say_config_change(result.config_change, quiet)
     if result.errors:
         sys.exit(EXIT_COLLECTION_ERRORS)
+
+
+def _say_spool(result: SnapshotResult, quiet: bool) -> None:
+    """A record kept in the spool says so on stderr (with --quiet, only the first of an
+    outage, so cron mails it once); a record that shipped the spool says how many went."""
+    if result.spooled is not None:
+        if not quiet or result.spool_began:
+            click.echo(
+                f"drift: database out of reach, snapshot kept for it: {result.spooled} "
+                "(the next record that reaches it, or `drift push`, ships it)",
+                err=True,
+            )
+    elif result.shipped and not quiet:
+        click.echo(f"shipped {result.shipped:,} spooled snapshot(s) first", err=True)
 
 
 def _error_text(err: CollectionError) -> str:
@@ -753,9 +768,10 @@ def db_current(obj: DriftContext) -> None:
 
 
 def _register_fleet_commands() -> None:
-    from drift.cli_fleet import compare
+    from drift.cli_fleet import compare, push
 
     cli.add_command(compare)
+    cli.add_command(push)
 
 
 _register_fleet_commands()

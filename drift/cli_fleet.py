@@ -133,3 +133,42 @@ def _render(obj: DriftContext, command: str, template: str, found: Any, fmt: str
     return render_template(
         f"{template}.txt.j2", context, templates_dir, color=color, width=terminal_width()
     )
+
+
+@click.command(short_help="Ship the records kept while the database was out of reach.")
+@common_options
+@pass_drift
+def push(obj: DriftContext) -> None:
+    """Ship this host's spooled records to the central database now.
+
+    \b
+    While a central database (PostgreSQL) is out of reach, `drift record`
+    keeps each snapshot in a local spool (`spool` in drift.toml, else
+    spool.db in drift's state folder); the next record that reaches the
+    database ships them first, oldest first. `drift push` does it at once.
+    It is safe to run again: snapshots the database already has are skipped.
+    Exit 3 if a record of this host is running; exit 2 if the database is
+    still out of reach (the spool stays as it is).
+    """
+    from dataclasses import replace
+
+    from drift.errors import DriftError
+    from drift.store.push import ship, spool_path
+    from drift.store.writer import HistoryWriter
+
+    config = obj.config()
+    if obj.host:
+        config = replace(config, host=obj.host)
+    db = obj.db_url()
+    spool = spool_path(db, config.spool)
+    if spool is None:
+        raise DriftError(f"{db.display()} is a local SQLite file: there is no spool to ship")
+    with HistoryWriter.open(db, create=False) as writer, writer.record_lock(config.host):
+        done = ship(spool, writer, config.host)
+    if done.shipped == 0 and done.skipped == 0:
+        click.echo(f"nothing to ship for host {config.host} ({spool} holds no record)")
+        return
+    click.echo(
+        f"shipped {done.shipped:,} snapshot(s) of host {config.host} from {spool} to "
+        f"{db.display()}" + (f"; {done.skipped:,} it already had" if done.skipped else "")
+    )

@@ -205,6 +205,8 @@ class Config:
     health: tuple[HealthSpec, ...] = ()
     secrets: SecretsSpec = field(default_factory=SecretsSpec)
     db: str | None = None  # where the history is: an SQLite path (absolute) or a URL
+    # where records wait while a central `db` is out of reach (default: spool.db in the state dir)
+    spool: str | None = None
     secret_key_file: str | None = None
     systemctl: tuple[str, ...] = ("systemctl",)
     proc_root: str = "/proc"
@@ -432,6 +434,7 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
             "health",
             "secrets",
             "db",
+            "spool",
             "secret_key_file",
             "systemctl",
             "proc_root",
@@ -544,6 +547,7 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
         health=tuple(health),
         secrets=secrets,
         db=_db_location(top),
+        spool=top.path_string("spool"),
         secret_key_file=top.path_string("secret_key_file"),
         systemctl=systemctl,
         proc_root=proc_root,

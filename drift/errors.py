@@ -25,6 +25,10 @@ class StoreError(DriftError):
     """The database cannot be used as it is (wrong schema version, unreachable)."""
 
 
+class DatabaseUnreachable(StoreError):
+    """A database server (PostgreSQL) could not be reached: refused, down, timed out."""
+
+
 class NoDatabaseError(StoreError):
     """The SQLite file the history should be in does not exist (yet)."""
 

@@ -21,9 +21,9 @@ from pathlib import Path
 from drift.config import Config
 from drift.facts import CollectContext, CollectionError, Fact, FactBlock
 from drift.keyfile import SecretKey
-from drift.store.files import sqlite_side_files
+from drift.store.files import sqlite_exists, sqlite_side_files
 from drift.store.statcache import ShardedStatCache
-from drift.store.urls import DbUrl, default_db_path
+from drift.store.urls import DbUrl, default_db_path, resolve_db_url
 from drift.store.writer import HistoryWriter, SnapshotResult, now_us
 
 Item = Fact | FactBlock | CollectionError
@@ -38,8 +38,14 @@ def secret_key_path(config: Config, db: DbUrl) -> Path:
 
 
 def excluded_paths(config: Config, db: DbUrl) -> frozenset[str]:
-    """drift's own files, which it must never hash: the database, its companions, backups, key."""
+    """drift's own files, which it must never hash: the database, its companions, backups, key,
+    and the spool a host records into while a central database is out of reach."""
+    from drift.store.push import spool_path
+
     paths = {str(secret_key_path(config, db))}
+    spool = spool_path(db, config.spool)
+    if spool is not None:
+        paths.update(str(p) for p in sqlite_side_files(spool))
     if db.sqlite_path is not None:
         paths.update(str(p) for p in sqlite_side_files(db.sqlite_path))
         folder = db.sqlite_path.parent
@@ -146,55 +152,87 @@ def record(
     """Take one snapshot of everything in `config` and store what changed since the last one.
 
     `progress`, if given, receives a one-line status of long work (hashing, storing).
+    With a central database (PostgreSQL) out of reach, the snapshot goes to the
+    host's spool (`drift.store.push`) and the result says so; the next record
+    that reaches it ships the spool first.
     """
+    from drift.errors import DatabaseUnreachable
+    from drift.store.push import ship, spool_path
+
     started = time.monotonic()
     taken = now_us()
-    with HistoryWriter.open(db) as writer:
+    spool = spool_path(db, config.spool)
+    key_path = secret_key_path(config, db)
+    try:
+        writer = HistoryWriter.open(db)
+    except DatabaseUnreachable as exc:
+        if spool is None:
+            raise
+        spool.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        began = not sqlite_exists(spool)
+        with HistoryWriter.open(resolve_db_url(str(spool))) as local:
+            with local.record_lock(config.host):
+                result = _record_into(local, config, db, key_path, taken, started, progress)
+        return replace(result, spooled=f"{exc}; kept in {spool}", spool_began=began)
+    with writer:
         with writer.record_lock(config.host):
-            ctx = CollectContext(
-                # Read a shard at a time as collectors ask: never the whole cache at once.
-                file_cache=ShardedStatCache(writer.conn, writer.host_id(config.host)),
-                exclude=excluded_paths(config, db),
-                systemctl=config.systemctl,
-                proc_root=config.proc_root,
-                progress=progress,
-                last_processes=writer.load_last_processes(
-                    config.host, [f"service:{svc.name}" for svc in config.services]
-                ),
-                recorded=partial(writer.open_values, config.host),
-            )
-            from drift.keyfile import load_key
-            from drift.secrets.redactor import Redactor
+            shipped = 0
+            if spool is not None:
+                shipped = ship(spool, writer, config.host, progress).shipped
+            result = _record_into(writer, config, db, key_path, taken, started, progress)
+            return replace(result, shipped=shipped)
 
-            # Before collecting: a key drift cannot use fails the record at once.
-            key = load_key(secret_key_path(config, db))
-            redactor = Redactor(key.key, config.secrets)
-            unreachable = find_box(config, ctx)
-            items = redactor.redact(
-                chain(
-                    _key_errors(key, writer.key_fingerprint(config.host)),
-                    collect_all(config, ctx, unreachable),
-                )
-            )
-            errors = [item for item in items if isinstance(item, CollectionError)]
-            facts = [item for item in items if not isinstance(item, CollectionError)]
-            if progress is not None:
-                count = sum(
-                    len(f.subjects) * len(f.keys) if isinstance(f, FactBlock) else 1 for f in facts
-                )
-                progress(f"store: {count:,} facts, writing what changed")
-            from drift.scope import ConfigInfo
 
-            info = ConfigInfo.of(config)
-            return writer.write_snapshot(
-                config.host,
-                taken,
-                facts,
-                errors,
-                redactor.without_secret_paths(ctx.cache_updates),
-                started=started,
-                config=replace(
-                    info, scope=info.scope.masked(redactor.mask_name, redactor.mask_glob)
-                ),
-                key_fingerprint=key.fingerprint,
-            )
+def _record_into(
+    writer: HistoryWriter,
+    config: Config,
+    db: DbUrl,
+    key_path: Path,
+    taken: int,
+    started: float,
+    progress: Callable[[str], None] | None,
+) -> SnapshotResult:
+    """Collect, redact and store one snapshot through `writer` (its record lock held)."""
+    ctx = CollectContext(
+        # Read a shard at a time as collectors ask: never the whole cache at once.
+        file_cache=ShardedStatCache(writer.conn, writer.host_id(config.host)),
+        exclude=excluded_paths(config, db),
+        systemctl=config.systemctl,
+        proc_root=config.proc_root,
+        progress=progress,
+        last_processes=writer.load_last_processes(
+            config.host, [f"service:{svc.name}" for svc in config.services]
+        ),
+        recorded=partial(writer.open_values, config.host),
+    )
+    from drift.keyfile import load_key
+    from drift.secrets.redactor import Redactor
+
+    # Before collecting: a key drift cannot use fails the record at once.
+    key = load_key(key_path)
+    redactor = Redactor(key.key, config.secrets)
+    unreachable = find_box(config, ctx)
+    items = redactor.redact(
+        chain(
+            _key_errors(key, writer.key_fingerprint(config.host)),
+            collect_all(config, ctx, unreachable),
+        )
+    )
+    errors = [item for item in items if isinstance(item, CollectionError)]
+    facts = [item for item in items if not isinstance(item, CollectionError)]
+    if progress is not None:
+        count = sum(len(f.subjects) * len(f.keys) if isinstance(f, FactBlock) else 1 for f in facts)
+        progress(f"store: {count:,} facts, writing what changed")
+    from drift.scope import ConfigInfo
+
+    info = ConfigInfo.of(config)
+    return writer.write_snapshot(
+        config.host,
+        taken,
+        facts,
+        errors,
+        redactor.without_secret_paths(ctx.cache_updates),
+        started=started,
+        config=replace(info, scope=info.scope.masked(redactor.mask_name, redactor.mask_glob)),
+        key_fingerprint=key.fingerprint,
+    )

@@ -12,7 +12,7 @@ import sqlite3
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
-from drift.errors import NoDatabaseError, StoreError
+from drift.errors import DatabaseUnreachable, NoDatabaseError, StoreError
 from drift.store.files import create_private_sqlite, sqlite_exists
 from drift.store.urls import DbUrl
 
@@ -155,8 +155,33 @@ def connect_dbapi(db: DbUrl, *, create: bool = False) -> DbapiConnection:
     except psycopg.Error as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         # libpq quotes the part of a URL it cannot read, password included
-        raise StoreError(f"cannot connect to {db.display()}: {db.scrub(first)}") from None
+        message = f"cannot connect to {db.display()}: {db.scrub(first)}"
+        if isinstance(exc, psycopg.OperationalError) and _unreachable(first):
+            raise DatabaseUnreachable(message) from None
+        raise StoreError(message) from None
     return DbapiConnection(pg, "postgresql")
+
+
+_UNREACHABLE = (
+    "connection refused",
+    "could not connect",
+    "timeout expired",
+    "could not translate host name",
+    "failed to resolve host",
+    "temporary failure in name resolution",
+    "no route to host",
+    "network is unreachable",
+    "the database system is starting up",
+    "the database system is shutting down",
+    "server closed the connection",
+)
+
+
+def _unreachable(message: str) -> bool:
+    """Whether libpq's message says the server could not be reached, as opposed to one that
+    answered and refused (a wrong password or database name is no outage to wait out)."""
+    lowered = message.lower()
+    return any(words in lowered for words in _UNREACHABLE) and "password" not in lowered
 
 
 def _foreign_tables(raw: sqlite3.Connection) -> list[str]:

@@ -63,6 +63,11 @@ class SnapshotResult:
     # Stored values the writer read to compare with what was collected: 0 when
     # the state digest equalled the last snapshot's (nothing changed, nothing read).
     values_read: int = 0
+    # Set when the central database was out of reach: why, and the spool that kept it.
+    spooled: str | None = None
+    spool_began: bool = False  # ... and it is the first the spool holds: an outage began
+    # Snapshots this record shipped from the spool before its own (drift.store.push).
+    shipped: int = 0
 
 
 @dataclass
