@@ -60,8 +60,7 @@ def ship(
         return Shipped(0, 0, spool)
     url = resolve_db_url(str(spool))
     latest = central.conn.execute(
-        "SELECT max(s.taken_us) FROM snapshots s JOIN hosts h ON h.id = s.host_id "
-        "WHERE h.name = ?",
+        "SELECT max(s.taken_us) FROM snapshots s JOIN hosts h ON h.id = s.host_id WHERE h.name = ?",
         (host,),
     ).fetchone()
     after_us = int(latest[0]) if latest and latest[0] is not None else None
