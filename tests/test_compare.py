@@ -167,3 +167,15 @@ def test_a_bad_role_in_drift_toml_is_one_line_naming_the_key(tmp_path: Path, rol
     )
     assert result.returncode == 2
     assert "role" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_latest_states_compared_in_sql_tell_what_reading_each_host_tells(
+    fleet: tuple[Path, Path],
+) -> None:
+    """Without --at the hosts' latest states are compared by an aggregate in SQL; with --at
+    (here: now) each host's state is read whole. Both must say the same."""
+    tmp, db = fleet
+    in_sql = json.loads(compare(tmp, db, *HOSTS, "--format", "json").stdout)["data"]
+    read = json.loads(compare(tmp, db, *HOSTS, "--at", "now", "--format", "json").stdout)["data"]
+    assert read["at"] is not None and in_sql["at"] is None
+    assert read["groups"] == in_sql["groups"]

@@ -174,7 +174,7 @@ def compare(fleet: Fleet, options: CompareOptions, now_us: int) -> Comparison:
         if not by_role:
             roles = ", ".join(sorted({m.role for m in members})) or "none"
             raise DriftError(f"no host of role {options.role!r} (roles found: {roles})")
-    groups = [_group(role, by_role[role], options) for role in sorted(by_role)]
+    groups = [_group(fleet, role, by_role[role], options) for role in sorted(by_role)]
     return Comparison(
         command="compare",
         at=None if options.at is None or options.at.at is None else iso(to_us(options.at.at)),
@@ -207,6 +207,8 @@ def _members(
                 else f"left out, no record in the hour before: {len(quiet)} hosts"
             )
     members = []
+    latest = _latest(options)
+    roles = fleet.latest_versions([h.host_id for h in chosen], [ROLE]) if latest else {}
     for info in chosen:
         history = fleet.history(info)
         try:
@@ -214,26 +216,45 @@ def _members(
         except DriftError as exc:
             warnings.append(f"{info.name}: left out: {exc}")
             continue
-        state = history.state_at(snap.id)
-        role = state.get(ROLE)
+        # The latest states are compared in SQL (_group); a moment asked is read host by host.
+        state = {} if latest else history.state_at(snap.id)
+        role = (roles.get(info.host_id) or state).get(ROLE)
         members.append(
             _Member(info, history, snap, state, role.value if role and role.value else NO_ROLE)
         )
     return members
 
 
-def _group(role: str, members: list[_Member], options: CompareOptions) -> RoleGroup:
+def _latest(options: CompareOptions) -> bool:
+    """Whether the hosts' latest states are compared, with every fact: the aggregate in SQL."""
+    return options.at is None and options.service is None
+
+
+def _group(fleet: Fleet, role: str, members: list[_Member], options: CompareOptions) -> RoleGroup:
     notes: list[str] = []
     hosts = [_host_ref(m) for m in members]
     if len(members) < 2:
         notes.append(f"only one host of role {role}: nothing to compare it with")
         return RoleGroup(role, hosts, [], 0, [], [], 0, notes)
     fingerprints = {m.info.key_fingerprint for m in members}
-    idents = sorted({i for m in members for i in m.state if i != ROLE and _wanted(i, m, options)})
+    same = 0
+    if _latest(options):
+        ids = [m.info.host_id for m in members]
+        agreed = fleet.agreement(ids)
+        idents = [(s, k) for s, k, have, values in agreed if have < len(ids) or values > 1]
+        same = sum(1 for s, k, have, values in agreed if have == len(ids) and values == 1)
+        same -= any((s, k) == ROLE for s, k, _h, _v in agreed)
+        idents = sorted(i for i in idents if i != ROLE)
+        versions = fleet.latest_versions(ids, idents)
+        for m in members:
+            m.state = versions[m.info.host_id]
+    else:
+        idents = sorted(
+            {i for m in members for i in m.state if i != ROLE and _wanted(i, m, options)}
+        )
     odd: dict[str, list[OddFact]] = {}
     splits: list[Split] = []
     expected: list[Expected] = []
-    same = 0
     unreadable = 0
     for ident in idents:
         tokens = {m.info.name: _token(m.state.get(ident)) for m in members}
