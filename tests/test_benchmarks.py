@@ -132,3 +132,21 @@ def test_history_bench_runs_on_a_short_history(tmp_path: Path) -> None:
     assert 0 < week["growth"]["used_bytes_per_minute"] < 4096
     assert out["postgres"]["after_s"] > 0
     assert "since --stable 1 day back" in result.stdout
+
+
+@pytest.mark.slow
+def test_fleet_bench_runs_on_a_short_history_of_a_few_hosts(tmp_path: Path) -> None:
+    """Four hosts of two hours: loaded into a real PostgreSQL, compare --fleet finds the one
+    odd host (the script exits 1 otherwise), and every measure lands in the JSON."""
+    result, out = run_script(
+        "bench_fleet.py",
+        *("--hosts", "4", "--minutes", "120", "--runs", "1"),
+        *("--cache", str(tmp_path / "cache")),
+        tmp_path=tmp_path,
+        timeout=600,
+    )
+    assert out["compare_fleet"]["hosts"] == 4 and out["compare_fleet"]["findings"] >= 1
+    for measure in ("since_one", "compare_fleet", "since_fleet"):
+        assert out[measure]["s"] > 0 and out[measure]["rss_mib"] > 0
+    assert out["sizes"]["versions"] > 0 and out["one_host"]["snapshots"] == 120
+    assert "B/host/day" in result.stdout
