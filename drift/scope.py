@@ -23,9 +23,10 @@ from collections.abc import Callable, Mapping, Set
 from dataclasses import asdict, dataclass, field
 from fnmatch import translate
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from drift.config import Config
+if TYPE_CHECKING:
+    from drift.config import Config
 
 _GLOB_CHARS = frozenset("*?[")
 _LIBRARY_KEYS = ("lib:", "lib_disk:")

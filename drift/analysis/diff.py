@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 from typing import Literal
 
 from drift.store.query import SnapshotInfo, StoredVersion
+from drift.store.window import median
 
 State = dict[tuple[str, str], StoredVersion]
 ChangeKind = Literal["added", "removed", "modified"]
@@ -122,7 +122,7 @@ def _gaps(series: list[SnapshotInfo]) -> tuple[float, list[tuple[SnapshotInfo, S
     intervals = [b.taken_us - a.taken_us for a, b in zip(series, series[1:], strict=False)]
     if len(intervals) < 2:
         return 0, []
-    usual = statistics.median(intervals)
+    usual = median(intervals)
     pairs = zip(series, series[1:], strict=False)
     return usual, [(a, b) for a, b in pairs if usual > 0 and b.taken_us - a.taken_us > 3 * usual]
 

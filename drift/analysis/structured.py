@@ -17,7 +17,6 @@ Texts arrive already redacted; masked secrets diff like any other text.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import tomllib
@@ -110,6 +109,8 @@ def unified_lines(
     """A unified diff with one line of context, cut after UNIFIED_MAX lines."""
     old = before.splitlines() if before is not None else []
     new = after.splitlines() if after is not None else []
+    import difflib  # only when a long text changed: 9 ms of every since otherwise
+
     lines = list(difflib.unified_diff(old, new, labels[0], labels[1], lineterm="", n=1))
     if len(lines) > UNIFIED_MAX:
         lines = lines[:UNIFIED_MAX] + [f"... {len(lines) - UNIFIED_MAX} more lines"]

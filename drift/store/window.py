@@ -12,10 +12,9 @@ SQL, not built as rows.
 from __future__ import annotations
 
 import operator
-import statistics
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from drift.store.query import (
@@ -128,7 +127,7 @@ def window_records(
         return WindowRecords([], 0, 0, None, [])
     count = len(id_of) - 1
     steps = array("q", map(operator.sub, at[1:], at[:-1]))
-    usual = statistics.median(steps) if count >= 2 else None
+    usual = median(steps) if count >= 2 else None
     limit = 3 * usual if usual is not None and usual > 0 else None
     # Where the clock went back or a gap opened: the records on both sides.
     odd = [i for i, step in enumerate(steps, 1) if step < 0 or (limit is not None and step > limit)]
@@ -150,6 +149,14 @@ def window_records(
     gaps = [(found[id_of[i - 1]], found[id_of[i]]) for i in gap_at]
     with_errors = sum(1 for r in errors if int(r[0]) != baseline.id)
     return WindowRecords(kept, count, with_errors, usual, gaps)
+
+
+def median(values: Sequence[int]) -> float:
+    """The median, as statistics.median gives it (the mean of the middle two of an even
+    count), without importing statistics (with fractions and decimal) for it."""
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def _ids_and_times(
