@@ -2,11 +2,14 @@
 
 The week of one host (history_gen's cached week: real collectors on a real
 sandbox, 10,080 records, 6,584 facts) is copied into a throwaway PostgreSQL
-once per host with COPY, its ids moved up by the host's number and its
-times moved so that every host's last record was a minute ago, as if the
-whole fleet recorded until now. Per host, each service's pid is its own (as
-on real nodes), and one host (node-003) has an export of the decode script
-changed: `drift compare --fleet` must find it and nothing else.
+once per host with COPY, its times moved so that every host's last record
+was a minute ago, as if the whole fleet recorded until now. Records and
+versions are written as a fleet writes them: minute by minute, every host's
+record of a minute before any of the next, so their ids interleave (a
+host's records are one id in a hundred) and the table's order is time's.
+Per host, each service's pid is its own (as on real nodes), and one host
+(node-003) has an export of the decode script changed: `drift compare
+--fleet` must find it and nothing else.
 
 Measured, each command a child of the benchmark (the real `drift` CLI; wall,
 CPU and peak RSS from wait4), after ANALYZE (autovacuum does it on a real
@@ -50,6 +53,7 @@ ODD = 3  # node-003 exports another value
 # Copied once: shared by every host (configs, long texts and provenances are by content).
 SHARED = ("configs", "blobs", "provenances")
 PER_HOST = ("hosts", "snapshots", "facts", "versions", "marks")
+INTERLEAVED = ("snapshots", "versions")
 
 
 def node(i: int) -> str:
@@ -84,41 +88,53 @@ class Source:
         self.odd_fact = exports[0]
 
 
-def host_rows(src: Source, table: str, i: int, shift_us: int) -> Iterator[list[Any]]:
-    """The rows of `table` for host i: ids moved up by i spans, times moved by shift_us."""
+def host_rows(src: Source, table: str, i: int, hosts: int, shift_us: int) -> Iterator[list[Any]]:
+    """The rows of `table` for host i (host_row)."""
+    for row in src.rows[table]:
+        yield host_row(src, table, row, i, hosts, shift_us)
+
+
+def host_row(
+    src: Source, table: str, row: tuple[Any, ...], i: int, hosts: int, shift_us: int
+) -> list[Any]:
+    """One row of `table` as host i of `hosts` has it: record ids interleaved with the other
+    hosts' (a fleet writes minute by minute), other ids moved up by i spans, times moved."""
     cols = src.columns[table]
     at = {c: n for n, c in enumerate(cols)}
-    snap, fact = i * src.span["snapshots"], i * src.span["facts"]
-    for row in src.rows[table]:
-        out = list(row)
-        if table == "hosts":
-            out[at["id"]], out[at["name"]] = i + 1, node(i)
-        elif table == "snapshots":
-            out[at["id"]] += snap
-            out[at["host_id"]] = i + 1
-            out[at["taken_us"]] += shift_us
-        elif table == "facts":
-            out[at["id"]] += fact
-            out[at["host_id"]] = i + 1
-        elif table == "marks":
-            out[at["id"]] += i * src.span["marks"]
-            out[at["host_id"]] = i + 1
-            out[at["at_us"]] += shift_us
-        elif table == "versions":
-            fact_id = out[at["fact_id"]]
-            out[at["id"]] += i * src.span["versions"]
-            out[at["fact_id"]] = fact_id + fact
-            out[at["first_snapshot_id"]] += snap
-            if out[at["until_snapshot_id"]] is not None:
-                out[at["until_snapshot_id"]] += snap
-            if fact_id in src.pid_facts and out[at["value"]] is not None:
-                out[at["value"]] = str(int(out[at["value"]]) + 100_000 * i)
-            if i == ODD and fact_id == src.odd_fact and out[at["until_snapshot_id"]] is None:
-                out[at["value"]] = "odd-on-node-003"
-        yield [
-            bool(v) if (table, c) in BOOLEAN and v is not None else v
-            for v, c in zip(out, cols, strict=True)
-        ]
+    fact = i * src.span["facts"]
+
+    def snap(old: int) -> int:
+        return (old - 1) * hosts + i + 1
+
+    out = list(row)
+    if table == "hosts":
+        out[at["id"]], out[at["name"]] = i + 1, node(i)
+    elif table == "snapshots":
+        out[at["id"]] = snap(out[at["id"]])
+        out[at["host_id"]] = i + 1
+        out[at["taken_us"]] += shift_us
+    elif table == "facts":
+        out[at["id"]] += fact
+        out[at["host_id"]] = i + 1
+    elif table == "marks":
+        out[at["id"]] += i * src.span["marks"]
+        out[at["host_id"]] = i + 1
+        out[at["at_us"]] += shift_us
+    elif table == "versions":
+        fact_id = out[at["fact_id"]]
+        out[at["id"]] = (out[at["id"]] - 1) * hosts + i + 1
+        out[at["fact_id"]] = fact_id + fact
+        out[at["first_snapshot_id"]] = snap(out[at["first_snapshot_id"]])
+        if out[at["until_snapshot_id"]] is not None:
+            out[at["until_snapshot_id"]] = snap(out[at["until_snapshot_id"]])
+        if fact_id in src.pid_facts and out[at["value"]] is not None:
+            out[at["value"]] = str(int(out[at["value"]]) + 100_000 * i)
+        if i == ODD and fact_id == src.odd_fact and out[at["until_snapshot_id"]] is None:
+            out[at["value"]] = "odd-on-node-003"
+    return [
+        bool(v) if (table, c) in BOOLEAN and v is not None else v
+        for v, c in zip(out, cols, strict=True)
+    ]
 
 
 def load(src: Source, url: str, hosts: int) -> dict[str, Any]:
@@ -133,14 +149,19 @@ def load(src: Source, url: str, hosts: int) -> dict[str, Any]:
             with cur.copy(f'COPY "{table}" ({", ".join(cols)}) FROM STDIN') as copy:
                 for row in src.rows[table]:
                     copy.write_row(list(row))
-        for i in range(hosts):
-            for table in PER_HOST:
-                cols = src.columns[table]
-                with cur.copy(f'COPY "{table}" ({", ".join(cols)}) FROM STDIN') as copy:
-                    for row in host_rows(src, table, i, shift):
-                        copy.write_row(row)
-            if (i + 1) % 10 == 0:
-                log(f"fleet: {i + 1} of {hosts} hosts loaded ({time.monotonic() - t0:.0f} s)")
+        for table in PER_HOST:
+            cols = src.columns[table]
+            with cur.copy(f'COPY "{table}" ({", ".join(cols)}) FROM STDIN') as copy:
+                if table in INTERLEAVED:
+                    # Minute by minute: every host's row of this record, then the next.
+                    for row in src.rows[table]:
+                        for i in range(hosts):
+                            copy.write_row(host_row(src, table, row, i, hosts, shift))
+                else:
+                    for i in range(hosts):
+                        for out in host_rows(src, table, i, hosts, shift):
+                            copy.write_row(out)
+            log(f"fleet: {table} of {hosts} hosts loaded ({time.monotonic() - t0:.0f} s)")
         for table in (*SHARED, *PER_HOST):
             if "id" in src.columns[table]:
                 cur.execute(
