@@ -92,6 +92,11 @@ class Fleet:
         many of the hosts have it, and how many distinct values they hold."""
         marks = ",".join("?" * len(host_ids))
         token = "coalesce(v.blob_sha256, 'v:' || coalesce(v.value, ''))"
+        if self.conn.dialect == "postgresql":
+            # A hundred hosts' open versions are 600k rows: with the default 4 MB PostgreSQL
+            # sorts them on disk (2.5 s); in memory it hashes them (0.9 s). This session only.
+            self.conn.execute("SET work_mem = '256MB'")
+            self.conn.execute("SET jit = off")
         rows = self.conn.execute(
             f"SELECT f.subject, f.key, count(*), count(DISTINCT {token}) FROM versions v "
             f"JOIN facts f ON f.id = v.fact_id WHERE v.until_snapshot_id IS NULL "
@@ -111,8 +116,8 @@ class Fleet:
         for start in range(0, len(subjects), IDS_PER_QUERY):
             chunk = subjects[start : start + IDS_PER_QUERY]
             rows = self.conn.execute(
-                f"SELECT f.host_id, {VERSION_COLUMNS} FROM facts f JOIN versions v "
-                f"ON v.fact_id = f.id {VERSION_JOINS} WHERE v.until_snapshot_id IS NULL "
+                f"SELECT f.host_id, {VERSION_COLUMNS} FROM facts f {self._newest()} "
+                f"{VERSION_JOINS} WHERE v.until_snapshot_id IS NULL "
                 f"AND f.host_id IN ({hosts}) AND f.subject IN ({','.join('?' * len(chunk))})",
                 (*host_ids, *chunk),
             ).fetchall()
@@ -120,3 +125,17 @@ class Fleet:
                 if (r[1], r[2]) in wanted:
                     out[int(r[0])][(r[1], r[2])] = version_row(r[1:])
         return out
+
+    def _newest(self) -> str:
+        """Join each fact `f` to its newest version `v`: one backward seek in
+        ix_versions_fact_first per fact. Joined on `until_snapshot_id IS NULL` instead,
+        PostgreSQL walks every open version of the fleet (600k for a hundred hosts)."""
+        if self.conn.dialect == "sqlite":
+            return (
+                "JOIN versions v ON v.fact_id = f.id AND v.first_snapshot_id = "
+                "(SELECT max(w.first_snapshot_id) FROM versions w WHERE w.fact_id = f.id)"
+            )
+        return (
+            "CROSS JOIN LATERAL (SELECT w.id FROM versions w WHERE w.fact_id = f.id "
+            "ORDER BY w.first_snapshot_id DESC LIMIT 1) newest JOIN versions v ON v.id = newest.id"
+        )

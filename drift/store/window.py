@@ -120,8 +120,10 @@ def window_records(
     """
     window = (history.host_id, baseline.id, current.id)
     # `+host_id`: SQLite walks the table by id (rowid) instead of the index and a lookup
-    # a row; on PostgreSQL a no-op.
-    span = "FROM snapshots WHERE +host_id = ? AND id >= ? AND id <= ?"
+    # a row. Not on PostgreSQL: there a fleet's hosts share the table and interleave, and
+    # its planner must keep ix_snapshots_host_id_id (one row in a hundred is this host's).
+    host = "+host_id" if history.conn.dialect == "sqlite" else "host_id"
+    span = f"FROM snapshots WHERE {host} = ? AND id >= ? AND id <= ?"
     id_of, at = _ids_and_times(history, span, window)
     if len(id_of) < 2:
         return WindowRecords([], 0, 0, None, [])
