@@ -1,17 +1,19 @@
-"""drift compare: four decode hosts recording real processes into one history; the one
-with an extra export is found first, with its script line, and no per-host value is a
-finding."""
+"""drift compare: four decode hosts recording real processes into one history (an SQLite
+file, and a real PostgreSQL on loopback); the one with an extra export is found first,
+with its script line, and no per-host value is a finding."""
 
 from __future__ import annotations
 
 import json
 import re
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 from conftest import run_drift
 from contract_checks import Validator
+from postgres_server import postgres_server
 
 from drift.demo import CULPRIT, IncidentSandbox
 
@@ -20,14 +22,24 @@ ODD = "decode-3"
 HOSTILE = "export GREETING='<script>alert(1)</script></svg>'"
 
 
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def fleet(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Path, str]]:
     """Four hosts, one after another, on the same paths (as a fleet's nodes are): each
     records, is marked stable, then records again; decode-3 first gets an export line
     added to decode.sh and its decode restarted. Every host's decode script exports its
     own NODE_RANK; decode-3's has exported a hostile GREETING since before it was stable."""
     tmp = tmp_path_factory.mktemp("fleet")
-    db = tmp / "fleet.db"
+    with ExitStack() as stack:
+        if request.param == "postgresql":
+            db = stack.enter_context(postgres_server())
+        else:
+            db = str(tmp / "fleet.db")
+        yield record_fleet(tmp, db), db
+
+
+def record_fleet(tmp: Path, db: str) -> Path:
     box = IncidentSandbox(tmp / "node")
     box.build()
     config = box.config_path.read_text()
@@ -51,16 +63,16 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path
             box.stop_all()
     finally:
         box.stop_all()
-    yield tmp, db
+    return tmp
 
 
-def compare(tmp: Path, db: Path, *args: str, check: bool = True) -> object:
+def compare(tmp: Path, db: str, *args: str, check: bool = True) -> object:
     result = run_drift(["compare", "--db", str(db), *args], tmp, check=check)
     return result
 
 
 def test_the_odd_decode_host_is_found_first_with_its_script_line(
-    fleet: tuple[Path, Path],
+    fleet: tuple[Path, str],
 ) -> None:
     tmp, db = fleet
     data = json.loads(compare(tmp, db, *HOSTS, "--format", "json").stdout)["data"]
@@ -91,7 +103,7 @@ def test_the_odd_decode_host_is_found_first_with_its_script_line(
     assert group["splits"] == [] and group["same"] > 50
 
 
-def test_the_json_follows_the_published_schema(fleet: tuple[Path, Path]) -> None:
+def test_the_json_follows_the_published_schema(fleet: tuple[Path, str]) -> None:
     tmp, db = fleet
     schema = json.loads(
         (Path(__file__).parents[1] / "docs" / "schema" / "compare.schema.json").read_text()
@@ -104,7 +116,7 @@ def test_the_json_follows_the_published_schema(fleet: tuple[Path, Path]) -> None
 
 
 def test_the_terminal_tells_the_same_and_the_fleet_finds_the_hosts(
-    fleet: tuple[Path, Path],
+    fleet: tuple[Path, str],
 ) -> None:
     tmp, db = fleet
     text = compare(tmp, db, "--fleet").stdout
@@ -117,7 +129,7 @@ def test_the_terminal_tells_the_same_and_the_fleet_finds_the_hosts(
     assert wrong.returncode == 2 and "no host of role 'prefill'" in wrong.stderr
 
 
-def test_two_hosts_have_no_majority_and_drift_says_so(fleet: tuple[Path, Path]) -> None:
+def test_two_hosts_have_no_majority_and_drift_says_so(fleet: tuple[Path, str]) -> None:
     tmp, db = fleet
     data = json.loads(compare(tmp, db, "decode-1", ODD, "--format", "json").stdout)["data"]
     (group,) = data["groups"]
@@ -128,7 +140,7 @@ def test_two_hosts_have_no_majority_and_drift_says_so(fleet: tuple[Path, Path]) 
     assert "No majority" in text and "cannot tell which side is odd" in text
 
 
-def test_text_from_the_box_is_escaped_in_html_and_markdown(fleet: tuple[Path, Path]) -> None:
+def test_text_from_the_box_is_escaped_in_html_and_markdown(fleet: tuple[Path, str]) -> None:
     tmp, db = fleet
     html = compare(tmp, db, *HOSTS, "--format", "html").stdout
     assert "<script>" not in html and "</svg>" not in html
@@ -150,7 +162,7 @@ def test_text_from_the_box_is_escaped_in_html_and_markdown(fleet: tuple[Path, Pa
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
-    fleet: tuple[Path, Path], args: list[str], message: str
+    fleet: tuple[Path, str], args: list[str], message: str
 ) -> None:
     tmp, db = fleet
     result = compare(tmp, db, *args, check=False)
@@ -170,7 +182,7 @@ def test_a_bad_role_in_drift_toml_is_one_line_naming_the_key(tmp_path: Path, rol
 
 
 def test_the_latest_states_compared_in_sql_tell_what_reading_each_host_tells(
-    fleet: tuple[Path, Path],
+    fleet: tuple[Path, str],
 ) -> None:
     """Without --at the hosts' latest states are compared by an aggregate in SQL; with --at
     (here: now) each host's state is read whole. Both must say the same."""
