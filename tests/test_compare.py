@@ -191,3 +191,39 @@ def test_the_latest_states_compared_in_sql_tell_what_reading_each_host_tells(
     read = json.loads(compare(tmp, db, *HOSTS, "--at", "now", "--format", "json").stdout)["data"]
     assert read["at"] is not None and in_sql["at"] is None
     assert read["groups"] == in_sql["groups"]
+
+
+def test_gpus_are_compared_by_index_not_by_their_uuid(tmp_path: Path) -> None:
+    """Every host's GPUs have UUIDs of their own: GPU 0 is compared with the others' GPU 0,
+    and a power cap set on one host's is the finding, whichever way the states are read."""
+    import time
+
+    from drift.facts import Fact
+    from drift.store.urls import resolve_db_url
+    from drift.store.writer import HistoryWriter
+
+    db = tmp_path / "gpus.db"
+    now = int(time.time() * 1_000_000)
+    with HistoryWriter.open(resolve_db_url(str(db))) as writer:
+        for n in range(1, 5):
+            facts = [Fact("gpu:driver", "driver_version", "575.57.08")]
+            for index in (0, 1):
+                uuid = f"GPU-{n:04d}-{index}"
+                capped = n == 2 and index == 1
+                facts += [
+                    Fact(f"gpu:{uuid}", "index", str(index)),
+                    Fact(f"gpu:{uuid}", "name", "NVIDIA H100 80GB HBM3"),
+                    Fact(f"gpu:{uuid}", "power.limit", "500.00 W" if capped else "700.00 W"),
+                ]
+            writer.write_snapshot(f"decode-{n}", now - 60_000_000, facts, [], {})
+    hosts = [f"decode-{n}" for n in range(1, 5)]
+    for at in ([], ["--at", "now"]):
+        out = run_drift(["compare", *hosts, *at, "--db", str(db), "--format", "json"], tmp_path)
+        (group,) = json.loads(out.stdout)["data"]["groups"]
+        (finding,) = group["findings"]
+        assert finding["host"] == "decode-2"
+        assert [(f["subject"], f["key"]) for f in finding["facts"]] == [("gpu:#1", "power.limit")]
+        assert finding["facts"][0]["value"] == "500.00 W"
+        assert finding["facts"][0]["majority"]["value"] == "700.00 W"
+        assert group["splits"] == [] and group["expected"] == []
+        assert group["same"] == 6  # the driver; index, name and power of GPU 0; index, name of 1

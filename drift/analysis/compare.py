@@ -240,15 +240,19 @@ def _group(fleet: Fleet, role: str, members: list[_Member], options: CompareOpti
     same = 0
     if _latest(options):
         ids = [m.info.host_id for m in members]
-        agreed = fleet.agreement(ids)
+        agreed = [row for row in fleet.agreement(ids) if not _per_device(row[0])]
         idents = [(s, k) for s, k, have, values in agreed if have < len(ids) or values > 1]
         same = sum(1 for s, k, have, values in agreed if have == len(ids) and values == 1)
         same -= any((s, k) == ROLE for s, k, _h, _v in agreed)
-        idents = sorted(i for i in idents if i != ROLE)
-        versions = fleet.latest_versions(ids, idents)
+        versions = fleet.latest_versions(ids, [i for i in idents if i != ROLE])
+        devices = fleet.latest_versions(ids, [], prefix=DEVICE_PREFIX)
         for m in members:
-            m.state = versions[m.info.host_id]
+            gpus = {i: v for i, v in devices[m.info.host_id].items() if _per_device(i[0])}
+            m.state = {**versions[m.info.host_id], **_by_index(gpus)}
+        idents = sorted({i for m in members for i in m.state if i != ROLE})
     else:
+        for m in members:
+            m.state = _by_index(m.state)
         idents = sorted(
             {i for m in members for i in m.state if i != ROLE and _wanted(i, m, options)}
         )
@@ -285,6 +289,26 @@ def _group(fleet: Fleet, role: str, members: list[_Member], options: CompareOpti
     findings = _ranked(role, members, odd)
     shown = findings if options.top is None else findings[: options.top]
     return RoleGroup(role, hosts, shown, len(findings), splits, expected, same, notes)
+
+
+DEVICE_PREFIX = "gpu:"
+
+
+def _per_device(subject: str) -> bool:
+    """A GPU's subject names it by UUID, which no two hosts share: compared by index."""
+    return subject.startswith(DEVICE_PREFIX) and subject != "gpu:driver"
+
+
+def _by_index(state: dict[Ident, StoredVersion]) -> dict[Ident, StoredVersion]:
+    """`state` with each GPU's facts under `gpu:#INDEX` instead of `gpu:UUID`, so that the
+    hosts' GPU 0 is compared with GPU 0 (one without an index keeps its UUID)."""
+    index = {s: v.value for (s, k), v in state.items() if _per_device(s) and k == "index"}
+    out: dict[Ident, StoredVersion] = {}
+    for (subject, key), version in state.items():
+        if _per_device(subject) and index.get(subject):
+            subject = f"gpu:#{index[subject]}"
+        out[(subject, key)] = version
+    return out
 
 
 def _wanted(ident: Ident, member: _Member, options: CompareOptions) -> bool:

@@ -106,13 +106,24 @@ class Fleet:
         return [(r[0], r[1], int(r[2]), int(r[3])) for r in rows]
 
     def latest_versions(
-        self, host_ids: list[int], idents: list[tuple[str, str]]
+        self, host_ids: list[int], idents: list[tuple[str, str]], prefix: str | None = None
     ) -> dict[int, dict[tuple[str, str], StoredVersion]]:
-        """host id -> the open version of each of these facts it has (its latest value)."""
+        """host id -> the open version of each of these facts it has (its latest value); with
+        `prefix`, of every fact whose subject starts with it instead."""
         wanted = set(idents)
         subjects = sorted({s for s, _k in wanted})
         hosts = ",".join("?" * len(host_ids))
         out: dict[int, dict[tuple[str, str], StoredVersion]] = {h: {} for h in host_ids}
+        if prefix is not None:
+            rows = self.conn.execute(
+                f"SELECT f.host_id, {VERSION_COLUMNS} FROM facts f {self._newest()} "
+                f"{VERSION_JOINS} WHERE v.until_snapshot_id IS NULL "
+                f"AND f.host_id IN ({hosts}) AND substr(f.subject, 1, ?) = ?",
+                (*host_ids, len(prefix), prefix),
+            ).fetchall()
+            for r in rows:
+                out[int(r[0])][(r[1], r[2])] = version_row(r[1:])
+            return out
         for start in range(0, len(subjects), IDS_PER_QUERY):
             chunk = subjects[start : start + IDS_PER_QUERY]
             rows = self.conn.execute(
