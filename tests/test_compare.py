@@ -227,3 +227,42 @@ def test_gpus_are_compared_by_index_not_by_their_uuid(tmp_path: Path) -> None:
         assert finding["facts"][0]["majority"]["value"] == "700.00 W"
         assert group["splits"] == [] and group["expected"] == []
         assert group["same"] == 6  # the driver; index, name and power of GPU 0; index, name of 1
+
+
+def test_a_fact_one_hosts_config_does_not_ask_for_is_no_difference(tmp_path: Path) -> None:
+    """decode-4's drift.toml has no `extra` command: that it lacks its output says nothing
+    about the box. decode-3's lacks the command's output although its config asks: that is
+    a finding."""
+    import time
+
+    from drift.facts import Fact
+    from drift.scope import ConfigInfo, Scope
+    from drift.store.urls import resolve_db_url
+    from drift.store.writer import HistoryWriter
+
+    db = tmp_path / "scope.db"
+    now = int(time.time() * 1_000_000)
+    full = ConfigInfo("/etc/drift/drift.toml", "a" * 64, Scope(commands=("load", "extra")))
+    short = ConfigInfo("/etc/drift/drift.toml", "b" * 64, Scope(commands=("load",)))
+    with HistoryWriter.open(resolve_db_url(str(db))) as writer:
+        for n in range(1, 5):
+            facts = [Fact("command:load", "stdout", "same")]
+            if n in (1, 2):
+                facts.append(Fact("command:extra", "stdout", "on"))
+            config = short if n == 4 else full
+            writer.write_snapshot(f"decode-{n}", now - 60_000_000, facts, [], {}, config=config)
+    hosts = [f"decode-{n}" for n in range(1, 5)]
+    for at in ([], ["--at", "now"]):
+        out = run_drift(["compare", *hosts, *at, "--db", str(db), "--format", "json"], tmp_path)
+        (group,) = json.loads(out.stdout)["data"]["groups"]
+        # decode-4 is left aside; of the three that watch it, decode-3 lacks it.
+        assert [e["why"] for e in group["expected"]] == [
+            "not watched on decode-4: their drift.toml does not ask for it"
+        ]
+        (finding,) = group["findings"]
+        assert finding["host"] == "decode-3"
+        assert (
+            finding["title"] == "decode-3 has no command:extra stdout; decode-1, decode-2 have on"
+        )
+        assert "decode-3 alone of 3 hosts" in finding["reasons"]
+        assert group["same"] == 1  # command:load

@@ -86,7 +86,7 @@ CONTRACT: dict[str, str] = {
     "RoleGroup": "role hosts findings total_findings splits expected same notes",
     "HostRef": "host snapshot taken_at taken_local role baseline",
     "Finding": "rank score host role title reasons facts",
-    "OddFact": "subject key kind value where majority changed_since_stable",
+    "OddFact": "subject key kind value where majority among changed_since_stable",
     "HostValue": "hosts value where",
     "Split": "subject key values",
     "Expected": "subject key why values",

@@ -32,6 +32,7 @@ from drift.analysis.rank import WEIGHTS
 from drift.analysis.values import Values, where
 from drift.analysis.windows import choose_baseline
 from drift.errors import DriftError
+from drift.scope import Scope
 from drift.store.fleet import Fleet, HostInfo
 from drift.store.query import History, SnapshotInfo, StoredVersion
 from drift.timespec import When, iso, local_time, to_us
@@ -92,6 +93,7 @@ class OddFact:
     value: str | None  # on the odd host; None: absent there
     where: str
     majority: HostValue
+    among: int  # the hosts compared on it (those whose drift.toml asks for it)
     changed_since_stable: bool | None  # None: the host has no stable window to tell
 
 
@@ -160,6 +162,7 @@ class _Member:
     role: str
     baseline_id: int | None = None
     baseline_words: str | None = None
+    scope: Scope | None = None  # of the config its record was taken with, once read
 
 
 def compare(fleet: Fleet, options: CompareOptions, now_us: int) -> Comparison:
@@ -256,31 +259,10 @@ def _group(fleet: Fleet, role: str, members: list[_Member], options: CompareOpti
         idents = sorted(
             {i for m in members for i in m.state if i != ROLE and _wanted(i, m, options)}
         )
-    odd: dict[str, list[OddFact]] = {}
-    splits: list[Split] = []
-    expected: list[Expected] = []
-    unreadable = 0
+    found = _Found()
     for ident in idents:
-        tokens = {m.info.name: _token(m.state.get(ident)) for m in members}
-        counts = Counter(tokens.values())
-        if len(counts) == 1:
-            same += 1
-            continue
-        if _secret(ident, members) and len(fingerprints) > 1:
-            unreadable += 1
-            continue
-        why = _expected(ident, members, counts)
-        if why is not None:
-            expected.append(Expected(ident[0], ident[1], why, len(counts)))
-            continue
-        top, top_count = counts.most_common(1)[0]
-        if top_count * 2 <= len(members):
-            splits.append(Split(ident[0], ident[1], _values(ident, members, tokens)))
-            continue
-        majority = _host_value(ident, [m for m in members if tokens[m.info.name] == top])
-        for m in members:
-            if tokens[m.info.name] != top:
-                odd.setdefault(m.info.name, []).append(_odd_fact(ident, m, majority))
+        same += _compare_fact(ident, members, len(fingerprints) > 1, found)
+    odd, splits, expected, unreadable = found.odd, found.splits, found.expected, found.unreadable
     if unreadable:
         notes.append(
             f"{unreadable} secret fact{'s' if unreadable != 1 else ''} not compared: "
@@ -289,6 +271,58 @@ def _group(fleet: Fleet, role: str, members: list[_Member], options: CompareOpti
     findings = _ranked(role, members, odd)
     shown = findings if options.top is None else findings[: options.top]
     return RoleGroup(role, hosts, shown, len(findings), splits, expected, same, notes)
+
+
+@dataclass
+class _Found:
+    """What comparing a role's facts one by one finds."""
+
+    odd: dict[str, list[OddFact]] = field(default_factory=dict)
+    splits: list[Split] = field(default_factory=list)
+    expected: list[Expected] = field(default_factory=list)
+    unreadable: int = 0
+
+
+def _compare_fact(ident: Ident, members: list[_Member], keys_differ: bool, found: _Found) -> int:
+    """Compare one fact across the members, into `found`; 1 if it is the same on all."""
+    # A host whose config does not ask for the fact has no say about it.
+    unwatched = [
+        m
+        for m in members
+        if ident not in m.state and not _watches(m, ident, _example(ident, members))
+    ]
+    if unwatched:
+        names = _names(m.info.name for m in unwatched)
+        why = f"not watched on {names}: their drift.toml does not ask for it"
+        found.expected.append(Expected(ident[0], ident[1], why, len(members) - len(unwatched)))
+        members = [m for m in members if m not in unwatched]
+        if len(members) < 2:
+            return 0
+    tokens = {m.info.name: _token(m.state.get(ident)) for m in members}
+    counts = Counter(tokens.values())
+    if len(counts) == 1:
+        return 0 if unwatched else 1
+    if _secret(ident, members) and keys_differ:
+        found.unreadable += 1
+        return 0
+    expected = _expected(ident, members, counts)
+    if expected is not None:
+        found.expected.append(Expected(ident[0], ident[1], expected, len(counts)))
+        return 0
+    top, top_count = counts.most_common(1)[0]
+    if top_count * 2 <= len(members):
+        found.splits.append(Split(ident[0], ident[1], _values(ident, members, tokens)))
+        return 0
+    majority = _host_value(ident, [m for m in members if tokens[m.info.name] == top])
+    for m in members:
+        if tokens[m.info.name] != top:
+            odd = _odd_fact(ident, m, majority, len(members))
+            found.odd.setdefault(m.info.name, []).append(odd)
+    return 0
+
+
+def _example(ident: Ident, members: Sequence[_Member]) -> StoredVersion | None:
+    return next((m.state[ident] for m in members if ident in m.state), None)
 
 
 DEVICE_PREFIX = "gpu:"
@@ -344,6 +378,17 @@ def _expected(ident: Ident, members: Sequence[_Member], counts: Counter[Token]) 
     return None
 
 
+def _watches(member: _Member, ident: Ident, example: StoredVersion | None) -> bool:
+    """Whether the config of the member's record asks for this fact's subject (a fact its
+    config does not watch is no difference of the box)."""
+    if member.snapshot.config_id is None:
+        return True  # recorded before drift kept configs: never guessed away
+    if member.scope is None:
+        member.scope = member.history.configs()[member.snapshot.config_id].scope
+    provenance = example.provenance if example is not None else None
+    return member.scope.covers(ident[0], provenance, ident[1])
+
+
 def _keeps_changing(member: _Member, ident: Ident) -> bool:
     history, snap = member.history, member.snapshot
     start = history.first_taken_from(snap.taken_us - VOLATILE_LOOKBACK_US)
@@ -375,7 +420,7 @@ def _host_value(ident: Ident, members: Sequence[_Member]) -> HostValue:
     )
 
 
-def _odd_fact(ident: Ident, member: _Member, majority: HostValue) -> OddFact:
+def _odd_fact(ident: Ident, member: _Member, majority: HostValue, among: int) -> OddFact:
     version = member.state.get(ident)
     _baseline(member)
     since: bool | None = None
@@ -396,6 +441,7 @@ def _odd_fact(ident: Ident, member: _Member, majority: HostValue) -> OddFact:
         value=Values(member.history).show(version),
         where=where(version.provenance) if version is not None else "",
         majority=majority,
+        among=among,
         changed_since_stable=since,
     )
 
@@ -442,11 +488,10 @@ def _names(hosts: Iterable[str]) -> str:
 def _ranked(role: str, members: Sequence[_Member], odd: dict[str, list[OddFact]]) -> list[Finding]:
     """Each odd host's differences as findings (an export and the live variable it gives
     are one), best first."""
-    count = len(members)
     scored: list[tuple[float, str, list[str], str, list[OddFact]]] = []
     for host, facts in odd.items():
         for title, group in _stories(host, facts):
-            score, reasons = _score(host, group, count)
+            score, reasons = _score(host, group)
             scored.append((score, title, reasons, host, group))
     scored.sort(key=lambda s: (-s[0], category_rank(s[4][0].kind), s[3], s[4][0].subject))
     return [
@@ -511,9 +556,10 @@ def _title(host: str, facts: list[OddFact]) -> str:
     return f"{host}: {root.subject} {root.key} = {root.value}; {others}: {root.majority.value}"
 
 
-def _score(host: str, facts: list[OddFact], count: int) -> tuple[float, list[str]]:
+def _score(host: str, facts: list[OddFact]) -> tuple[float, list[str]]:
     """How likely this difference is the trouble: what kind of fact, whether a running
     process has it, whether it changed since the host's last stable window."""
+    count = facts[0].among
     kinds = [f.kind for f in facts]
     kind_value = max(WEIGHTS.kind_values.get(k, WEIGHTS.other_kind) for k in kinds)
     live = any(f.subject.startswith("service:") for f in facts)
