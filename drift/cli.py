@@ -128,6 +128,7 @@ def cli() -> None:
     When it works:       drift mark stable         (or [[health]] checks)
     During an incident:  drift since --stable 12:00
     For the postmortem:  drift report -o postmortem.html
+    A fleet:             drift compare --fleet     (which node differs from its siblings)
     See it first:        drift demo
     """
 

@@ -13,7 +13,14 @@ from typing import Any
 import click
 
 from drift.cli_context import DriftContext
-from drift.cli_options import WHEN, WHEN_HELP, common_options, format_option, pass_drift
+from drift.cli_options import (
+    WHEN,
+    WHEN_HELP,
+    common_options,
+    fleet_options,
+    format_option,
+    pass_drift,
+)
 from drift.timespec import When
 
 compare_format_option = format_option(
@@ -26,7 +33,7 @@ compare_format_option = format_option(
 
 
 @click.command(short_help="What a host has that its siblings do not.")
-@common_options
+@fleet_options
 @click.argument("hosts", nargs=-1, metavar="[HOST]...")
 @click.option(
     "--fleet", is_flag=True, help="Compare every host that recorded in the hour before --at."

@@ -68,6 +68,16 @@ def _remember(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]
 
 def common_options(func: F) -> F:
     """--config, --db and --host, accepted by every command that reads config or history."""
+    return _config_db_host(func, host=True)
+
+
+def fleet_options(func: F) -> F:
+    """--config and --db: a command that reads every host of a database names its hosts
+    itself, so it has no --host."""
+    return _config_db_host(func, host=False)
+
+
+def _config_db_host(func: F, *, host: bool) -> F:
     for option in reversed(
         [
             click.option(
@@ -97,7 +107,7 @@ def common_options(func: F) -> F:
                 callback=_remember("host"),
                 help="Host whose history to use (default: the config's host).",
             ),
-        ]
+        ][: 3 if host else 2]
     ):
         func = option(func)
     return func
