@@ -159,6 +159,7 @@ def test_text_from_the_box_is_escaped_in_html_and_markdown(fleet: tuple[Path, st
         (["decode-1"], "has nothing to compare with"),
         (["decode-1", "decode-9"], "no history for host 'decode-9'"),
         (["decode-1", "decode-2", "--fleet"], "either hosts or --fleet"),
+        (["--fleet", "--at", "2001-01-01T00:00:00+00:00"], "no host to compare"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(

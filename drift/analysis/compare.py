@@ -169,6 +169,12 @@ def compare(fleet: Fleet, options: CompareOptions, now_us: int) -> Comparison:
     """Compare the hosts `options` names, role by role (see the module's docstring)."""
     warnings: list[str] = []
     members = _members(fleet, options, now_us, warnings)
+    if not members:
+        when = "--at" if options.at is not None else "now"
+        raise DriftError(
+            f"no host to compare: none recorded in the hour before {when} "
+            f"({'; '.join(warnings) or 'the database has no host'})"
+        )
     by_role: dict[str, list[_Member]] = {}
     for member in members:
         by_role.setdefault(member.role, []).append(member)
