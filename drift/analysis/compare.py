@@ -173,7 +173,7 @@ def compare(fleet: Fleet, options: CompareOptions, now_us: int) -> Comparison:
         when = "--at" if options.at is not None else "now"
         raise DriftError(
             f"no host to compare: none recorded in the hour before {when} "
-            f"({'; '.join(warnings) or 'the database has no host'})"
+            f"({'; '.join(warnings) or 'the database holds no host'})"
         )
     by_role: dict[str, list[_Member]] = {}
     for member in members:
@@ -204,18 +204,12 @@ def _members(
             raise DriftError(f"no history for host {missing[0]!r} (recorded hosts: {names})")
         chosen = [known[h] for h in dict.fromkeys(options.hosts)]
     else:
-        around = now_us if options.at is None or options.at.at is None else to_us(options.at.at)
+        around = around_us(options, now_us)
         chosen = [
             h for h in known.values() if h.last_us is not None and h.last_us >= around - RECENT_US
         ]
-        quiet = sorted(set(known) - {h.name for h in chosen})
-        if quiet:
-            warnings.append(
-                f"left out, no record in the hour before: {', '.join(quiet)}"
-                if len(quiet) <= 10
-                else f"left out, no record in the hour before: {len(quiet)} hosts"
-            )
     members = []
+    quiet: list[str] = sorted(set(known) - {h.name for h in chosen}) if options.fleet else []
     latest = _latest(options)
     roles = fleet.latest_versions([h.host_id for h in chosen], [ROLE]) if latest else {}
     for info in chosen:
@@ -223,7 +217,13 @@ def _members(
         try:
             snap = history.snapshot_for(options.at) if options.at else history.latest()
         except DriftError as exc:
-            warnings.append(f"{info.name}: left out: {exc}")
+            if options.fleet:
+                quiet.append(info.name)
+            else:
+                warnings.append(f"{info.name}: left out: {exc}")
+            continue
+        if options.fleet and snap.taken_us < around_us(options, now_us) - RECENT_US:
+            quiet.append(info.name)  # its record then is more than an hour old
             continue
         # The latest states are compared in SQL (_group); a moment asked is read host by host.
         state = {} if latest else history.state_at(snap.id)
@@ -231,7 +231,15 @@ def _members(
         members.append(
             _Member(info, history, snap, state, role.value if role and role.value else NO_ROLE)
         )
+    if quiet:
+        listed = ", ".join(sorted(quiet)) if len(quiet) <= 10 else f"{len(quiet)} hosts"
+        warnings.append(f"left out, no record in the hour before: {listed}")
     return members
+
+
+def around_us(options: CompareOptions, now_us: int) -> int:
+    """The moment compared: --at, else now."""
+    return now_us if options.at is None or options.at.at is None else to_us(options.at.at)
 
 
 def _latest(options: CompareOptions) -> bool:
