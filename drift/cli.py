@@ -606,7 +606,8 @@ DEMO_REPORT = "drift-demo-report.html"
 @click.option("--dry-run", is_flag=True, help="Only say what would be dropped.")
 @pass_drift
 def prune(obj: DriftContext, keep: str | None, dry_run: bool) -> None:
-    """Drop every host's records older than --keep, keeping each fact's value at that point.
+    """Drop every host's records (--host: only its) older than --keep, keeping each fact's
+    value at that point.
 
     \b
     Per host, the last record at or before the horizon (now minus --keep)
@@ -641,6 +642,7 @@ def prune(obj: DriftContext, keep: str | None, dry_run: bool) -> None:
             database,
             now_us() - int(span.total_seconds() * 1_000_000),
             dry_run=dry_run,
+            host=obj.host,
             progress=status,
         )
         vacuumed = not dry_run and result.hosts and vacuum_sqlite(database)

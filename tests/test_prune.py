@@ -335,3 +335,22 @@ def test_a_bad_keep_is_one_line_and_exit_2(
     )
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+
+
+def test_prune_with_host_prunes_only_that_hosts_history(tmp_path: Path) -> None:
+    db, cfg = cli_history(tmp_path, keep="1d")
+    with HistoryWriter.open(resolve_db_url(str(db))) as writer:
+        for i in range(3):
+            facts = [Fact("command:v", "stdout", str(i))]
+            writer.write_snapshot("other-host", START + i * MINUTE, facts, [], {})
+    out = run_drift(["prune", "--host", "other-host", *cfg], tmp_path).stdout
+    assert out.startswith("other-host: history begins at #")
+    assert "cli-host" not in out
+    with sqlite3.connect(db) as conn:
+        per_host = dict(
+            conn.execute(
+                "SELECT h.name, count(*) FROM snapshots s JOIN hosts h ON h.id = s.host_id "
+                "GROUP BY h.name"
+            ).fetchall()
+        )
+    assert per_host == {"cli-host": 7, "other-host": 1}

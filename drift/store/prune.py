@@ -69,9 +69,11 @@ def prune_history(
     horizon_us: int,
     *,
     dry_run: bool = False,
+    host: str | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> PruneResult:
-    """Drop every host's history older than `horizon_us`, keeping each fact's value there.
+    """Drop every host's history (or only `host`'s) older than `horizon_us`, keeping each
+    fact's value there.
 
     With `dry_run`, only count what would go (unused blobs and provenances are
     found once the versions have gone, so a dry run does not count them).
@@ -80,7 +82,7 @@ def prune_history(
     conn = connect_dbapi(db)
     try:
         check_revision(current_revision_dbapi(conn))
-        result = PruneResult(horizon_us, dry_run, _plan(conn, horizon_us))
+        result = PruneResult(horizon_us, dry_run, _plan(conn, horizon_us, host))
         if dry_run:
             return result
         with _foreign_keys_checked_cheaply(conn, say):
@@ -134,11 +136,13 @@ def _foreign_keys_checked_cheaply(
             conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
 
 
-def _plan(conn: DbapiConnection, horizon_us: int) -> list[HostPrune]:
+def _plan(conn: DbapiConnection, horizon_us: int, only: str | None) -> list[HostPrune]:
     """Per host with something older than the horizon: its oldest kept snapshot, and counts."""
     plans = []
     hosts = conn.execute("SELECT id, name FROM hosts ORDER BY name").fetchall()
     for host_id, name in hosts:
+        if only is not None and name != only:
+            continue
         row = conn.execute(
             "SELECT id, taken_us FROM snapshots WHERE host_id = ? AND taken_us <= ? "
             "ORDER BY taken_us DESC, id DESC LIMIT 1",
