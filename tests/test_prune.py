@@ -305,7 +305,8 @@ def test_drift_prune_dry_run_changes_nothing_and_prune_drops_what_it_said(tmp_pa
     assert "nothing older than" in again
     # Reads across the horizon say where the history begins.
     diff = run_drift(["diff", "#2", "#7", *cfg], tmp_path, check=False)
-    assert diff.returncode == 2 and "no snapshot #2" in diff.stderr
+    assert diff.returncode == 2
+    assert "no snapshot #2 for host 'cli-host' (its history begins at #6, " in diff.stderr
     since = run_drift(["diff", "#6", "#7", *cfg], tmp_path).stdout
     assert "now" in since
     history = run_drift(["history", "command:v", *cfg], tmp_path).stdout
