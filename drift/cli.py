@@ -633,6 +633,86 @@ def mark(obj: DriftContext, kind: str, at: When | None, note: str | None) -> Non
 DEMO_REPORT = "drift-demo-report.html"
 
 
+@cli.command(short_help="Drop history older than a length of time, keeping the state there.")
+@common_options
+@click.option(
+    "--keep",
+    metavar="SPAN",
+    help='How much history to keep: 90d, 12w, 36h (else keep = "..." in drift.toml).',
+)
+@click.option("--dry-run", is_flag=True, help="Only say what would be dropped.")
+@pass_drift
+def prune(obj: DriftContext, keep: str | None, dry_run: bool) -> None:
+    """Drop every host's records (--host: only its) older than --keep, keeping each fact's
+    value at that point.
+
+    \b
+    Per host, the last record at or before the horizon (now minus --keep)
+    becomes the first of its history: every value it held is kept, as are
+    all records after it, so the state at any kept time reads as before.
+    Values that ended before it go, and so do the records before it, the
+    marks (stable, unstable, note) taken before it, and the long texts and
+    provenances no kept value uses. A WHEN before that record is refused
+    with a message naming it, and `drift history` shows a value held there
+    as from "where the history begins". A `drift record` running
+    meanwhile waits for a moment and is never lost. An SQLite file is
+    vacuumed afterwards when a quarter or more of it is free.
+    """
+    from drift.errors import ConfigError
+    from drift.progress import StatusLine
+    from drift.store.prune import prune_history, vacuum_sqlite
+    from drift.store.writer import now_us
+    from drift.timespec import parse_span
+
+    config = obj.config()
+    if keep is not None:
+        span = parse_span(keep)
+    elif config.keep is not None:
+        span = config.keep
+    else:
+        raise ConfigError('how much to keep? give --keep 90d, or keep = "90d" in drift.toml')
+    database = obj.db_url()
+    size = _size(database)
+    status = None if not sys.stderr.isatty() else StatusLine(sys.stderr)
+    try:
+        result = prune_history(
+            database,
+            now_us() - int(span.total_seconds() * 1_000_000),
+            dry_run=dry_run,
+            host=obj.host,
+            progress=status,
+        )
+        vacuumed = not dry_run and result.hosts and vacuum_sqlite(database)
+    finally:
+        if status is not None:
+            status.clear()
+    from drift.timespec import local_time
+
+    would = "would drop" if dry_run else "dropped"
+    if not result.hosts:
+        click.echo(f"{database.display()}: nothing older than {local_time(result.horizon_us)}")
+        return
+    for host in result.hosts:
+        click.echo(
+            f"{host.host}: history begins at #{host.keep_from} ({local_time(host.keep_from_us)}); "
+            f"{would} {host.snapshots:,} records, {host.versions:,} values, "
+            f"{host.marks:,} marks; {host.repointed:,} values held then now begin there"
+        )
+    if not dry_run:
+        click.echo(
+            f"{would} {result.facts:,} facts, {result.blobs:,} long texts and "
+            f"{result.provenances:,} provenances no value uses any more"
+        )
+    if vacuumed and size is not None:
+        click.echo(f"{database.display()}: {size:,} bytes before, {_size(database) or 0:,} after")
+
+
+def _size(database: Any) -> int | None:
+    """The size of an SQLite history's file (None for PostgreSQL)."""
+    path = database.sqlite_path
+    return None if path is None else int(path.stat().st_size)
+
+
 @cli.command(short_help="Replay the motivating incident in a sandbox.")
 @click.option(
     "--keep",

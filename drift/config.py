@@ -17,6 +17,7 @@ import re
 import shlex
 import tomllib
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -207,6 +208,7 @@ class Config:
     db: str | None = None  # where the history is: an SQLite path (absolute) or a URL
     # where records wait while a central `db` is out of reach (default: spool.db in the state dir)
     spool: str | None = None
+    keep: timedelta | None = None  # how much history `drift prune` keeps (None: --keep)
     secret_key_file: str | None = None
     systemctl: tuple[str, ...] = ("systemctl",)
     proc_root: str = "/proc"
@@ -435,6 +437,7 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
             "secrets",
             "db",
             "spool",
+            "keep",
             "secret_key_file",
             "systemctl",
             "proc_root",
@@ -548,6 +551,7 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
         secrets=secrets,
         db=_db_location(top),
         spool=top.path_string("spool"),
+        keep=_keep(top),
         secret_key_file=top.path_string("secret_key_file"),
         systemctl=systemctl,
         proc_root=proc_root,
@@ -643,6 +647,20 @@ def _db_location(top: _Reader) -> str | None:
             top.fail("db", "an SQLite URL is sqlite:///PATH")
         return "sqlite:///" + top.path_from("db", rest[1:])
     return value
+
+
+def _keep(top: _Reader) -> timedelta | None:
+    """`keep`: how much history `drift prune` keeps, a length such as "90d"."""
+    value = top.string("keep")
+    if value is None:
+        return None
+    from drift.errors import TimeSpecError
+    from drift.timespec import parse_span
+
+    try:
+        return parse_span(value)
+    except TimeSpecError as exc:
+        top.fail("keep", str(exc))
 
 
 def _runs(top: _Reader, key: str, spec: type[_Run], *, default_timeout: float) -> list[_Run]:

@@ -436,3 +436,25 @@ def _zone_key_for_file(path: Path) -> str | None:
             return None
         return key or None
     return None
+
+
+_SPAN = re.compile(r"\s*((?:\d+\s*[a-z]+\s*)+)")
+
+
+def parse_span(text: str) -> timedelta:
+    """A length of time to keep: `90d`, `12w`, `36h`, `1w 3d` (no `ago`: it is a length,
+    not a moment); TimeSpecError for anything else, zero included."""
+    found = _SPAN.fullmatch(text.lower())
+    if found is None:
+        raise TimeSpecError(f"{text!r} is not a length of time: use a number and a unit, like 90d")
+    try:
+        span = _duration(text, found[1])
+    except TimeSpecError:
+        raise TimeSpecError(
+            f"{text!r} is not a length of time: units are s, m, h, d and w, like 90d"
+        ) from None
+    except OverflowError:
+        raise TimeSpecError(f"{text!r} is longer than any history") from None
+    if span <= timedelta(0):
+        raise TimeSpecError(f"{text!r} keeps nothing: give a length greater than 0")
+    return span

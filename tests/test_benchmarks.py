@@ -150,3 +150,28 @@ def test_fleet_bench_runs_on_a_short_history_of_a_few_hosts(tmp_path: Path) -> N
         assert out[measure]["s"] > 0 and out[measure]["rss_mib"] > 0
     assert out["sizes"]["versions"] > 0 and out["one_host"]["snapshots"] == 120
     assert "B/host/day" in result.stdout
+
+
+@pytest.mark.slow
+def test_prune_bench_prunes_a_copy_and_checks_the_kept_states(tmp_path: Path) -> None:
+    from drift.facts import Fact
+    from drift.store.urls import resolve_db_url
+    from drift.store.writer import HistoryWriter
+
+    db = tmp_path / "history.db"
+    hour = 3_600_000_000
+    with HistoryWriter.open(resolve_db_url(str(db))) as writer:
+        for i in range(300):  # 12.5 days, a record an hour
+            facts = [
+                Fact("command:load", "stdout", str(i % 7)),
+                Fact("file:/k", "sha256", str(i // 50)),
+            ]
+            writer.write_snapshot("bench-host", 1_750_000_000_000_000 + i * hour, facts, [], {})
+    original = db.read_bytes()
+    result, out = run_script(
+        "bench_prune.py", "--db", str(db), "--keep-days", "3", "--runs", "1", tmp_path=tmp_path
+    )
+    assert db.read_bytes() == original  # a copy was pruned, never the history given
+    assert out["rows_before"]["snapshots"] == 300
+    assert out["rows_after"]["snapshots"] == 3 * 24 + 1
+    assert "prune --keep 3d: median" in result.stdout

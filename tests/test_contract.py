@@ -76,7 +76,7 @@ CONTRACT: dict[str, str] = {
     "StateView": "host snapshot pattern subjects errors",
     "SubjectState": "subject facts",
     "StateFact": "key value secret since since_local where provenance",
-    "FactHistory": "host pattern limit facts",
+    "FactHistory": "host pattern limit facts begins_snapshot",
     "FactVersions": "subject key versions older",
     "FactVersion": (
         "value secret from from_local from_snapshot until until_local until_snapshot "
@@ -225,7 +225,13 @@ def test_the_validator_refuses_what_the_schema_does_not_allow() -> None:
         "provenance": {},
     }
     facts = [{"subject": "service:decode", "key": "env:A", "versions": [version], "older": 0}]
-    good["data"] = {"host": "h", "pattern": "A", "limit": 20, "facts": facts}
+    good["data"] = {
+        "host": "h",
+        "pattern": "A",
+        "limit": 20,
+        "facts": facts,
+        "begins_snapshot": 1,
+    }
     assert check.errors(good) == []
     assert check.errors({**good, "command": "show"}) == [".command: 'show' is not 'history'"]
     bad = json.loads(json.dumps(good))

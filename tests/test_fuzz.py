@@ -507,6 +507,7 @@ def history_skeleton() -> dict[str, Any]:
                 "older": 3,
             }
         ],
+        "begins_snapshot": 2,
     }
 
 

@@ -117,6 +117,9 @@ class FactHistory:
     pattern: str
     limit: int | None
     facts: list[FactVersions]
+    # The host's first record: a value shown from it may be older (`drift prune` drops
+    # the records before, and a value's start with them), so it is named as such.
+    begins_snapshot: int
 
 
 def fact_history(history: History, pattern: str, limit: int | None = HISTORY_LIMIT) -> FactHistory:
@@ -140,6 +143,7 @@ def fact_history(history: History, pattern: str, limit: int | None = HISTORY_LIM
             )
             for page in pages
         ],
+        begins_snapshot=history.first().id,
     )
 
 

@@ -111,14 +111,23 @@ def _insert_versions(
                 r[0]
                 for r in conn.execute(f"SELECT sha256 FROM blobs WHERE sha256 IN ({marks})", chunk)
             )
-        conn.insert_rows(
-            "INSERT INTO blobs (sha256, size, content) VALUES (?, ?, ?)",
-            [
-                (d, len(data), zlib.compress(data, 6))
-                for d, data in blobs.items()
-                if d not in existing and data is not None
-            ],
-        )
+        new_blobs = [
+            (d, len(data), zlib.compress(data, 6))
+            for d, data in sorted(blobs.items())
+            if d not in existing and data is not None
+        ]
+        if conn.dialect == "sqlite":  # inside BEGIN IMMEDIATE: no one else inserts
+            conn.insert_rows(
+                "INSERT INTO blobs (sha256, size, content) VALUES (?, ?, ?)", new_blobs
+            )
+        else:
+            # Another host of a fleet may store the same text at the same moment; by
+            # digest, so two such writers queue on their first common blob, never deadlock.
+            conn.executemany(
+                "INSERT INTO blobs (sha256, size, content) VALUES (?, ?, ?) "
+                "ON CONFLICT (sha256) DO NOTHING",
+                new_blobs,
+            )
     fact_ids = _fact_ids(
         conn, host_id, [row.ident for row in rows if row.fact_id is None], new_host
     )
@@ -163,9 +172,10 @@ def _provenance_ids(conn: DbapiConnection, texts: set[str | None]) -> dict[str |
             ids.update({by_digest[bytes(digest)]: int(pid) for pid, digest in rows})
 
     look_up(list(by_digest))
-    missing = [(digest, text) for digest, text in by_digest.items() if text not in ids]
+    missing = sorted((digest, text) for digest, text in by_digest.items() if text not in ids)
     if missing:
-        # Another host of a fleet may insert the same provenance at the same moment.
+        # Another host of a fleet may insert the same provenance at the same moment: by
+        # digest, so two such writers queue on their first common row, never deadlock.
         conn.executemany(
             "INSERT INTO provenances (digest, content) VALUES (?, ?) "
             "ON CONFLICT (digest) DO NOTHING",

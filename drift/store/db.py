@@ -9,6 +9,8 @@ and neither adds drift's tables to another application's SQLite file.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
@@ -113,6 +115,34 @@ class DbapiConnection:
 
     def close(self) -> None:
         self.raw.close()
+
+
+@contextmanager
+def write_transaction(conn: DbapiConnection) -> Iterator[None]:
+    """One write transaction: committed on leaving the block, rolled back on an error.
+
+    On SQLite BEGIN IMMEDIATE: the write lock is taken at once (waiting up to
+    the busy timeout), so two writers take turns instead of one failing when
+    its read turns into a write.
+    """
+    if conn.dialect == "sqlite":
+        conn.execute("BEGIN IMMEDIATE")
+    else:
+        conn.raw.autocommit = False
+    try:
+        yield
+    except BaseException:
+        if conn.dialect == "sqlite":
+            conn.execute("ROLLBACK")
+        else:
+            conn.raw.rollback()
+            conn.raw.autocommit = True
+        raise
+    if conn.dialect == "sqlite":
+        conn.execute("COMMIT")
+    else:
+        conn.raw.commit()
+        conn.raw.autocommit = True
 
 
 def connect_dbapi(db: DbUrl, *, create: bool = False) -> DbapiConnection:

@@ -1,8 +1,14 @@
-"""One record of a history at a time: the lock a `drift record` holds, and whether one does.
+"""The locks of a history: one record of a host at a time, one migration at a time, and
+the writers' share against a prune's removal of what no version uses any more.
 
 An SQLite history is locked with a flock on its `.lock` companion file; a
 PostgreSQL one with an advisory lock per host. A second record never waits:
-it fails at once with RecordLocked and writes nothing.
+it fails at once with RecordLocked and writes nothing. A migration waits for
+the one running (and on SQLite for a running record) and then finds the
+schema at head: two `drift db upgrade` or first records racing on a fresh
+database migrate it once. On PostgreSQL, every write transaction holds the
+removal lock shared and a prune's removal of unused rows holds it exclusive,
+so a writer never reuses a blob, provenance or fact row a prune is deleting.
 """
 
 from __future__ import annotations
@@ -47,6 +53,43 @@ def record_lock(conn: DbapiConnection, db: DbUrl, host: str) -> Iterator[None]:
         conn.execute("SELECT pg_advisory_unlock(?)", (key,))
 
 
+@contextmanager
+def migration_lock(db: DbUrl) -> Iterator[None]:
+    """Wait for the right to migrate this database (released on leaving the block)."""
+    if db.sqlite_path is not None:
+        fd = os.open(f"{db.sqlite_path}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # waits for a running record or migration
+            yield
+        finally:
+            os.close(fd)
+        return
+    conn = connect_dbapi(db)
+    try:
+        # A session lock on a connection of its own: Alembic's connection commits as it likes.
+        conn.execute("SELECT pg_advisory_lock(?)", (_named_key("drift-migrate"),))
+        yield
+    finally:
+        conn.close()  # ends the session, and with it the lock
+
+
+# Taken in every write transaction on PostgreSQL (shared) and by a prune's removal of
+# unused rows (exclusive); transaction locks, released at commit or rollback.
+REMOVAL_LOCK_SQL = {
+    "shared": "SELECT pg_advisory_xact_lock_shared(?)",
+    "exclusive": "SELECT pg_advisory_xact_lock(?)",
+}
+
+
+def hold_removal_lock(conn: DbapiConnection, mode: str) -> None:
+    """Inside a PostgreSQL transaction: hold the removal lock `shared` or `exclusive` until it ends.
+
+    SQLite needs none: its write transactions (BEGIN IMMEDIATE) already take turns.
+    """
+    if conn.dialect == "postgresql":
+        conn.execute(REMOVAL_LOCK_SQL[mode], (_named_key("drift-removal"),))
+
+
 def record_running(db: DbUrl, host: str) -> bool:
     """Whether a `drift record` of this history holds its lock right now.
 
@@ -70,9 +113,12 @@ def record_running(db: DbUrl, host: str) -> bool:
 
 def _advisory_key(host: str) -> int:
     """The PostgreSQL advisory lock that a record of `host` holds (a signed 64-bit key)."""
-    return int.from_bytes(
-        hashlib.sha256(f"drift-record:{host}".encode()).digest()[:8], "big", signed=True
-    )
+    return _named_key(f"drift-record:{host}")
+
+
+def _named_key(name: str) -> int:
+    """A PostgreSQL advisory lock key (signed 64 bits) for a name."""
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
 
 
 def _flock_held(path: str) -> bool:

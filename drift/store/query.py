@@ -200,9 +200,17 @@ class History:
         if when.snapshot is not None:
             snap = self._one_snapshot("AND id = ?", (when.snapshot,), "id")
             if snap is None:
+                first = self._one_snapshot("", (), "id")
+                # Before the first record (pruned, or another host's): say where it begins.
+                begins = (
+                    f" (its history begins at #{first.id}, "
+                    f"{describe_when(When(at=first.taken_at))})"
+                    if first is not None and when.snapshot < first.id
+                    else ""
+                )
                 raise TimeSpecError(
                     f"{named}{when.text or f'#{when.snapshot}'}: no snapshot "
-                    f"#{when.snapshot} for host {self.host!r}"
+                    f"#{when.snapshot} for host {self.host!r}{begins}"
                 )
             return snap
         assert when.at is not None

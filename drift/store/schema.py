@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from drift.errors import SchemaTooNew, SchemaTooOld, StoreError
 from drift.store.db import DbapiConnection, connect_dbapi, open_engine
 from drift.store.files import create_private_sqlite
+from drift.store.locks import migration_lock
 from drift.store.urls import DbUrl
 
 if TYPE_CHECKING:
@@ -153,9 +154,11 @@ class UpgradeResult:
 def upgrade_database(
     db: DbUrl, *, script_location: Path | None = None, known: tuple[str, ...] = KNOWN_REVISIONS
 ) -> UpgradeResult:
-    """Migrate the database to head: refuse a newer one, back up an SQLite file first."""
-    from alembic import command
+    """Migrate the database to head: refuse a newer one, back up an SQLite file first.
 
+    One migration at a time (drift.store.locks.migration_lock): a second waits,
+    then finds the schema at head and does nothing.
+    """
     if db.sqlite_path is not None:
         # Created private, and never drift's tables beside another application's.
         first = connect_dbapi(db, create=True)
@@ -164,6 +167,16 @@ def upgrade_database(
         finally:
             first.close()
     head = migration_head(script_location)
+    # Under the migration lock, the revision is read again: whoever waited finds it at head.
+    with migration_lock(db):
+        return _upgrade_locked(db, head, script_location, known)
+
+
+def _upgrade_locked(
+    db: DbUrl, head: str, script_location: Path | None, known: tuple[str, ...]
+) -> UpgradeResult:
+    from alembic import command
+
     engine = open_engine(db)
     try:
         before = database_revision(engine)

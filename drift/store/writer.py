@@ -13,17 +13,18 @@ digest, statcache, locks.
 from __future__ import annotations
 
 import json
+import random
 import sqlite3
 import time
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from drift.facts import PROCESS_KEYS, CachedStat, CollectionError, Fact, FactBlock
 from drift.store.apply import apply_delta
-from drift.store.db import DbapiConnection, connect_dbapi
+from drift.store.db import DbapiConnection, connect_dbapi, write_transaction
 from drift.store.delta import (
     PROVENANCE_SQL,
     Ident,
@@ -34,7 +35,7 @@ from drift.store.delta import (
     needs_script_provenance,
 )
 from drift.store.digest import state_digest
-from drift.store.locks import record_lock
+from drift.store.locks import hold_removal_lock, record_lock
 from drift.store.schema import check_revision, current_revision_dbapi, upgrade_database
 from drift.store.statcache import load_stat_cache, write_stat_cache
 from drift.store.urls import DbUrl
@@ -43,6 +44,13 @@ if TYPE_CHECKING:
     from drift.scope import ConfigInfo
 
 MARK_KINDS = ("stable", "unstable", "note")
+
+# PostgreSQL's serialization_failure and deadlock_detected: the server rolled the whole
+# transaction back, and running it again is safe. Tried at most WRITE_ATTEMPTS times.
+RETRY_STATES = frozenset({"40001", "40P01"})
+WRITE_ATTEMPTS = 5
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -233,27 +241,6 @@ class HistoryWriter:
     # ------------------------------------------------------------ the write
 
     @contextmanager
-    def _transaction(self) -> Iterator[None]:
-        if self.conn.dialect == "sqlite":
-            self.conn.execute("BEGIN IMMEDIATE")
-        else:
-            self.conn.raw.autocommit = False
-        try:
-            yield
-        except BaseException:
-            if self.conn.dialect == "sqlite":
-                self.conn.execute("ROLLBACK")
-            else:
-                self.conn.raw.rollback()
-                self.conn.raw.autocommit = True
-            raise
-        if self.conn.dialect == "sqlite":
-            self.conn.execute("COMMIT")
-        else:
-            self.conn.raw.commit()
-            self.conn.raw.autocommit = True
-
-    @contextmanager
     def _first_write_journal(self) -> Iterator[None]:
         """Write a database's first snapshot through a rollback journal instead of the WAL.
 
@@ -335,73 +322,120 @@ class HistoryWriter:
             if errors
             else None
         )
-        with self._first_write_journal(), self._transaction():
-            host_id = self._ensure_host(host)
-            if key_fingerprint is not None:
-                # The key these secrets were digested with; writes nothing while it is the same.
-                self.conn.execute(
-                    "UPDATE hosts SET key_fingerprint = ? WHERE id = ? "
-                    "AND (key_fingerprint IS NULL OR key_fingerprint <> ?)",
-                    (key_fingerprint, host_id, key_fingerprint),
-                )
-            # The last snapshot's digest equals its stored state only if it had no
-            # collection errors (covered facts kept values it did not collect).
-            last = self._last_snapshot(host_id)
-            new_errors = _new_errors(errors, last.errors if last is not None else None)
-            config_id = self._config_id(config) if config is not None else None
-            before = (
-                self._config(last.config_id)
-                if config is not None
-                and last is not None
-                and last.config_id not in (None, config_id)
-                else None
-            )
-            change = _config_change(before, config)
-            if (
-                last is not None
-                and last.n_errors == 0
-                and last.state_digest is not None
-                and bytes(last.state_digest) == digest
-            ):
-                n_facts = int(last.n_facts)  # the same list, so the same distinct facts
-                snapshot_id = self._insert_snapshot(
-                    host_id, taken_us, started, n_facts, 0, errors, errors_json, digest, config_id
-                )
-                write_stat_cache(self.conn, host_id, cache_updates, set())
-                return SnapshotResult(
-                    snapshot_id,
-                    taken_us,
-                    n_facts,
-                    0,
-                    errors,
-                    time.monotonic() - started,
-                    new_errors=new_errors,
-                    config_change=change,
-                )
-
-            scopes = (
-                (before.scope, config.scope)
-                if change is not None and before is not None and config is not None
-                else None
-            )
-            fresh_blocks = self.conn.dialect == "sqlite"
-            previous = self._previous_state(host_id, facts, scopes is not None, fresh_blocks)
-            changes = delta(previous, facts, errors, scopes=scopes, fresh_blocks=fresh_blocks)
-            if change is not None and changes.scope_moves is not None:
-                change.untracked, change.tracked, change.covers_none = changes.scope_moves
-            snapshot_id = self._insert_snapshot(
-                host_id,
+        return self._retrying(
+            lambda: self._write(
+                host,
                 taken_us,
-                started,
-                changes.n_facts,
-                changes.changed,
+                facts,
                 errors,
                 errors_json,
                 digest,
-                config_id,
+                cache_updates,
+                started,
+                config,
+                key_fingerprint,
             )
-            apply_delta(self.conn, host_id, snapshot_id, changes, previous.new_host)
-            write_stat_cache(self.conn, host_id, cache_updates, changes.gone_files)
+        )
+
+    def _retrying(self, write: Callable[[], T]) -> T:
+        """Run `write` in one transaction; on PostgreSQL, again (a few times) if the server
+        aborted it to break a deadlock or a serialization conflict.
+
+        Such an abort rolls the whole transaction back, so running it again
+        from the start stores the record once. The writer takes its rows in
+        one order (configs, then blobs and provenances by digest) so hosts
+        writing the same rows queue instead of deadlocking; this is the
+        bounded fallback should the server still pick a victim.
+        """
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
+            try:
+                with self._first_write_journal(), write_transaction(self.conn):
+                    hold_removal_lock(self.conn, "shared")
+                    return write()
+            except Exception as exc:
+                if attempt == WRITE_ATTEMPTS or getattr(exc, "sqlstate", None) not in RETRY_STATES:
+                    raise
+            time.sleep(random.uniform(0.005, 0.02) * 2**attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _write(
+        self,
+        host: str,
+        taken_us: int,
+        facts: list[Fact | FactBlock],
+        errors: list[CollectionError],
+        errors_json: str | None,
+        digest: bytes,
+        cache_updates: dict[str, CachedStat],
+        started: float,
+        config: ConfigInfo | None,
+        key_fingerprint: str | None,
+    ) -> SnapshotResult:
+        """The body of write_snapshot's transaction."""
+        host_id = self._ensure_host(host)
+        if key_fingerprint is not None:
+            # The key these secrets were digested with; writes nothing while it is the same.
+            self.conn.execute(
+                "UPDATE hosts SET key_fingerprint = ? WHERE id = ? "
+                "AND (key_fingerprint IS NULL OR key_fingerprint <> ?)",
+                (key_fingerprint, host_id, key_fingerprint),
+            )
+        # The last snapshot's digest equals its stored state only if it had no
+        # collection errors (covered facts kept values it did not collect).
+        last = self._last_snapshot(host_id)
+        new_errors = _new_errors(errors, last.errors if last is not None else None)
+        config_id = self._config_id(config) if config is not None else None
+        before = (
+            self._config(last.config_id)
+            if config is not None and last is not None and last.config_id not in (None, config_id)
+            else None
+        )
+        change = _config_change(before, config)
+        if (
+            last is not None
+            and last.n_errors == 0
+            and last.state_digest is not None
+            and bytes(last.state_digest) == digest
+        ):
+            n_facts = int(last.n_facts)  # the same list, so the same distinct facts
+            snapshot_id = self._insert_snapshot(
+                host_id, taken_us, started, n_facts, 0, errors, errors_json, digest, config_id
+            )
+            write_stat_cache(self.conn, host_id, cache_updates, set())
+            return SnapshotResult(
+                snapshot_id,
+                taken_us,
+                n_facts,
+                0,
+                errors,
+                time.monotonic() - started,
+                new_errors=new_errors,
+                config_change=change,
+            )
+
+        scopes = (
+            (before.scope, config.scope)
+            if change is not None and before is not None and config is not None
+            else None
+        )
+        fresh_blocks = self.conn.dialect == "sqlite"
+        previous = self._previous_state(host_id, facts, scopes is not None, fresh_blocks)
+        changes = delta(previous, facts, errors, scopes=scopes, fresh_blocks=fresh_blocks)
+        if change is not None and changes.scope_moves is not None:
+            change.untracked, change.tracked, change.covers_none = changes.scope_moves
+        snapshot_id = self._insert_snapshot(
+            host_id,
+            taken_us,
+            started,
+            changes.n_facts,
+            changes.changed,
+            errors,
+            errors_json,
+            digest,
+            config_id,
+        )
+        apply_delta(self.conn, host_id, snapshot_id, changes, previous.new_host)
+        write_stat_cache(self.conn, host_id, cache_updates, changes.gone_files)
         return SnapshotResult(
             snapshot_id,
             taken_us,
@@ -458,7 +492,7 @@ class HistoryWriter:
         """Record a stable/unstable/note mark for a host; returns its id."""
         if kind not in MARK_KINDS:
             raise ValueError(f"unknown mark kind {kind!r}")
-        with self._transaction():
+        with write_transaction(self.conn):
             host_id = self._ensure_host(host)
             return self.conn.insert_id(
                 "INSERT INTO marks (host_id, at_us, kind, note) VALUES (?, ?, ?, ?)",
