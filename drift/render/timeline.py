@@ -409,7 +409,8 @@ def glance_lines(context: dict[str, Any], tz: tzinfo | None = None) -> list[str]
     for m in over["marks"]:
         note = f": {m['note']}" if m["note"] else ""
         events.append((parse_us(m["at"]), 1, f"marked {m['kind']}{note}"))
-    before = None
+    # Before the first stretch nothing was known: "no check ran" there is not an event.
+    before = "unknown"
     for s in over["health"]:
         if s["state"] != before:
             events.append((parse_us(s["start"]), 2, f"health {s['text']}"))
