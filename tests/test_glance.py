@@ -24,6 +24,7 @@ from drift.render.axis import (
     tick_step,
     ticks,
 )
+from drift.render.glance import glance_lines
 from drift.render.timeline import hatch, picture
 from drift.store.query import StoredVersion
 from drift.timespec import iso
@@ -266,3 +267,71 @@ def test_a_lane_shows_a_crash_loop_hatched_and_a_stop_as_a_gap() -> None:
     drawn = {r.kind: r for r in picture(context, ZoneInfo("UTC")).lanes[0].stretches}
     assert drawn["crash-loop"].hatch and not drawn["running"].hatch
     assert "crash-looped" in drawn["crash-loop"].title
+
+
+def naive_health(checks: list[StoredVersion], start: int, end: int) -> list[tuple[int, str]]:
+    """The band's state at every minute, asking every version: what the sweep must agree with."""
+    out = []
+    for t in range(start, end, MINUTE_US):
+        covering = [
+            (v.subject, v.value == "true")
+            for v in checks
+            if v.first_taken_us <= t and (v.until_taken_us is None or v.until_taken_us > t)
+        ]
+        state = (
+            "unknown"
+            if not covering
+            else "passing"
+            if all(ok for _s, ok in covering)
+            else "failing"
+        )
+        out.append((t, state))
+    return out
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b"]), st.booleans(), st.integers(0, 30), st.integers(1, 10)
+        ),
+        max_size=20,
+    )
+)
+def test_the_health_sweep_agrees_with_asking_every_check(
+    spans: list[tuple[str, bool, int, int]],
+) -> None:
+    checks = [
+        version("true" if ok else "false", first, first + length, name)
+        for name, ok, first, length in spans
+    ]
+    end = T0 + 45 * MINUTE_US
+    stretches = health_stretches(checks, T0, end)
+    assert stretches[0].start == iso(T0) and stretches[-1].end == iso(end)
+    for a, b in zip(stretches, stretches[1:], strict=False):
+        assert a.end == b.start
+    for t, state in naive_health(checks, T0, end):
+        [drawn] = [s for s in stretches if s.start <= iso(t) < s.end]
+        assert drawn.state == state, (t, drawn)
+
+
+def test_a_check_flapping_for_months_is_thin_but_every_failure_shows() -> None:
+    flapping = [version("false" if i % 97 == 0 else "true", i, i + 1) for i in range(20_000)]
+    end = T0 + 20_000 * MINUTE_US
+    stretches = health_stretches(flapping, T0, end)
+    lane = ServiceLane(service="decode", starts=[], starts_local=[], stretches=[])
+    context = plain(
+        investigation(
+            [],
+            baseline=baseline(1, time=iso(T0)),
+            current=snapshot(2, time=iso(end)),
+            overview=overview(start=iso(T0), end=iso(end), health=stretches, services=[lane]),
+        )
+    )
+    band = picture(context, ZoneInfo("UTC")).health
+    assert len(band) < 1000
+    assert all(b.x >= a.x for a, b in zip(band, band[1:], strict=False))
+    # Failures every 97 minutes: at this scale every stretch of the band holds one.
+    assert sum(1 for r in band if r.kind == "failing") >= len(band) // 2
+    lines = glance_lines(context, ZoneInfo("UTC"))
+    assert len(lines) < 20
+    assert any("more health changes up to here" in line for line in lines)

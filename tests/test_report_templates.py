@@ -33,8 +33,9 @@ from drift.analysis.plain import plain
 from drift.analysis.rank import Signal
 from drift.analysis.structured import KeyChange
 from drift.analysis.values import ValueDiff
+from drift.render.glance import glance_lines
 from drift.render.jinja import render_report
-from drift.render.timeline import glance_lines, picture
+from drift.render.timeline import picture
 
 SCRIPT = "<script>alert(1)</script>"
 BREAKOUT = "</details><img src=x onerror=alert(1)>"

@@ -61,31 +61,44 @@ def overview(
 
 def health_stretches(checks: Iterable[StoredVersion], start: int, end: int) -> list[Stretch]:
     """The health of [start, end]: passing where every check passed, failing where one failed,
-    unknown where none ran; each stretch as long as nothing changes."""
-    spans = [
-        (v.subject.removeprefix("health:"), v.value == "true", v.first_taken_us, v.until_taken_us)
+    unknown where none ran; each stretch as long as nothing changes.
+
+    One sweep over the versions in time order: a check flapping every minute for
+    months is many versions, and each moment asks only those open then.
+    """
+    spans = sorted(
+        (v.first_taken_us, v.until_taken_us, v.subject.removeprefix("health:"), v.value == "true")
         for v in checks
         if v.subject.startswith("health:") and v.key == "ok"
-    ]
+    )
     cuts = sorted(
         {start, end}
-        | {t for _n, _ok, a, b in spans for t in (a, b) if t is not None and start < t < end}
+        | {t for a, b, _n, _ok in spans for t in (a, b) if t is not None and start < t < end}
     )
     out: list[Stretch] = []
+    open_: dict[int, tuple[str, bool]] = {}
+    until: dict[int, int | None] = {}
+    taken = 0
     for a, b in zip(cuts, cuts[1:], strict=False):
-        covering = [
-            (n, ok) for n, ok, first, until in spans if first <= a and (until is None or until > a)
-        ]
-        failing = sorted({n for n, ok in covering if not ok})
-        if not covering:
-            state, text = "unknown", "no health check ran"
-        elif failing:
-            state, text = "failing", "failing: " + ", ".join(failing)
-        else:
-            names = sorted({n for n, _ok in covering})
-            state, text = "passing", "passing: " + ", ".join(names)
+        while taken < len(spans) and spans[taken][0] <= a:
+            first, last, name, ok = spans[taken]
+            open_[taken], until[taken] = (name, ok), last
+            taken += 1
+        for i in [i for i, last in until.items() if last is not None and last <= a]:
+            del open_[i], until[i]
+        state, text = _health_words(list(open_.values()))
         _extend(out, a, b, state, text)
     return out
+
+
+def _health_words(covering: list[tuple[str, bool]]) -> tuple[str, str]:
+    """The band's state where these checks hold, and what it says."""
+    if not covering:
+        return "unknown", "no health check ran"
+    failing = sorted({n for n, ok in covering if not ok})
+    if failing:
+        return "failing", "failing: " + ", ".join(failing)
+    return "passing", "passing: " + ", ".join(sorted({n for n, _ok in covering}))
 
 
 def service_lane(

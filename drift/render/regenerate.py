@@ -17,7 +17,8 @@ def report_extras(context: dict[str, Any], regenerate: str) -> dict[str, Any]:
     and the timeline drawn (`picture`, for HTML) and told one line per event (`glance`)."""
     from datetime import UTC, datetime
 
-    from drift.render.timeline import glance_lines, picture
+    from drift.render.glance import glance_lines
+    from drift.render.timeline import picture
 
     return {
         "explain": True,

@@ -6,8 +6,10 @@ markers at the time of their change, the health checks as a band, one lane
 per service (runs, restarts, crash loops), the baseline and the first
 failing check as vertical lines, and the time axis (drift.render.axis).
 report.html.j2 turns the shapes into inline SVG (autoescaped: every text here
-is plain text); `glance_lines` tells the same in one line per event for the
-Markdown report. Pure: a context in, shapes out.
+is plain text); drift.render.glance tells the same in one line per event for
+the Markdown report. Shapes too narrow to tell apart are drawn as one (`thin`),
+so a check that flapped for months is not a hundred thousand rectangles.
+Pure: a context in, shapes out.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from typing import Any
 
 from drift.analysis.diff import duration_text
 from drift.display import truncated
-from drift.render.axis import DAY_US, Axis, Tick, make_axis, ticks, zone_name
-from drift.timespec import from_us, local_time, local_zone, to_us
+from drift.render.axis import Axis, Tick, make_axis, ticks, zone_name
+from drift.timespec import local_time, local_zone, to_us
 
 WIDTH = 1120.0
 GUTTER = 128.0  # the lanes' names, left of the plot
@@ -165,7 +167,7 @@ def picture(context: dict[str, Any], tz: tzinfo | None = None) -> Picture:
         zone=zone_name(tz, t1),
         flags=flags,
         markers=markers,
-        health=[_rect(s, axis, health_y, BAND) for s in over["health"]]
+        health=thin([_rect(s, axis, health_y, BAND) for s in over["health"]])
         or [Rect(axis.x0, health_y, band_end - axis.x0, BAND, "unknown", "no health check")],
         gaps=[
             _span(
@@ -216,10 +218,10 @@ def _moments(context: dict[str, Any]) -> list[int]:
 
 
 def _root_times(suspects: list[dict[str, Any]]) -> list[str]:
-    return [_root(s)["changed_at"] for s in suspects if s["changes"]]
+    return [root_change(s)["changed_at"] for s in suspects if s["changes"]]
 
 
-def _root(suspect: dict[str, Any]) -> dict[str, Any]:
+def root_change(suspect: dict[str, Any]) -> dict[str, Any]:
     """A suspect's root change (its first, when none is marked root)."""
     changes = suspect["changes"]
     return next((c for c in changes if c["role"] == "root"), changes[0])
@@ -272,14 +274,14 @@ def _flags(marks: list[dict[str, Any]], axis: Axis) -> tuple[list[Flag], int]:
 def _markers(suspects: list[dict[str, Any]], axis: Axis, top: float) -> tuple[list[Marker], int]:
     """The suspects as numbered markers, stacked in rows where they would overlap."""
     shown = sorted(
-        ((axis.x(parse_us(_root(s)["changed_at"])), s) for s in suspects if s["changes"]),
+        ((axis.x(parse_us(root_change(s)["changed_at"])), s) for s in suspects if s["changes"]),
         key=lambda p: (p[0], p[1]["rank"]),
     )
     rows = _rows(((x - MARKER_R - 1, x + MARKER_R + 1) for x, _s in shown), MAX_MARKER_ROWS)
     markers = []
     for (x, s), row in zip(shown, rows, strict=True):
         status = STATUS_WORDS.get(s["status"], str(s["status"]).upper())
-        when = _root(s)["changed_local"]
+        when = root_change(s)["changed_local"]
         markers.append(
             Marker(
                 x=x,
@@ -295,12 +297,58 @@ def _markers(suspects: list[dict[str, Any]], axis: Axis, top: float) -> tuple[li
 
 def _lane(lane: dict[str, Any], axis: Axis, y: float) -> Lane:
     name = lane["service"]
-    stretches = [_rect(s, axis, y, BAND) for s in lane["stretches"]]
-    starts = [
-        TickMark(axis.x(parse_us(at)), f"{name} started {local}")
-        for at, local in zip(lane["starts"], lane["starts_local"], strict=True)
-    ]
+    drawn = [_rect(s, axis, y, BAND) for s in lane["stretches"]]
+    # Runs and stops follow each other; a crash loop lies over them, thinned on its own.
+    failing = ("crash-loop", "failed")
+    stretches = thin([r for r in drawn if r.kind not in failing]) + thin(
+        [r for r in drawn if r.kind in failing]
+    )
+    starts: list[TickMark] = []
+    many = 1
+    for at, local in zip(lane["starts"], lane["starts_local"], strict=True):
+        x = axis.x(parse_us(at))
+        if starts and x - starts[-1].x < MIN_APART:
+            # Starts closer than a stroke's width: one stroke that says how many it is.
+            many += 1
+            first = starts[-1].title.split(" started ", 1)[1].split(" (", 1)[0]
+            starts[-1] = TickMark(
+                starts[-1].x, f"{name} started {first} ({many} starts to {local})"
+            )
+            continue
+        many = 1
+        starts.append(TickMark(x, f"{name} started {local}"))
     return Lane(name, truncated(name, NAME_CHARS) or "", y, stretches, starts)
+
+
+MIN_APART = 1.5  # closer than this, two shapes are one to the eye: drawn as one
+# Which state a stretch too short to see on its own takes from those it is drawn with.
+_WORST = ("failing", "crash-loop", "failed", "unknown", "stopped", "passing", "running")
+
+
+def thin(rects: list[Rect]) -> list[Rect]:
+    """`rects` (in time order, side by side) with those too narrow to tell apart drawn as one,
+    in the worst state among them: a check that flapped every minute for months is a band of
+    a thousand rectangles, not a hundred thousand, and every failure still shows."""
+    out: list[Rect] = []
+    groups: list[list[Rect]] = []
+    for r in rects:
+        last = out[-1] if out else None
+        if last is not None and 0 <= r.x - last.x and r.x + r.width - last.x < MIN_APART:
+            groups[-1].append(r)
+            worst = min(groups[-1], key=lambda q: _WORST.index(q.kind) if q.kind in _WORST else 0)
+            title = f"{len(groups[-1])} stretches too short to draw apart, the worst: {worst.title}"
+            out[-1] = Rect(
+                last.x, last.y, r.x + r.width - last.x, last.height, worst.kind, title, ""
+            )
+        else:
+            out.append(r)
+            groups.append([r])
+    return [
+        r
+        if r.kind != "crash-loop" or r.hatch
+        else Rect(r.x, r.y, r.width, r.height, r.kind, r.title, hatch(r.x, r.y, r.width, r.height))
+        for r in out
+    ]
 
 
 def _rect(stretch: dict[str, Any], axis: Axis, y: float, height: float) -> Rect:
@@ -394,59 +442,3 @@ def _summary(context: dict[str, Any]) -> str:
     n = len(context["suspects"])
     parts.append(f"{n} suspect{'' if n == 1 else 's'} at the time of their change")
     return "Timeline " + "; ".join(parts)
-
-
-def glance_lines(context: dict[str, Any], tz: tzinfo | None = None) -> list[str]:
-    """The drawn timeline as text, one line per event in time order (the Markdown report's).
-
-    A crash loop is one line (its starts are in its words), a start outside one is a line.
-    """
-    tz = tz or local_zone()
-    over = context["overview"]
-    events: list[tuple[int, int, str]] = []
-    base, cur = context["baseline"], context["current"]
-    events.append((parse_us(base["time"]), 0, f"baseline: snapshot #{base['snapshot']}"))
-    for m in over["marks"]:
-        note = f": {m['note']}" if m["note"] else ""
-        events.append((parse_us(m["at"]), 1, f"marked {m['kind']}{note}"))
-    # Before the first stretch nothing was known: "no check ran" there is not an event.
-    before = "unknown"
-    for s in over["health"]:
-        if s["state"] != before:
-            events.append((parse_us(s["start"]), 2, f"health {s['text']}"))
-        before = s["state"]
-    for lane in over["services"]:
-        loops = []
-        for s in lane["stretches"]:
-            if s["state"] in ("crash-loop", "failed"):
-                loops.append((parse_us(s["start"]), parse_us(s["end"])))
-                events.append((loops[-1][0], 3, s["text"]))
-            elif s["state"] == "stopped":
-                events.append((parse_us(s["start"]), 3, f"{lane['service']} not running"))
-        for at in map(parse_us, lane["starts"]):
-            if not any(a <= at <= b for a, b in loops):
-                events.append((at, 3, f"{lane['service']} started"))
-    for s in context["suspects"]:
-        if s["changes"]:
-            status = STATUS_WORDS.get(s["status"], str(s["status"]).upper())
-            at = parse_us(_root(s)["changed_at"])
-            events.append((at, 4, f"suspect #{s['rank']} {status}: {s['title']}"))
-    for b in context["blind_spots"]:
-        if b["kind"] == "gap":
-            events.append((parse_us(b["first_seen"]), 5, f"recording gap: {b['message']}"))
-    if base["unhealthy_at"]:
-        events.append((parse_us(base["unhealthy_at"]), 6, "first failing health check"))
-    events.append((parse_us(cur["time"]), 7, f"current: snapshot #{cur['snapshot']}"))
-    events.sort(key=lambda e: (e[0], e[1]))
-    days = events[-1][0] - events[0][0] >= DAY_US or _day(events[0][0], tz) != _day(
-        events[-1][0], tz
-    )
-    shape = "%a %d %b %H:%M:%S" if days else "%H:%M:%S"
-    zone = zone_name(tz, events[-1][0])
-    return [
-        f"{from_us(at).astimezone(tz).strftime(shape)} {zone}  {text}" for at, _o, text in events
-    ]
-
-
-def _day(us: int, tz: tzinfo) -> str:
-    return from_us(us).astimezone(tz).strftime("%Y-%m-%d")
