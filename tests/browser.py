@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -147,6 +147,7 @@ class PageCheck:
     screenshot: Path  # PNG of the first viewport (the whole page with full_page=True)
     visible_above_fold: bool  # the target text is fully inside the first viewport
     text_box: dict | None  # its box in page coordinates (x, y, width, height), None if absent
+    probed: Any = None  # what the `probe` script returned, evaluated once the page settled
 
 
 def check_page(
@@ -159,11 +160,14 @@ def check_page(
     dark: bool = False,
     full_page: bool = False,
     browser: Browser | None = None,
+    probe: str | None = None,
 ) -> PageCheck:
     """Load `html_path` with all network blocked; record loads, console, screenshot, fold check.
 
     Pass a `browser` from `launch_chromium()` to share one launch between pages;
-    without one, a browser is started for this call alone.
+    without one, a browser is started for this call alone. `probe`, a
+    function in JavaScript, is evaluated in the settled page: what it returns
+    is `probed`, to check the layout as a reader's browser made it.
     """
     if browser is None:
         with launch_chromium() as own:
@@ -176,6 +180,7 @@ def check_page(
                 dark=dark,
                 full_page=full_page,
                 browser=own,
+                probe=probe,
             )
 
     page_url = html_path.resolve().as_uri()
@@ -220,6 +225,7 @@ def check_page(
             if hint not in requests:
                 requests.append(hint)
         found = page.evaluate(_FIND_TEXT_JS, [selector, text])
+        probed = page.evaluate(probe) if probe is not None else None
         screenshot.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(screenshot), full_page=full_page)
     finally:
@@ -245,4 +251,5 @@ def check_page(
         screenshot=screenshot,
         visible_above_fold=chosen is not None,
         text_box=None if box is None else {k: box[k] for k in ("x", "y", "width", "height")},
+        probed=probed,
     )

@@ -12,6 +12,7 @@ from drift.analysis.investigate import changes_by_subject
 from drift.analysis.investigation import (
     BaselineRef,
     Investigation,
+    Overview,
     Scope,
     SnapshotRef,
     Suspect,
@@ -89,6 +90,18 @@ def trust(
     return Trust(summary=summary, **{**base, **fields})
 
 
+def overview(**fields: Any) -> Overview:
+    """The drawn timeline's own parts: a little before and after TIME, nothing in it."""
+    base = {
+        "start": "2026-12-02T12:55:21.571913+00:00",
+        "end": "2026-12-02T12:55:36.571913+00:00",
+        "health": [],
+        "services": [],
+        "marks": [],
+    }
+    return Overview(**{**base, **fields})
+
+
 def investigation(suspects: list[Suspect], **fields: Any) -> Investigation:
     """Snapshots #1 to #2 on gpu-node-7 and `suspects`; no scope change, timeline or blind spot."""
     base = {
@@ -104,5 +117,6 @@ def investigation(suspects: list[Suspect], **fields: Any) -> Investigation:
         "timeline": [],
         "unchanged": Unchanged(count=0, by_kind={}, subjects=[], whole_subjects=[], facts=[]),
         "blind_spots": [],
+        "overview": overview(),
     }
     return Investigation(suspects=suspects, **{**base, **fields})

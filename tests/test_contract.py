@@ -37,7 +37,7 @@ REGENERATE = "python -m drift.render.schema docs/schema"
 CONTRACT: dict[str, str] = {
     "Investigation": (
         "command host baseline current trust scope window total_suspects suspects "
-        "changes_by_subject timeline unchanged blind_spots"
+        "changes_by_subject timeline unchanged blind_spots overview"
     ),
     "BaselineRef": "snapshot time local asked why facts source unhealthy_at",
     "SnapshotRef": "snapshot time local asked why facts",
@@ -68,6 +68,10 @@ CONTRACT: dict[str, str] = {
         "provenance diff role suspect_rank"
     ),
     "TimelineEntry": "at local kind text",
+    "Overview": "start end health services marks",
+    "Stretch": "start end start_local end_local state text",
+    "ServiceLane": "service starts starts_local stretches",
+    "MarkPoint": "at local kind note",
     "Unchanged": "count by_kind subjects whole_subjects facts",
     "UnchangedFact": "subject key value since",
     "BlindSpotEntry": (
@@ -103,7 +107,7 @@ CONTRACT: dict[str, str] = {
 }
 
 # What the HTML and Markdown reports add next to the investigation when they render it.
-REPORT_EXTRAS = ("regenerate", "generated_at", "explain", "digests")
+REPORT_EXTRAS = ("regenerate", "generated_at", "explain", "digests", "picture", "glance")
 TEMPLATES = {
     "since.txt.j2": (Investigation, ("explain", "digests")),
     "report.html.j2": (Investigation, REPORT_EXTRAS),

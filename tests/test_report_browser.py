@@ -13,6 +13,41 @@ from browser import artifact_dir, check_page, launch_chromium
 from conftest import run_drift
 
 from drift.demo import CULPRIT, DEMO_TOKEN
+from drift.facts import Fact
+from drift.store.urls import resolve_db_url
+from drift.store.writer import HistoryWriter
+from drift.timespec import iso
+
+# What the drawn timeline looks like in the page: boxes in viewport pixels.
+GLANCE_PROBE = """() => {
+    const svg = document.querySelector("svg.glance");
+    if (!svg) return null;
+    const box = e => {
+        const r = e.getBoundingClientRect();
+        return {left: r.left, top: r.top, right: r.right, bottom: r.bottom};
+    };
+    const all = (sel, root = svg) => [...root.querySelectorAll(sel)];
+    return {
+        svg: box(svg),
+        markers: all("a.g-marker").map(a => ({
+            href: a.getAttribute("href"),
+            card: !!document.querySelector(`li.suspect${a.getAttribute("href")}`),
+            title: a.querySelector("title").textContent,
+            box: box(a.querySelector("circle")),
+        })),
+        cards: document.querySelectorAll("li.suspect").length,
+        failing: all("rect.g-failing").map(box),
+        unhealthy: all("g.g-unhealthy line").map(box),
+        lanes: all("g.g-lane").map(g => ({
+            name: g.dataset.service,
+            starts: all("line.g-start", g).map(box),
+        })),
+        ticks: all("text.g-tick-label, text.g-day").map(t => ({text: t.textContent, box: box(t)})),
+        lines: all("g.g-line text").map(t => ({text: t.textContent, box: box(t)})),
+        folds: all("g.g-fold").length,
+        gaps: all("rect.g-gap").map(box),
+    };
+}"""
 
 
 @pytest.fixture(scope="module")
@@ -25,11 +60,17 @@ def test_incident_report_loads_nothing_and_shows_the_culprit_above_the_fold(
     sandbox, tmp_path: Path, browser
 ) -> None:
     cfg = ["--config", str(sandbox.config_path), "--db", str(sandbox.db_path)]
+    # decode answers while this file is there: the incident's health check.
+    answers = sandbox.root / "decode-answers"
+    answers.touch()
+    with sandbox.config_path.open("a") as config:
+        config.write(f'\n[[health]]\nname = "decode-answers"\nrun = "test -e {answers}"\n')
     run_drift(["record", *cfg], tmp_path)
     run_drift(["mark", "stable", "--note", "decode answers", *cfg], tmp_path)
     sandbox.add_culprit()
     sandbox.touch_kernel()
     sandbox.restart_all()
+    answers.unlink()
     run_drift(["record", *cfg], tmp_path)
     report = tmp_path / "postmortem.html"
     out = run_drift(["report", "-o", str(report), *cfg], tmp_path).stdout
@@ -42,9 +83,133 @@ def test_incident_report_loads_nothing_and_shows_the_culprit_above_the_fold(
     for dark in (False, True):
         name = "incident-report-dark.png" if dark else "incident-report.png"
         check = check_page(
-            report, text=title, screenshot=artifact_dir() / name, dark=dark, browser=browser
+            report,
+            text=title,
+            screenshot=artifact_dir() / name,
+            dark=dark,
+            browser=browser,
+            probe=GLANCE_PROBE,
         )
         assert check.requests == []
         assert check.console == []
         assert check.visible_above_fold, check.text_box
         assert check.screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        glance = check.probed
+        assert glance is not None, "no drawn timeline"
+        assert_drawing_above_the_fold(glance)
+        # One marker per suspect, each linked to its card, its status in its tooltip.
+        assert len(glance["markers"]) == glance["cards"] >= 1
+        assert all(m["card"] for m in glance["markers"])
+        assert any(title in m["title"] and "LIVE" in m["title"] for m in glance["markers"])
+        # The health band turns red where the first failing check is drawn.
+        [unhealthy] = glance["unhealthy"]
+        [failing] = glance["failing"]
+        assert abs(failing["left"] - unhealthy["left"]) < 2.5, (failing, unhealthy)
+        # Each service's lane has the tick of its restart.
+        assert sorted(lane["name"] for lane in glance["lanes"]) == ["decode", "prefill", "router"]
+        assert all(len(lane["starts"]) == 1 for lane in glance["lanes"]), glance["lanes"]
+
+
+def assert_drawing_above_the_fold(glance: dict) -> None:
+    """The drawing is wholly in the first 1280x800 viewport, and its labels do not overlap."""
+    svg = glance["svg"]
+    assert svg["top"] >= 0 and svg["bottom"] <= 800 and svg["right"] <= 1280, svg
+    labels = sorted(glance["ticks"], key=lambda t: (t["box"]["top"], t["box"]["left"]))
+    for a, b in zip(labels, labels[1:], strict=False):
+        if abs(a["box"]["top"] - b["box"]["top"]) < 1:
+            assert a["box"]["right"] <= b["box"]["left"], (a, b)
+    for t in labels + glance["lines"]:
+        assert svg["left"] <= t["box"]["left"] and t["box"]["right"] <= svg["right"] + 0.5, t
+
+
+MINUTE = 60_000_000
+DAY = 24 * 60 * MINUTE
+WEEK_START = 1_796_601_600_000_000  # Monday 2026-12-07 00:00 UTC
+
+
+def week_of_history(db: Path) -> None:
+    """A week recorded every 5 minutes on a fake clock: an export change that decode picks up
+    on Tuesday morning and fails for an hour; half a day with no record on Wednesday night;
+    a kernel file changed and router restarted three times on Friday, failing 35 minutes."""
+    export = {"file": "/srv/serve/decode.sh", "line": 8, "text": "export CTAS=512"}
+    step = 5 * MINUTE
+    with HistoryWriter.open(resolve_db_url(str(db))) as writer:
+        at = WEEK_START
+        while at <= WEEK_START + 7 * DAY:
+            day, minute = divmod(at - WEEK_START, DAY)
+            minute //= MINUTE
+            if day == 2 and minute >= 20 * 60 or day == 3 and minute < 8 * 60:
+                at += step  # the recording gap
+                continue
+            first = day > 1 or (day == 1 and minute >= 9 * 60 + 50)
+            decode_start = WEEK_START + DAY + (9 * 60 + 55) * MINUTE
+            restarted = at >= decode_start
+            router_starts = [WEEK_START + 4 * DAY + (14 * 60 + m) * MINUTE for m in (0, 10, 20)]
+            router_start = max([WEEK_START - DAY, *(t for t in router_starts if t <= at)])
+            failing = (day == 1 and 10 * 60 <= minute < 11 * 60) or (
+                day == 4 and 14 * 60 + 5 <= minute < 14 * 60 + 40
+            )
+            facts = [
+                Fact(
+                    "script:/srv/serve/decode.sh", "export:CTAS", "512" if first else "256", export
+                ),
+                Fact("service:decode", "running", "true"),
+                Fact("service:decode", "pid", "200" if restarted else "100"),
+                Fact(
+                    "service:decode",
+                    "started_at",
+                    iso(decode_start if restarted else WEEK_START - DAY),
+                ),
+                Fact("service:router", "running", "true"),
+                Fact(
+                    "service:router", "pid", str(300 + len([t for t in router_starts if t <= at]))
+                ),
+                Fact("service:router", "started_at", iso(router_start)),
+                Fact(
+                    "file:/srv/kernels/mla.py",
+                    "sha256",
+                    ("b" if at >= router_starts[0] - 10 * MINUTE else "a") * 64,
+                ),
+                Fact("health:answers", "ok", "false" if failing else "true"),
+            ]
+            writer.write_snapshot("week-host", at, facts, [], {})
+            at += step
+        writer.add_mark("week-host", "stable", WEEK_START + 60 * MINUTE, "all good <script>")
+
+
+def test_a_week_with_two_incidents_and_a_gap_draws_legibly(
+    tmp_path: Path, browser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    db = tmp_path / "week.db"
+    week_of_history(db)
+    report = tmp_path / "week.html"
+    args = ["--db", str(db), "--host", "week-host", "--stable", "#1", "-o", str(report)]
+    run_drift(["report", *args], tmp_path)
+    check = check_page(
+        report,
+        text="CTAS",
+        screenshot=artifact_dir() / "week-report.png",
+        browser=browser,
+        probe=GLANCE_PROBE,
+    )
+    assert check.requests == [] and check.console == []
+    glance = check.probed
+    assert glance is not None
+    assert_drawing_above_the_fold(glance)
+    # Two incidents: two red stretches, the first where the first failing check is.
+    assert len(glance["failing"]) == 2
+    assert abs(glance["failing"][0]["left"] - glance["unhealthy"][0]["left"]) < 2.5
+    # Wide enough to see: each incident is not a sliver.
+    assert all(r["right"] - r["left"] >= 8 for r in glance["failing"]), glance["failing"]
+    assert len(glance["gaps"]) == 1 and glance["folds"] >= 1
+    assert len(glance["markers"]) == glance["cards"] == 2
+    assert all(m["card"] for m in glance["markers"])
+    lanes = {lane["name"]: lane["starts"] for lane in glance["lanes"]}
+    assert len(lanes["decode"]) == 1 and len(lanes["router"]) == 3
+    # Days are named under the axis, on the reader's clock (Berlin).
+    texts = [t["text"] for t in glance["ticks"]]
+    assert any(t.startswith(("Tue", "Wed", "Thu", "Fri")) for t in texts), texts
+    html = report.read_text()
+    assert "times in CET" in html
+    assert "all good &lt;script&gt;" in html and "<script" not in html

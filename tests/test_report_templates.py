@@ -16,11 +16,15 @@ from investigations import LOCAL, TIME, baseline, change, investigation, snapsho
 from drift.analysis.investigation import (
     BlindSpotEntry,
     Investigation,
+    MarkPoint,
+    Overview,
     Scope,
     ScopeSubject,
     ScopeSwitch,
     ServiceFailure,
+    ServiceLane,
     ServiceRestart,
+    Stretch,
     TimelineEntry,
     Unchanged,
     UnchangedFact,
@@ -29,7 +33,9 @@ from drift.analysis.plain import plain
 from drift.analysis.rank import Signal
 from drift.analysis.structured import KeyChange
 from drift.analysis.values import ValueDiff
+from drift.render.glance import glance_lines
 from drift.render.jinja import render_report
+from drift.render.timeline import picture
 
 SCRIPT = "<script>alert(1)</script>"
 BREAKOUT = "</details><img src=x onerror=alert(1)>"
@@ -214,6 +220,7 @@ def report_investigation() -> Investigation:
             tracked=[ScopeSubject(subject=f"file:/srv/{LINK}", facts=1, since=3, since_local="x")],
         ),
         total_suspects=3,
+        overview=hostile_overview(),
         timeline=[
             TimelineEntry(at=f"2026-12-02T12:55:31.{us}+00:00", local=LOCAL, kind=kind, text=text)
             for us, kind, text in (
@@ -261,8 +268,44 @@ EXTRAS = {
 
 
 def report_context() -> dict[str, Any]:
-    """What the report templates receive: the investigation as plain data, and the extras."""
-    return {**plain(report_investigation()), **EXTRAS}
+    """What the report templates receive: the investigation as plain data, and the extras,
+    the drawn timeline's included."""
+    context = plain(report_investigation())
+    return {**context, **EXTRAS, "picture": picture(context), "glance": glance_lines(context)}
+
+
+def hostile_overview() -> Overview:
+    """The drawn timeline's parts, with a service and a mark note that try to end the SVG."""
+    at = "2026-12-02T12:55:{:02d}+00:00".format
+
+    def stretch(a: int, b: int, state: str, text: str) -> Stretch:
+        return Stretch(
+            start=at(a), end=at(b), start_local=LOCAL, end_local=LOCAL, state=state, text=text
+        )
+
+    name = f"decode</svg>{SCRIPT}"
+    return Overview(
+        start=at(20),
+        end=at(59),
+        health=[
+            stretch(20, 45, "passing", "passing: ok"),
+            stretch(45, 58, "failing", f"failing: {SCRIPT}"),
+        ],
+        services=[
+            ServiceLane(
+                service=name,
+                starts=[at(31), at(40)],
+                starts_local=[LOCAL, LOCAL],
+                stretches=[
+                    stretch(20, 40, "running", "running"),
+                    stretch(40, 50, "crash-loop", f"{name} crash-looping since 12:55:40"),
+                ],
+            )
+        ],
+        marks=[
+            MarkPoint(at=at(25), local=LOCAL, kind="note", note=f"</text></svg>{SCRIPT}{BREAKOUT}")
+        ],
+    )
 
 
 class Page(HTMLParser):
@@ -353,8 +396,11 @@ def test_html_sections_in_order_with_the_culprit_first(html: str) -> None:
     ids = ["suspects", "timeline", "changes", "unchanged", "blind-spots", "regenerate"]
     positions = [html.index(f'id="{name}"') for name in ids]
     assert positions == sorted(positions)
-    shown = "".join(parse(html[html.index("<body>") :]).text)
-    # Above the fold: only the short header comes before suspect #1's title.
+    drawing = re.compile(r'<section id="glance">.*?</section>', re.S)
+    assert len(drawing.findall(html)) == 1
+    shown = "".join(parse(drawing.sub("", html[html.index("<body>") :])).text)
+    # Above the fold: only the short header (and the drawing, whose height the browser
+    # test checks) comes before suspect #1's title.
     before_culprit = shown[: shown.index("export EVIL=")]
     assert len(" ".join(before_culprit.split())) < 600
     assert "first unhealthy" in before_culprit
@@ -572,3 +618,34 @@ def test_a_broken_template_a_user_template_includes_is_named(tmp_path: Path) -> 
     with pytest.raises(TemplateError) as exc:
         render_report(report_context(), "md", str(tmp_path))
     assert str(exc.value).startswith(f"{tmp_path / 'part.j2'}:2: template error: 'nope' is")
+
+
+def test_the_drawing_shows_hostile_values_as_text(html: str) -> None:
+    """A service name or mark note that tries to close the SVG, or the page, stays text."""
+    assert html.count("<svg") == 1 and html.count("</svg>") == 1
+    drawing = html[html.index("<svg") : html.index("</svg>")]
+    assert "decode&lt;/svg&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in drawing
+    assert "&lt;/text&gt;&lt;/svg&gt;&lt;script&gt;" in drawing
+    page = parse(drawing + "</svg>")
+    assert page.count("script") == page.count("img") == 0
+    assert page.count("text") == page.ends.count("text")
+    assert page.count("title") == page.ends.count("title")
+    # A suspect's marker links to its card and says what it is when pointed at.
+    links = [a["href"] for t, a in page.tags if t == "a"]
+    assert sorted(links) == [f"#suspect-{s['rank']}" for s in report_context()["suspects"]]
+
+
+def test_md_tells_the_drawing_one_line_per_event(md: str) -> None:
+    part = md[md.index("## At a glance") : md.index("## Suspects")]
+    lines = part.splitlines()
+    fence = lines[2].removesuffix("text")
+    body = lines[3 : lines.index(fence, 3)]
+    events = [line.split("  ", 1)[1] for line in body]
+    assert events[0] == "health passing: ok"
+    assert "baseline: snapshot #2" in events and "current: snapshot #3" in events
+    assert f"marked note: </text></svg>{SCRIPT}{BREAKOUT}" in events
+    assert "first failing health check" in events
+    assert any(e.startswith("suspect #1 LIVE: export EVIL=") for e in events)
+    # Times in order, each on the reader's clock with its zone.
+    assert all(re.match(r"\d\d:\d\d:\d\d UTC  ", line) for line in body)
+    assert [line[:8] for line in body] == sorted(line[:8] for line in body)

@@ -47,6 +47,7 @@ from drift.analysis.investigation import (
 )
 from drift.analysis.investigation import Scope as ScopeView
 from drift.analysis.kinds import UNIT_RUNTIME_KEYS, category
+from drift.analysis.overview import overview
 from drift.analysis.rank import ChurnInfo, RankedStory, Signal, rank_stories
 from drift.analysis.restarts import Restart
 from drift.analysis.scope import ConfigSwitch, ScopeSplit, split_scope
@@ -126,6 +127,7 @@ def investigate(
     shown = ranked if options.top is None else ranked[: options.top]
     spots = blind_spots(first, window, (records.usual_us or 0, records.gaps))
     suspects = [_suspect(r, values) for r in shown]
+    marks = history.marks()
     return Investigation(
         command=options.command,
         host=history.host,
@@ -146,10 +148,18 @@ def investigate(
         suspects=suspects,
         changes_by_subject=changes_by_subject(suspects),
         timeline=timeline_entries(
-            history, first, last, ranked, events, inside.versions, flapped, scope.switches, failures
+            marks, first, last, ranked, events, inside.versions, flapped, scope.switches, failures
         ),
         unchanged=_unchanged(before, after, last, scope.changes, values),
         blind_spots=[_blind_spot(s) for s in spots],
+        overview=overview(
+            [*(v for v in before.values() if v.subject.startswith("health:")), *inside.versions],
+            runs,
+            failures,
+            marks,
+            (first.id, first.taken_us),
+            last.taken_us,
+        ),
     )
 
 

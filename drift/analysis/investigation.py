@@ -252,6 +252,55 @@ class BlindSpotEntry:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Stretch:
+    """A stretch of time in one state: a health check's or a service's, for the drawn timeline.
+
+    Health: ``passing``, ``failing`` or ``unknown`` (no check ran); a service:
+    ``running``, ``stopped``, ``crash-loop`` or ``failed``. `text` says it in words.
+    """
+
+    start: str
+    end: str
+    start_local: str
+    end_local: str
+    state: str
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceLane:
+    """One service over the drawn window: its stretches, and every start the records saw."""
+
+    service: str
+    starts: list[str]
+    starts_local: list[str]
+    stretches: list[Stretch]
+
+
+@dataclass(frozen=True, kw_only=True)
+class MarkPoint:
+    """A stable, unstable or note mark inside the drawn window."""
+
+    at: str
+    local: str
+    kind: str
+    note: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Overview:
+    """What the report's drawn timeline needs beyond the rest: from `start` (a little before
+    the baseline) to `end` (a little after the current record), the health checks and each
+    service's runs as stretches, and the marks."""
+
+    start: str
+    end: str
+    health: list[Stretch]
+    services: list[ServiceLane]
+    marks: list[MarkPoint]
+
+
+@dataclass(frozen=True, kw_only=True)
 class Investigation:
     """Everything `drift since` and `drift diff` show, from the baseline to the current record."""
 
@@ -268,6 +317,7 @@ class Investigation:
     timeline: list[TimelineEntry]
     unchanged: Unchanged
     blind_spots: list[BlindSpotEntry]
+    overview: Overview
 
 
 def snapshot_ref(snap: SnapshotInfo, asked: When | None, why: str) -> SnapshotRef:

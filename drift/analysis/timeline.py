@@ -17,12 +17,12 @@ from drift.analysis.kinds import service_name
 from drift.analysis.rank import RankedStory
 from drift.analysis.restarts import CO_RESTART_US, Restart, RestartEvent
 from drift.analysis.scope import ConfigSwitch
-from drift.store.query import History, SnapshotInfo, StoredVersion
+from drift.store.query import MarkInfo, SnapshotInfo, StoredVersion
 from drift.timespec import clock, iso, local_time
 
 
 def timeline_entries(
-    history: History,
+    marks: list[MarkInfo],
     baseline: SnapshotInfo,
     current: SnapshotInfo,
     ranked: list[RankedStory],
@@ -72,7 +72,7 @@ def timeline_entries(
                 "came back while it failed",
             )
         )
-    for mark in history.marks():
+    for mark in marks:
         if baseline.taken_us < mark.at_us <= current.taken_us:
             note = f": {mark.note}" if mark.note else ""
             entries.append((mark.at_us, "mark", f"marked {mark.kind}{note}"))

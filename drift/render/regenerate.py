@@ -13,8 +13,12 @@ if TYPE_CHECKING:
 
 
 def report_extras(context: dict[str, Any], regenerate: str) -> dict[str, Any]:
-    """What the HTML and Markdown reports add: how to regenerate them, and when they were made."""
+    """What the HTML and Markdown reports add: how to regenerate them, when they were made,
+    and the timeline drawn (`picture`, for HTML) and told one line per event (`glance`)."""
     from datetime import UTC, datetime
+
+    from drift.render.glance import glance_lines
+    from drift.render.timeline import picture
 
     return {
         "explain": True,
@@ -22,6 +26,8 @@ def report_extras(context: dict[str, Any], regenerate: str) -> dict[str, Any]:
         **context,
         "regenerate": regenerate,
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "picture": picture(context),
+        "glance": glance_lines(context),
     }
 
 
