@@ -86,26 +86,37 @@ class Files:
         """A file's bytes if it is a regular file of at most `limit` bytes (never a FIFO,
         device or symlink), else None.
         """
-        try:
-            fd = self.open(path, _READ_REGULAR)
-        except (OSError, ValueError):
+        fd = self._open_regular(path, _READ_REGULAR)
+        if fd is None:
             return None
         with os.fdopen(fd, "rb") as f:
-            info = os.fstat(f.fileno())
-            if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            if os.fstat(f.fileno()).st_size > limit:
                 return None
             return f.read(limit + 1)
 
     def first_line(self, path: str, limit: int) -> bytes | None:
         """At most `limit` bytes of the first line of a regular file, or None."""
-        try:
-            fd = self.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        except (OSError, ValueError):
+        fd = self._open_regular(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        if fd is None:
             return None
         with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                return None
             return f.readline(limit)
+
+    def _open_regular(self, path: str, flags: int) -> int | None:
+        """A descriptor of `path` if it is a regular file, else None. The type is checked on
+        the descriptor before Python wraps it: a folder opens, then fails to wrap."""
+        try:
+            fd = self.open(path, flags)
+        except (OSError, ValueError):
+            return None
+        try:
+            regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        except OSError:
+            regular = False
+        if not regular:
+            os.close(fd)
+            return None
+        return fd
 
 
 HOST = Files()

@@ -199,3 +199,16 @@ def test_the_host_reads_paths_as_named(tmp_path: Path) -> None:
     assert HOST.read_regular(path, 100) == b"#!/bin/bash\n"
     assert HOST.first_line(path, 5) == b"#!/bi"
     assert HOST.container is None and HOST.root == ""
+
+
+def test_a_folder_where_a_file_is_asked_for_is_no_file(tmp_path: Path) -> None:
+    """A launcher word that names a folder (a script `exec`s its own folder's name) is read
+    as no script: None, never IsADirectoryError out of a record."""
+    from drift.shell.commands import is_shell_script
+
+    (tmp_path / "python3").mkdir()
+    for files in (HOST, RootedFiles(str(tmp_path), "box")):
+        folder = str(tmp_path / "python3") if files is HOST else "/python3"
+        assert files.first_line(folder, 200) is None
+        assert files.read_regular(folder, 1 << 20) is None
+        assert is_shell_script(folder, files) is False
