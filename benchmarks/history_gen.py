@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import random
+import shlex
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -474,6 +475,7 @@ def cached_history(
     with open(found.folder / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if found.built.exists():
+            _check_interpreter(found)
             return found
         for stale in (found.host, found.db):
             shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(
@@ -485,6 +487,21 @@ def cached_history(
         figures.update(depth=depth, shape=asdict(shape), db_bytes=found.db.stat().st_size)
         found.built.write_text(json.dumps(figures, indent=1) + "\n")
     return found
+
+
+def _check_interpreter(found: CachedHistory) -> None:
+    """The sandbox's services run the Python that built the history (its path is in the
+    serve scripts and in the history's facts): if it is gone (a removed checkout's venv),
+    say so rather than let a service fail to start."""
+    for script in sorted((found.host / "serve").glob("*.sh")):
+        for line in script.read_text().splitlines():
+            if line.startswith("exec "):
+                python = shlex.split(line.split()[1])[0]  # the -c program spans lines
+                if not os.path.exists(python):
+                    raise RuntimeError(
+                        f"{found.folder}: its services run {python}, which is gone; link it "
+                        f"to a Python with drift installed, or delete the folder to rebuild"
+                    )
 
 
 def main() -> None:
