@@ -2,7 +2,8 @@
 
 One idea, kept whole past 500 lines: each command is its options, its help
 text and the few lines that call the library and print, and reads best next
-to the others. What commands share lives apart: the options (cli_options.py),
+to the others. The fleet's commands (compare, push) are in cli_fleet.py. What
+commands share lives apart: the options (cli_options.py),
 their resolution into a config, database and host (cli_context.py), the
 progress line (progress.py) and the report's regenerate line (render/).
 

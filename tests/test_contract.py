@@ -22,7 +22,7 @@ import pytest
 from conftest import run_drift
 from contract_checks import Shape, TemplateReads, Validator, unwrap
 
-from drift.analysis.compare import Comparison
+from drift.analysis.comparison import Comparison
 from drift.analysis.fleet_since import FleetSince
 from drift.analysis.investigation import Investigation
 from drift.analysis.plain import field_key, plain

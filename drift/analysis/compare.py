@@ -24,11 +24,21 @@ before it), so every host is compared as it was, not as it is.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from drift.analysis.kinds import category, category_rank
-from drift.analysis.rank import WEIGHTS
+from drift.analysis.compare_findings import ranked_findings
+from drift.analysis.comparison import (
+    Comparison,
+    Expected,
+    HostRef,
+    HostValue,
+    OddFact,
+    RoleGroup,
+    Split,
+    host_names,
+)
+from drift.analysis.kinds import category
 from drift.analysis.values import Values, where
 from drift.analysis.windows import choose_baseline
 from drift.errors import DriftError
@@ -60,97 +70,6 @@ class CompareOptions:
     role: str | None = None
     service: str | None = None
     top: int | None = None
-
-
-@dataclass(frozen=True)
-class HostRef:
-    """One host compared: the record read, its role, and its last stable window."""
-
-    host: str
-    snapshot: int
-    taken_at: str
-    taken_local: str
-    role: str
-    baseline: str | None  # the end of its last stable window, as words; None when unknown
-
-
-@dataclass(frozen=True)
-class HostValue:
-    """A value some hosts share, as shown, and where it came from on the first of them."""
-
-    hosts: list[str]
-    value: str | None  # None: the fact is absent there
-    where: str
-
-
-@dataclass(frozen=True)
-class OddFact:
-    """One fact where the odd host differs: its value and the majority's."""
-
-    subject: str
-    key: str
-    kind: str
-    value: str | None  # on the odd host; None: absent there
-    where: str
-    majority: HostValue
-    among: int  # the hosts compared on it (those whose drift.toml asks for it)
-    changed_since_stable: bool | None  # None: the host has no stable window to tell
-
-
-@dataclass(frozen=True)
-class Finding:
-    """What one host has that its siblings do not, ranked: a title, reasons, the facts."""
-
-    rank: int
-    score: float
-    host: str
-    role: str
-    title: str
-    reasons: list[str]
-    facts: list[OddFact]
-
-
-@dataclass(frozen=True)
-class Split:
-    """A fact the hosts disagree on with no majority: which side is odd is not known."""
-
-    subject: str
-    key: str
-    values: list[HostValue]
-
-
-@dataclass(frozen=True)
-class Expected:
-    """A fact whose values differ between hosts as they should, and why that is expected."""
-
-    subject: str
-    key: str
-    why: str
-    values: int
-
-
-@dataclass(frozen=True)
-class RoleGroup:
-    """The hosts of one role, compared with one another."""
-
-    role: str
-    hosts: list[HostRef]
-    findings: list[Finding]
-    total_findings: int
-    splits: list[Split]
-    expected: list[Expected]
-    same: int
-    notes: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """Everything `drift compare` shows."""
-
-    command: str
-    at: str | None
-    groups: list[RoleGroup]
-    warnings: list[str]
 
 
 @dataclass
@@ -282,7 +201,7 @@ def _group(fleet: Fleet, role: str, members: list[_Member], options: CompareOpti
             f"{unreadable} secret fact{'s' if unreadable != 1 else ''} not compared: "
             "the hosts hash secrets with different keys (share one with secret_key_file)"
         )
-    findings = _ranked(role, members, odd)
+    findings = ranked_findings(role, odd)
     shown = findings if options.top is None else findings[: options.top]
     return RoleGroup(role, hosts, shown, len(findings), splits, expected, same, notes)
 
@@ -306,7 +225,7 @@ def _compare_fact(ident: Ident, members: list[_Member], keys_differ: bool, found
         if ident not in m.state and not _watches(m, ident, _example(ident, members))
     ]
     if unwatched:
-        names = _names(m.info.name for m in unwatched)
+        names = host_names(m.info.name for m in unwatched)
         why = f"not watched on {names}: their drift.toml does not ask for it"
         found.expected.append(Expected(ident[0], ident[1], why, len(members) - len(unwatched)))
         members = [m for m in members if m not in unwatched]
@@ -388,7 +307,7 @@ def _expected(ident: Ident, members: Sequence[_Member], counts: Counter[Token]) 
         return "every host holds its own value (a name, an address, a rank, an id)"
     changing = [m.info.name for m in members if _keeps_changing(m, ident)]
     if changing:
-        return f"it keeps changing on {_names(changing)} (in more than one record in ten)"
+        return f"it keeps changing on {host_names(changing)} (in more than one record in ten)"
     return None
 
 
@@ -487,115 +406,3 @@ def _host_ref(m: _Member) -> HostRef:
         role=m.role,
         baseline=m.baseline_words,
     )
-
-
-def _names(hosts: Iterable[str]) -> str:
-    listed = sorted(hosts)
-    if len(listed) > 6:
-        return f"{', '.join(listed[:5])} and {len(listed) - 5} more"
-    return ", ".join(listed)
-
-
-# ------------------------------------------------------------------ findings
-
-
-def _ranked(role: str, members: Sequence[_Member], odd: dict[str, list[OddFact]]) -> list[Finding]:
-    """Each odd host's differences as findings (an export and the live variable it gives
-    are one), best first."""
-    scored: list[tuple[float, str, list[str], str, list[OddFact]]] = []
-    for host, facts in odd.items():
-        for title, group in _stories(host, facts):
-            score, reasons = _score(host, group)
-            scored.append((score, title, reasons, host, group))
-    scored.sort(key=lambda s: (-s[0], category_rank(s[4][0].kind), s[3], s[4][0].subject))
-    return [
-        Finding(i, round(score, 3), host, role, title, reasons, group)
-        for i, (score, title, reasons, host, group) in enumerate(scored, 1)
-    ]
-
-
-def _stories(host: str, facts: list[OddFact]) -> list[tuple[str, list[OddFact]]]:
-    """The odd facts of one host, grouped: a variable's script line, its value in the live
-    process and the script's text are one story, rooted at the line."""
-    by_variable: dict[str, list[OddFact]] = {}
-    rest: list[OddFact] = []
-    for fact in sorted(facts, key=lambda f: (category_rank(f.kind), f.subject, f.key)):
-        name = _variable(fact.key)
-        if name is not None:
-            by_variable.setdefault(name, []).append(fact)
-        else:
-            rest.append(fact)
-    stories = [(_title(host, group), group) for group in by_variable.values()]
-    scripts = {f.subject for group in by_variable.values() for f in group}
-    for fact in rest:
-        owner = next(
-            (g for _t, g in stories if fact.subject in scripts and g[0].subject == fact.subject),
-            None,
-        )
-        if owner is not None and fact.kind == "script content":
-            owner.append(fact)  # the script's text differs because of that line
-            continue
-        stories.append((_title(host, [fact]), [fact]))
-    return stories
-
-
-def _variable(key: str) -> str | None:
-    for prefix in ("export:", "env:", "environment:"):
-        if key.startswith(prefix):
-            return key[len(prefix) :]
-    return None
-
-
-def _title(host: str, facts: list[OddFact]) -> str:
-    root = facts[0]
-    others = _names(root.majority.hosts)
-    name = _variable(root.key)
-    spot = f" ({root.where})" if root.where else ""
-    if name is not None and root.key.startswith("export:"):
-        if root.value is None:
-            return f"{host} does not export {name}{spot}; {others} set it to {root.majority.value}"
-        tail = "do not set it" if root.majority.value is None else f"set {root.majority.value}"
-        return f"{host} exports {name}={root.value}{spot}; {others} {tail}"
-    if name is not None:
-        service = root.subject.partition(":")[2]
-        if root.value is None:
-            theirs = f"{name}={root.majority.value}"
-            return f"{host}'s {service} runs without {name}; {others} have {theirs}"
-        tail = "run without it" if root.majority.value is None else f"have {root.majority.value}"
-        return f"{host}'s {service} runs with {name}={root.value}{spot}; {others} {tail}"
-    if root.value is None:
-        return f"{host} has no {root.subject} {root.key}; {others} have {root.majority.value}"
-    if root.majority.value is None:
-        return f"{host} has {root.subject} {root.key} = {root.value}; {others} do not"
-    return f"{host}: {root.subject} {root.key} = {root.value}; {others}: {root.majority.value}"
-
-
-def _score(host: str, facts: list[OddFact]) -> tuple[float, list[str]]:
-    """How likely this difference is the trouble: what kind of fact, whether a running
-    process has it, whether it changed since the host's last stable window."""
-    count = facts[0].among
-    kinds = [f.kind for f in facts]
-    kind_value = max(WEIGHTS.kind_values.get(k, WEIGHTS.other_kind) for k in kinds)
-    live = any(f.subject.startswith("service:") for f in facts)
-    reasons = [
-        f"{host} alone of {count} hosts"
-        if len(facts[0].majority.hosts) == count - 1
-        else f"{host} and {count - 1 - len(facts[0].majority.hosts)} other host(s) differ "
-        f"from the {len(facts[0].majority.hosts)} that agree"
-    ]
-    reasons.append(
-        "in a running process" if live else "not seen in a running process (on disk or in a script)"
-    )
-    reasons.append(f"kind: {kinds[0]}")
-    changed = [f.changed_since_stable for f in facts if f.changed_since_stable is not None]
-    if any(changed):
-        since_value = 1.0
-        reasons.append(f"changed on {host} since its last stable window")
-    elif changed:
-        since_value = 0.0
-        reasons.append(f"as it was on {host} at its last stable window")
-    else:
-        since_value = 0.5
-        reasons.append(f"{host} has no stable window to tell whether it changed since")
-    score = 0.45 * kind_value + 0.3 * (1.0 if live else 0.5) + 0.25 * since_value
-    return score, reasons

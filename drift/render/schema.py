@@ -19,7 +19,7 @@ from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from drift.analysis.compare import Comparison
+from drift.analysis.comparison import Comparison
 from drift.analysis.fleet_since import FleetSince
 from drift.analysis.investigation import Investigation
 from drift.analysis.plain import field_key
