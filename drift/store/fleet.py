@@ -19,10 +19,13 @@ from drift.errors import NoHistoryError
 from drift.store.db import DbapiConnection, connect_dbapi
 from drift.store.query import (
     IDS_PER_QUERY,
+    SNAPSHOT_COLUMNS,
     VERSION_COLUMNS,
     VERSION_JOINS,
     History,
+    SnapshotInfo,
     StoredVersion,
+    snapshot_row,
     version_row,
 )
 from drift.store.schema import check_revision, current_revision_dbapi
@@ -74,6 +77,20 @@ class Fleet:
         ).fetchall()
         out = [HostInfo(r[1], int(r[0]), r[2], None if r[3] is None else int(r[3])) for r in rows]
         return sorted(out, key=lambda h: h.name)
+
+    def latest_snapshots(self, host_ids: list[int]) -> dict[int, SnapshotInfo]:
+        """host id -> its latest record, in one query (a seek in (host_id, id) each)."""
+        out: dict[int, SnapshotInfo] = {}
+        for start in range(0, len(host_ids), IDS_PER_QUERY):
+            chunk = host_ids[start : start + IDS_PER_QUERY]
+            rows = self.conn.execute(
+                f"SELECT host_id, {SNAPSHOT_COLUMNS} FROM snapshots WHERE id IN "
+                "(SELECT (SELECT max(s.id) FROM snapshots s WHERE s.host_id = h.id) "
+                f"FROM hosts h WHERE h.id IN ({','.join('?' * len(chunk))}))",
+                tuple(chunk),
+            ).fetchall()
+            out.update({int(r[0]): snapshot_row(r[1:]) for r in rows})
+        return out
 
     def history(self, host: HostInfo | str) -> History:
         """The history of one host, on the fleet's connection (closed with the fleet)."""
