@@ -148,6 +148,10 @@ def test_a_password_in_the_config_url_is_never_printed(tmp_path: Path) -> None:
     config_path.write_text('host = "h"\ndb = "postgresql://drift:s3cret-pw@127.0.0.1:1/drift"\n')
     for args in (["since"], ["record"], ["db", "current"], ["init"]):
         result = run([*args, "--config", str(config_path)], tmp_path, drift_env(tmp_path), False)
-        assert result.returncode != 0
+        if args == ["record"]:
+            # A record is kept in the host's spool while the database is out of reach.
+            assert result.returncode == 0 and "database out of reach" in result.stderr
+        else:
+            assert result.returncode != 0
         assert "s3cret-pw" not in result.stdout + result.stderr
         assert "127.0.0.1" in result.stderr and "Traceback" not in result.stderr

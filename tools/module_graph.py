@@ -43,7 +43,19 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("record", ("record",)),
     ("analysis", ("analysis", "marks")),
     ("render", ("render",)),
-    ("cli", ("cli", "cli_context", "cli_options", "progress", "demo", "__main__", "__init__")),
+    (
+        "cli",
+        (
+            "cli",
+            "cli_context",
+            "cli_options",
+            "cli_fleet",
+            "progress",
+            "demo",
+            "__main__",
+            "__init__",
+        ),
+    ),
 ]
 
 

@@ -261,6 +261,10 @@ class _Reader:
         link = f"{self.ctx.proc_root}/{self.pid}/map_files/{m.span}"
         try:
             fd = os.open(link, os.O_RDONLY | os.O_CLOEXEC)
+        except ProcessLookupError:
+            # ESRCH: the process let go of its memory (it is exiting); its stat may not
+            # say so yet. The process is gone, not its files unreadable.
+            raise psutil.NoSuchProcess(self.pid) from None
         except PermissionError:
             return None, (
                 f"{m.path} on disk is not the file pid {self.pid} has mapped, and only root "
@@ -271,6 +275,9 @@ class _Reader:
             return None, f"cannot read the file pid {self.pid} has mapped ({link}): {why}"
         try:
             st = os.fstat(fd)
+        except ProcessLookupError:
+            os.close(fd)
+            raise psutil.NoSuchProcess(self.pid) from None
         except OSError as exc:
             os.close(fd)
             return None, f"cannot read the file pid {self.pid} has mapped: {exc.strerror or exc}"
