@@ -32,7 +32,6 @@ import json
 import os
 import shutil
 import sqlite3
-import statistics
 import sys
 import tempfile
 import time
@@ -42,7 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_history import drift, iso  # noqa: E402
+from bench_history import drift, iso, repeated  # noqa: E402
 from bench_record import BenchError, bytecode_on, log  # noqa: E402
 from history_gen import CACHE, cached_history  # noqa: E402
 from history_pg import BOOLEAN, cluster  # noqa: E402
@@ -189,18 +188,6 @@ def sizes(url: str) -> dict[str, int]:
     return out
 
 
-def timed(args: list[str], bench: Path, runs: int, what: str) -> dict[str, Any]:
-    results = [drift(args, bench, what) for _ in range(runs)]
-    figures = {
-        "s": round(statistics.median(r.seconds for r in results), 3),
-        "cpu_s": round(statistics.median(r.cpu_s for r in results), 3),
-        "rss_mib": round(max(r.rss_mib for r in results), 1),
-    }
-    cpu, rss = figures["cpu_s"], figures["rss_mib"]
-    log(f"  {what}: {figures['s']:.3f} s ({cpu:.3f} s CPU), {rss:.0f} MiB")
-    return {**figures, "stdout": results[0].stdout}
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=100)
@@ -232,14 +219,18 @@ def main(argv: list[str] | None = None) -> int:
             span = min(DAY_US, (src.last_us - src.first_us) // 2)
             day_back = iso(int(time.time() * 1e6) - MINUTE_US - span)
             db = ["--db", url]
-            one = timed(
+            one = repeated(
                 ["since", *db, "--host", node(args.hosts // 2), "--stable", day_back],
                 bench,
                 args.runs,
                 "since --stable 1 day back, one host",
             )
-            fleet = timed(
-                ["compare", "--fleet", *db, "--format", "json"], bench, args.runs, "compare --fleet"
+            fleet = repeated(
+                ["compare", "--fleet", *db, "--format", "json"],
+                bench,
+                args.runs,
+                "compare --fleet",
+                keep_output=True,
             )
             groups = json.loads(fleet.pop("stdout"))["data"]["groups"]
             findings = [f for g in groups for f in g["findings"]]
@@ -248,16 +239,14 @@ def main(argv: list[str] | None = None) -> int:
                 raise BenchError(f"compare --fleet found {sorted(odd)}, not only {node(ODD)}")
             fleet["findings"] = len(findings)
             fleet["hosts"] = sum(len(g["hosts"]) for g in groups)
-            one.pop("stdout")
             results["since_one"] = one
             results["compare_fleet"] = fleet
-            since_fleet = timed(
+            since_fleet = repeated(
                 ["since", "--fleet", *db, "--stable", day_back, "--format", "json"],
                 bench,
                 1,
                 "since --fleet 1 day back",
             )
-            since_fleet.pop("stdout")
             results["since_fleet"] = since_fleet
     except BenchError as exc:
         failed = str(exc)

@@ -101,10 +101,13 @@ def drift(args: list[str], cwd: Path, what: str, ok: tuple[int, ...] = (0,)) -> 
     return result
 
 
-def repeated(args: list[str], cwd: Path, runs: int, what: str) -> dict[str, float]:
-    """Median wall and CPU seconds and the largest peak RSS of `runs` runs."""
+def repeated(
+    args: list[str], cwd: Path, runs: int, what: str, *, keep_output: bool = False
+) -> dict[str, Any]:
+    """Median wall and CPU seconds and the largest peak RSS of `runs` runs; with
+    `keep_output`, the first run's stdout too (`stdout`)."""
     results = [drift(args, cwd, what) for _ in range(runs)]
-    figures = {
+    figures: dict[str, Any] = {
         "s": round(statistics.median(r.seconds for r in results), 3),
         "cpu_s": round(statistics.median(r.cpu_s for r in results), 3),
         "rss_mib": round(max(r.rss_mib for r in results), 1),
@@ -114,6 +117,8 @@ def repeated(args: list[str], cwd: Path, runs: int, what: str) -> dict[str, floa
         f"  {what}: {figures['s']:.3f} s ({figures['cpu_s']:.3f} s CPU), "
         f"{figures['rss_mib']:.0f} MiB"
     )
+    if keep_output:
+        figures["stdout"] = results[0].stdout
     return figures
 
 
