@@ -73,7 +73,10 @@ def test_marks_make_a_window_and_the_later_end_wins(tmp_path: Path) -> None:
     assert "stable mark at " in chosen.why and "no unstable mark since" in chosen.why
     add_mark(url, HOST, "unstable", T0 + 4 * MINUTE + 1, "wedged")
     chosen, snapshot = baseline(db)
-    assert snapshot == ids[4] and chosen.why.startswith("end of stable window")
+    # "bad by 4" says nothing of 2-4: the baseline stays at the stable mark
+    assert snapshot == ids[1] and "unstable mark at " in chosen.why
+    assert chosen.caveat is not None and "when it broke is not known" in chosen.caveat
+    assert (chosen.unhealthy_us, chosen.unhealthy_by_mark) == (T0 + 4 * MINUTE + 1, True)
 
 
 def test_given_baseline_still_knows_the_first_failure_after_it(tmp_path: Path) -> None:
@@ -126,8 +129,9 @@ def test_a_failing_check_closes_a_window_a_stable_mark_opened(tmp_path: Path) ->
     ids = [record(db, m, healthy=None if m < 6 else False) for m in range(8)]
     add_mark(resolve_db_url(str(db)), HOST, "stable", T0 + 1 * MINUTE, "looked fine")
     chosen, snapshot = baseline(db)
-    assert snapshot == ids[5]
-    assert chosen.source == "marks" and "closed by a failing health check" in chosen.why
+    # no record passed a check after the mark: the mark is the last evidence of health
+    assert snapshot == ids[1]
+    assert chosen.source == "marks" and "decode-answers failing from " in chosen.why
     assert chosen.unhealthy_us == T0 + 6 * MINUTE
 
 

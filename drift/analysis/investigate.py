@@ -55,7 +55,7 @@ from drift.analysis.story import Story
 from drift.analysis.timeline import timeline_entries
 from drift.analysis.unit_history import service_runs
 from drift.analysis.values import Values, where
-from drift.analysis.windows import Span, clock_steps, given_why, resolve_span
+from drift.analysis.windows import Baseline, Span, clock_steps, given_why, resolve_span
 from drift.store.query import History, SnapshotInfo, StoredVersion
 from drift.store.window import WindowRecords, state_after, window_records, window_versions
 from drift.timespec import When, iso, local_time
@@ -134,14 +134,19 @@ def investigate(
         baseline=BaselineRef(
             **_fields(snapshot_ref(first, baseline, chosen.why)),
             source=chosen.source,
-            unhealthy_at=iso(chosen.unhealthy_us) if chosen.unhealthy_us else None,
+            # An unstable mark shows as a mark, not as a failing check.
+            unhealthy_at=(
+                iso(chosen.unhealthy_us)
+                if chosen.unhealthy_us and not chosen.unhealthy_by_mark
+                else None
+            ),
         ),
         current=snapshot_ref(
             last,
             current,
             given_why(options.labels[1], current) if current is not None else "latest record",
         ),
-        trust=_trust(history, chosen.window, first, records, spots, scope.switches),
+        trust=_trust(history, chosen, first, records, spots, scope.switches),
         scope=_scope(scope),
         window=Window(snapshots=records.count, with_errors=records.with_errors),
         total_suspects=len(ranked),
@@ -180,6 +185,7 @@ def _ranked(
         stories,
         churn,
         unhealthy_at_us=chosen.unhealthy_us,
+        unhealthy_by_mark=chosen.unhealthy_by_mark,
         unhealthy_until_us=(
             unhealthy.taken_us + unhealthy.duration_ms * 1000 if unhealthy is not None else None
         ),
@@ -439,7 +445,7 @@ def _scope_subjects(changes: list[Change], version: str) -> list[ScopeSubject]:
 
 def _trust(
     history: History,
-    stable_window: tuple[int, int] | None,
+    chosen: Baseline,
     baseline: SnapshotInfo,
     records: WindowRecords,
     spots: list[BlindSpot],
@@ -448,8 +454,8 @@ def _trust(
     """How far to trust the baseline: records in its stable window, gaps, collection errors,
     and whether the clock went back between the baseline and the current record."""
     in_window = None
-    if stable_window is not None:
-        in_window = history.count_snapshots_in(*stable_window)
+    if chosen.window is not None:
+        in_window = history.count_snapshots_in(*chosen.window)
     gaps = sum(1 for s in spots if s.kind == "gap")
     errors = sum(1 for s in spots if s.kind == "error")
     parts = []
@@ -465,7 +471,7 @@ def _trust(
     if baseline.n_errors:
         noun = "error" if baseline.n_errors == 1 else "errors"
         parts.append(f"{baseline.n_errors:,} collection {noun} at the baseline itself")
-    warnings = []
+    warnings = [chosen.caveat] if chosen.caveat else []
     steps = clock_steps([baseline, *records.snapshots])
     if steps:
         parts.append(f"clock went back {len(steps)} time{'' if len(steps) == 1 else 's'}")

@@ -190,6 +190,7 @@ def rank_stories(
     *,
     unhealthy_at_us: int | None = None,
     unhealthy_until_us: int | None = None,
+    unhealthy_by_mark: bool = False,
     flapped: frozenset[tuple[str, str]] = frozenset(),
     failures: Sequence[Failure] = (),
     weights: Weights = WEIGHTS,
@@ -198,6 +199,7 @@ def rank_stories(
 
     `unhealthy_at_us` is when the first unhealthy record was taken,
     `unhealthy_until_us` when it ended (its health checks ran in between);
+    `unhealthy_by_mark` when it is an unstable mark instead ("bad by then");
     `failures` the services seen failing in the window.
     """
     scored = []
@@ -207,6 +209,7 @@ def rank_stories(
             churn,
             unhealthy_at_us=unhealthy_at_us,
             unhealthy_until_us=unhealthy_until_us,
+            unhealthy_by_mark=unhealthy_by_mark,
             flapped=flapped,
             failures=failures,
             weights=weights,
@@ -233,6 +236,7 @@ def score_signals(
     *,
     unhealthy_at_us: int | None = None,
     unhealthy_until_us: int | None = None,
+    unhealthy_by_mark: bool = False,
     flapped: frozenset[tuple[str, str]] = frozenset(),
     failures: Sequence[Failure] = (),
     weights: Weights = WEIGHTS,
@@ -243,7 +247,11 @@ def score_signals(
         ("churn", weights.churn, *_churn(story, churn, weights)),
         ("kind", weights.kind, *_kind(story, weights)),
     ]
-    if unhealthy_at_us is not None:
+    if unhealthy_at_us is not None and unhealthy_by_mark:
+        marked = _after_mark(story, unhealthy_at_us, weights)
+        if marked is not None:
+            raw.append(("timing", weights.timing, *marked))
+    elif unhealthy_at_us is not None:
         until = unhealthy_at_us if unhealthy_until_us is None else unhealthy_until_us
         timing = _timing(story, unhealthy_at_us, until, weights)
         raw.append(("timing", weights.timing, *timing))
@@ -359,6 +367,26 @@ def _timing(
         value,
         f"{duration_text(before)} before the first unhealthy record ({clock(unhealthy_at_us)})",
     )
+
+
+def _after_mark(story: Story, marked_us: int, weights: Weights) -> tuple[float, str] | None:
+    """Against an unstable mark ("bad by then"): only what came after it is told apart.
+
+    The mark says when someone noticed, not when it broke, so a change before
+    it is not ranked by how long before.
+    """
+    span = story.effective_span
+    if span.earliest_us > marked_us:
+        return (
+            weights.timing_after,
+            f"recorded after the unstable mark ({clock(marked_us)}, bad by then): "
+            "cannot have caused it",
+        )
+    if span.latest_us > marked_us:
+        return weights.timing_same_time, (
+            f"at about the same time as the unstable mark ({clock(marked_us)}), order unknown"
+        )
+    return None
 
 
 def _failure(story: Story, failures: Sequence[Failure], weights: Weights) -> tuple[float, str]:

@@ -1,9 +1,11 @@
 """Stable windows: where the baseline comes from when the user does not give one.
 
-A `stable` mark says the service worked at that moment; the window it opens
-lasts until the next `unstable` mark. `drift since` without --stable uses
-the end of the most recent window: the last snapshot before the `unstable`
-mark that closed it, or, for a window still open, the stable mark itself.
+A `stable` mark says the service worked at that moment; an `unstable` mark
+says it was broken by then, not that it worked until then. `drift since`
+without --stable uses the end of the most recent window: its last evidence of
+health (the last passing health check before the first failing one, else the
+last stable mark), so every change recorded after it is a suspect, whatever
+marks come later.
 """
 
 from __future__ import annotations
@@ -23,11 +25,6 @@ class StableWindow:
     start: MarkInfo
     last_stable: MarkInfo
     end: MarkInfo | None
-
-    @property
-    def baseline_us(self) -> int:
-        """The last moment known good: just before the window closed, else the last stable mark."""
-        return self.end.at_us - 1 if self.end is not None else self.last_stable.at_us
 
 
 def stable_windows(marks: list[MarkInfo]) -> list[StableWindow]:
@@ -56,6 +53,10 @@ class Baseline:
     source: str  # "given", "marks" or "health"
     window: tuple[int, int] | None  # the stable window it ends (µs), if it spans time
     unhealthy_us: int | None  # the first failing health check after the baseline
+    # True when no check failed and `unhealthy_us` is an unstable mark: "bad by then", which
+    # says nothing of how long before it broke.
+    unhealthy_by_mark: bool = False
+    caveat: str | None = None  # what the baseline cannot tell, in words
 
 
 Health = list[tuple[SnapshotInfo, bool]]
@@ -156,14 +157,19 @@ def given_why(label: str, when: When) -> str:
 def choose_baseline(history: History, stable: When | None, label: str = "--stable") -> Baseline:
     """The baseline for `drift since`: --stable, else the end of the latest stable window.
 
-    Windows come from marks (stable until unstable) and from health checks
-    (consecutive passing records); the later end wins. `label` names how
-    `stable` was given, for the header.
+    Windows come from marks and from health checks (consecutive passing
+    records); the later end wins. A stable mark says "good at T" and an
+    unstable mark "bad by T2", never "good until T2": a window from marks ends
+    at its last evidence of health, the last passing check after the stable
+    mark and before the first failing one, else the stable mark itself.
+    `label` names how `stable` was given, for the header.
     """
     check_ids = history.fact_ids_with("health:", "ok")
     recent = history.recent_snapshots(HEALTH_LOOKBACK) if check_ids else []
     checks = history.versions_after(check_ids, recent[0].id) if recent else []
-    runs = health_windows(health_series(recent, checks))
+    series = health_series(recent, checks)
+    names = ", ".join(sorted({v.subject.split(":", 1)[1] for v in checks}))
+    checked_by = f"health check{'s' if ',' in names else ''} {names}"
     if stable is not None:
         why = given_why(label, stable)
         start = history.snapshot_for(stable, label)
@@ -172,14 +178,13 @@ def choose_baseline(history: History, stable: When | None, label: str = "--stabl
         )
 
     candidates: list[Baseline] = []
-    closed = [run for run in runs if run[2] is not None]
+    closed = [run for run in health_windows(series) if run[2] is not None]
     if closed:
         first, last, failed = closed[-1]
         assert failed is not None
-        names = ", ".join(sorted({v.subject.split(":", 1)[1] for v in checks}))
         why = (
             f"end of stable window {clock(first.taken_us)}-{clock(last.taken_us)}, "
-            f"from health check{'s' if ',' in names else ''} {names}"
+            f"from {checked_by}"
         )
         candidates.append(
             Baseline(
@@ -192,43 +197,88 @@ def choose_baseline(history: History, stable: When | None, label: str = "--stabl
         )
     windows = stable_windows(history.marks())
     if windows:
-        window = windows[-1]
-        began = clock(window.start.at_us)
-        at = When(at=from_us(window.baseline_us), text="")
-        failed_us = None
-        if window.end is None:
-            # A failing health check closes a window no unstable mark has closed.
-            stable_id = _snapshot_id_at(history, When(at=from_us(window.last_stable.at_us)))
-            failed_us = first_failure_after(history, check_ids, stable_id)
-        if window.end is not None:
-            why = f"end of stable window {began}-{clock(window.end.at_us)}, from marks"
-            span = (window.start.at_us, window.end.at_us)
-        elif failed_us is not None:
-            why = (
-                f"end of stable window {began}-{clock(failed_us)}, from a stable mark "
-                "closed by a failing health check"
-            )
-            span = (window.start.at_us, failed_us)
-            at = When(at=from_us(failed_us - 1), text="")
-        elif window.start.id == window.last_stable.id:
-            why = f"stable mark at {began}, no unstable mark since"
-            span = None
-        else:
-            why = (
-                f"last stable mark, {clock(window.last_stable.at_us)}; the window open since "
-                f"{began} has no unstable mark yet"
-            )
-            span = (window.start.at_us, window.last_stable.at_us)
-        start_id = _snapshot_id_at(history, at)
-        candidates.append(
-            Baseline(at, why, "marks", span, first_failure_after(history, check_ids, start_id))
-        )
+        candidates.append(_from_marks(history, windows[-1], series, check_ids, checked_by))
     if not candidates:
         raise NoBaselineError(
             "no baseline: give --stable WHEN (e.g. --stable 12:00), record a known-good "
             "moment with `drift mark stable`, or add [[health]] checks to drift.toml"
         )
     return max(candidates, key=lambda b: b.when.at or from_us(0))
+
+
+def _from_marks(
+    history: History,
+    window: StableWindow,
+    series: Health,
+    check_ids: list[int],
+    checked_by: str,
+) -> Baseline:
+    """The baseline of a window from marks: its last evidence of health.
+
+    That is the last passing record after the last stable mark, when a
+    failing one follows it before the unstable mark (if any); else the
+    stable mark itself. A passing record that no failure follows, or one
+    after the unstable mark, says nothing about when it broke: the health
+    check did not see what the operator saw.
+    """
+    began = clock(window.start.at_us)
+    good = window.last_stable
+    said = (
+        f"stable mark at {clock(good.at_us)}"
+        if window.start.id == good.id
+        else f"last stable mark at {clock(good.at_us)} (window open since {began})"
+    )
+    bad_by = window.end.at_us if window.end is not None else None
+    passed, failed = _last_pass_before_failure(series, good.at_us, bad_by)
+    at = When(at=from_us(good.at_us), text="")
+    caveat = None
+    if failed is not None:
+        if passed is not None:
+            at = When(at=from_us(passed.taken_us), text=f"#{passed.id}")
+            why = (
+                f"{said}, healthy until {clock(passed.taken_us)} by {checked_by}, "
+                f"failing from {clock(failed.taken_us)}"
+            )
+        else:
+            why = f"{said}; {checked_by} failing from {clock(failed.taken_us)}"
+    elif bad_by is not None:
+        why = f"{said}; unstable mark at {clock(bad_by)} (bad by then)"
+        caveat = (
+            f"when it broke is not known: between the stable mark at {clock(good.at_us)} and "
+            f"the unstable mark at {clock(bad_by)}"
+            + (" no health check failed" if check_ids else " nothing recorded its health")
+            + ", so every change recorded in between is a suspect; if you know when it last "
+            "worked, say so with `drift mark stable --at WHEN` or `drift since --stable WHEN`"
+        )
+    else:
+        why = f"{said}, no unstable mark since"
+    start_id = _snapshot_id_at(history, at)
+    unhealthy = first_failure_after(history, check_ids, start_id)
+    by_mark = False
+    if unhealthy is None and bad_by is not None:
+        unhealthy, by_mark = bad_by, True
+    span = (window.start.at_us, to_us(at.at)) if at.at is not None else None
+    return Baseline(at, why, "marks", span, unhealthy, unhealthy_by_mark=by_mark, caveat=caveat)
+
+
+def _last_pass_before_failure(
+    series: Health, good_us: int, bad_by_us: int | None
+) -> tuple[SnapshotInfo | None, SnapshotInfo | None]:
+    """After a stable mark: the last passing record before the first failing one, and that one.
+
+    (None, None) when no record fails after the mark, or none before the
+    unstable mark at `bad_by_us`.
+    """
+    passed: SnapshotInfo | None = None
+    for snap, healthy in series:
+        if snap.taken_us < good_us:
+            continue
+        if bad_by_us is not None and snap.taken_us > bad_by_us:
+            break
+        if not healthy:
+            return passed, snap
+        passed = snap
+    return None, None
 
 
 HEALTH_LOOKBACK = 7 * 24 * 60  # a week of records at one a minute
