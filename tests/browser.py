@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +23,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, ConsoleMessage, Playwright, Route, WebSocketRoute
+    from playwright.sync_api import (
+        Browser,
+        ConsoleMessage,
+        Page,
+        Playwright,
+        Route,
+        WebSocketRoute,
+    )
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -148,6 +155,7 @@ class PageCheck:
     visible_above_fold: bool  # the target text is fully inside the first viewport
     text_box: dict | None  # its box in page coordinates (x, y, width, height), None if absent
     probed: Any = None  # what the `probe` script returned, evaluated once the page settled
+    acted: Any = None  # what `act` returned, run after the probe and the screenshot
 
 
 def check_page(
@@ -161,13 +169,15 @@ def check_page(
     full_page: bool = False,
     browser: Browser | None = None,
     probe: str | None = None,
+    act: Callable[[Page], Any] | None = None,
 ) -> PageCheck:
     """Load `html_path` with all network blocked; record loads, console, screenshot, fold check.
 
     Pass a `browser` from `launch_chromium()` to share one launch between pages;
     without one, a browser is started for this call alone. `probe`, a
     function in JavaScript, is evaluated in the settled page: what it returns
-    is `probed`, to check the layout as a reader's browser made it.
+    is `probed`, to check the layout as a reader's browser made it. `act` is then
+    called with the page (to click, say), after the screenshot: what it returns is `acted`.
     """
     if browser is None:
         with launch_chromium() as own:
@@ -181,6 +191,7 @@ def check_page(
                 full_page=full_page,
                 browser=own,
                 probe=probe,
+                act=act,
             )
 
     page_url = html_path.resolve().as_uri()
@@ -228,6 +239,7 @@ def check_page(
         probed = page.evaluate(probe) if probe is not None else None
         screenshot.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(screenshot), full_page=full_page)
+        acted = act(page) if act is not None else None
     finally:
         context.close()
 
@@ -252,4 +264,5 @@ def check_page(
         visible_above_fold=chosen is not None,
         text_box=None if box is None else {k: box[k] for k in ("x", "y", "width", "height")},
         probed=probed,
+        acted=acted,
     )

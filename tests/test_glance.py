@@ -25,7 +25,15 @@ from drift.render.axis import (
     ticks,
 )
 from drift.render.glance import glance_lines
-from drift.render.timeline import hatch, picture
+from drift.render.timeline import (
+    MARKER_GAP,
+    MARKER_R,
+    MAX_MARKER_RANK,
+    MAX_MARKER_ROWS,
+    hatch,
+    picture,
+    stack_markers,
+)
 from drift.store.query import StoredVersion
 from drift.timespec import iso
 
@@ -163,7 +171,7 @@ def test_health_is_red_where_one_check_fails_and_grey_where_none_ran() -> None:
 
 
 @given(
-    st.lists(st.integers(0, 3 * DAY_US), min_size=1, max_size=12),
+    st.lists(st.integers(0, 3 * DAY_US), min_size=1, max_size=30),
     st.lists(st.integers(0, 3 * DAY_US), max_size=8),
 )
 def test_every_marker_and_flag_lands_inside_the_plot(changes: list[int], marks: list[int]) -> None:
@@ -207,8 +215,13 @@ def test_every_marker_and_flag_lands_inside_the_plot(changes: list[int], marks: 
         )
     )
     p = picture(context, ZoneInfo("UTC"))
-    assert len(p.markers) == len(suspects)
-    assert sorted(m.href for m in p.markers) == sorted(f"#suspect-{s.rank}" for s in suspects)
+    # The ten most likely are always drawn; a suspect without room is counted in "+N more".
+    assert len(p.markers) + p.undrawn == len(suspects)
+    ranks = {m.rank for m in p.markers}
+    assert len(ranks) == len(p.markers) and set(range(1, min(10, len(suspects)) + 1)) <= ranks
+    assert sorted(m.href for m in p.markers) == sorted(f"#suspect-{r}" for r in ranks)
+    assert p.markers[-1].rank == 1  # drawn last: on top
+    assert_apart([(m.x, m.y) for m in p.markers])
     for m in p.markers:
         assert p.plot_x0 <= m.x <= p.plot_x1 and 0 <= m.y <= p.health_y
     for f in p.flags:
@@ -216,6 +229,63 @@ def test_every_marker_and_flag_lands_inside_the_plot(changes: list[int], marks: 
     for t in p.lanes[0].starts:
         assert p.plot_x0 <= t.x <= p.plot_x1
     assert p.axis_y < p.height
+
+
+def assert_apart(centres: list[tuple[float, float]]) -> None:
+    """No two markers' circles (outline included) overlap or touch."""
+    for i, (x, y) in enumerate(centres):
+        for x2, y2 in centres[i + 1 :]:
+            assert y != y2 or abs(x - x2) >= 2 * MARKER_R + MARKER_GAP, (x, y, x2, y2)
+            assert abs(y - y2) >= 2 * MARKER_R + 1.5 or y == y2, (y, y2)
+
+
+@given(st.lists(st.one_of(st.none(), st.floats(0, 1000)), max_size=120), st.integers(1, 12))
+def test_stacked_markers_never_overlap_and_the_first_ones_always_find_room(
+    xs: list[float | None], limit: int
+) -> None:
+    rows = stack_markers(xs, limit)
+    assert len(rows) == len(xs)
+    placed = [(x, r) for x, r in zip(xs, rows, strict=True) if r is not None]
+    assert all(x is not None and 0 <= r < limit for x, r in placed)
+    for i, (x, r) in enumerate(placed):
+        for x2, r2 in placed[i + 1 :]:
+            assert r != r2 or abs(x - x2) >= 2 * MARKER_R + MARKER_GAP  # type: ignore[operator]
+    # Each of the first `limit` to be drawn finds a row: at most limit - 1 came before it.
+    wanted = [i for i, x in enumerate(xs) if x is not None][:limit]
+    assert all(rows[i] is not None for i in wanted)
+    # A marker left out had no room: every row has one too close to it.
+    for x, r in zip(xs, rows, strict=True):
+        if x is not None and r is None:
+            used = {r2 for x2, r2 in placed if abs(x - x2) < 2 * MARKER_R + MARKER_GAP}
+            assert used == set(range(limit))
+
+
+def test_suspects_past_the_drawable_ranks_are_counted_not_drawn() -> None:
+    suspects = [
+        suspect(
+            i + 1,
+            f"change {i}",
+            changes=[
+                change(
+                    "script:/s", "export:A", "added", None, "1", changed_at=iso(T0 + i * HOUR_US)
+                )
+            ],
+        )
+        for i in range(MAX_MARKER_RANK + 5)
+    ]
+    context = plain(
+        investigation(
+            suspects,
+            baseline=baseline(1, time=iso(T0)),
+            current=snapshot(2, time=iso(T0 + 5 * DAY_US)),
+            overview=overview(start=iso(T0), end=iso(T0 + 5 * DAY_US)),
+        )
+    )
+    p = picture(context, ZoneInfo("UTC"))
+    assert max(m.rank for m in p.markers) <= MAX_MARKER_RANK
+    assert p.undrawn == len(suspects) - len(p.markers) >= 5
+    assert p.marker_rows <= MAX_MARKER_ROWS
+    assert_apart([(m.x, m.y) for m in p.markers])
 
 
 def run_version(key: str, value: str, first: int, until: int | None) -> StoredVersion:

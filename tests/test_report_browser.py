@@ -5,8 +5,11 @@ Screenshots are kept in test-artifacts/ for a person to look at.
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from browser import artifact_dir, check_page, launch_chromium
@@ -17,6 +20,14 @@ from drift.facts import Fact
 from drift.store.urls import resolve_db_url
 from drift.store.writer import HistoryWriter
 from drift.timespec import iso
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+try:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+except ImportError:  # the browser tests skip themselves
+    PlaywrightTimeout = TimeoutError  # type: ignore[misc,assignment]
 
 # What the drawn timeline looks like in the page: boxes in viewport pixels.
 GLANCE_PROBE = """() => {
@@ -213,3 +224,155 @@ def test_a_week_with_two_incidents_and_a_gap_draws_legibly(
     html = report.read_text()
     assert "times in CET" in html
     assert "all good &lt;script&gt;" in html and "<script" not in html
+
+
+# Every suspect marker's box in viewport pixels, what is hit at its centre, and the
+# "+N more" link: whether a reader can see and click each one.
+MARKERS_PROBE = """() => {
+    const svg = document.querySelector("svg.glance");
+    const box = e => {
+        const r = e.getBoundingClientRect();
+        return {left: r.left, top: r.top, right: r.right, bottom: r.bottom,
+                shown: e.checkVisibility({opacityProperty: true, visibilityProperty: true})};
+    };
+    const hit = b => {
+        const e = document.elementFromPoint((b.left + b.right) / 2, (b.top + b.bottom) / 2);
+        const a = e && e.closest("a");
+        return a ? a.getAttribute("href") : null;
+    };
+    const more = svg.querySelector("a.g-more");
+    return {
+        svg: box(svg),
+        markers: [...svg.querySelectorAll("a.g-marker")].map(a => {
+            const b = box(a);
+            return {href: a.getAttribute("href"), text: a.querySelector("text").textContent,
+                    box: b, hit: hit(b)};
+        }),
+        cards: [...document.querySelectorAll("li.suspect")].map(li => li.id),
+        more: more && {text: more.querySelector("text").textContent,
+                       href: more.getAttribute("href"), box: box(more), hit: hit(box(more))},
+    };
+}"""
+
+
+def click_first_marker(page: Page) -> dict:
+    """Click #1's marker where it is drawn, as a reader would; where that took them."""
+    box = page.locator('a.g-marker[href="#suspect-1"]').bounding_box()
+    assert box is not None
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    with contextlib.suppress(PlaywrightTimeout):  # a covered marker goes elsewhere, or nowhere
+        page.wait_for_function("() => location.hash === '#suspect-1'", timeout=3000)
+    return page.evaluate(
+        """() => ({hash: location.hash,
+                   card: document.querySelector("#suspect-1").getBoundingClientRect().top})"""
+    )
+
+
+def overlap(a: dict, b: dict) -> bool:
+    return (
+        a["left"] < b["right"]
+        and b["left"] < a["right"]
+        and a["top"] < b["bottom"]
+        and b["top"] < a["bottom"]
+    )
+
+
+def assert_every_marker_visible_apart_and_first_clickable(
+    report: Path, browser, name: str, *, all_drawn: bool
+) -> None:
+    """At 1280 and 800 px: each marker shown whole, none over another, #1 hit where it is drawn
+    and taken to its card when clicked; the ten most likely always drawn, the rest counted."""
+    for width in (1280, 800):
+        check = check_page(
+            report,
+            text="Suspects",
+            screenshot=artifact_dir() / f"{name}-{width}.png",
+            viewport=(width, 900),
+            browser=browser,
+            probe=MARKERS_PROBE,
+            act=click_first_marker,
+        )
+        assert check.requests == [] and check.console == []
+        got = check.probed
+        markers = got["markers"]
+        cards = got["cards"]
+        drawn = sorted(int(m["href"].removeprefix("#suspect-")) for m in markers)
+        assert drawn == sorted(set(drawn)), drawn  # one marker per suspect
+        assert all(f"suspect-{rank}" in cards for rank in drawn)
+        assert set(range(1, min(10, len(cards)) + 1)) <= set(drawn), (drawn, len(cards))
+        for m in markers:
+            b = m["box"]
+            assert b["shown"] and b["right"] - b["left"] > 4 and b["bottom"] - b["top"] > 4, m
+            assert 0 <= b["left"] and b["right"] <= width and 0 <= b["top"] < 900, (width, m)
+            # Nothing drawn over it: its own link is what a click at its centre hits.
+            assert m["hit"] == m["href"], (width, m)
+        for i, a in enumerate(markers):
+            for b in markers[i + 1 :]:
+                assert not overlap(a["box"], b["box"]), (width, a, b)
+        assert check.acted["hash"] == "#suspect-1"
+        assert abs(check.acted["card"]) < 2, check.acted  # the card scrolled to the top
+        if all_drawn:
+            assert len(drawn) == len(cards), (drawn, cards)
+            assert got["more"] is None
+        else:
+            more = got["more"]
+            assert more is not None and more["href"] == "#suspects", more
+            assert more["text"] == f"+{len(cards) - len(drawn)} more", (more, len(cards))
+            assert more["box"]["shown"] and more["hit"] == "#suspects", more
+            assert 0 <= more["box"]["left"] and more["box"]["right"] <= width, more
+            assert not any(overlap(more["box"], m["box"]) for m in markers), more
+
+
+def add_exports(box, service: str, names: list[str]) -> None:
+    """Add an export line per name to a service's serve script, before its exec line."""
+    script = box.script(service)
+    lines = script.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("echo $$"))
+    lines[at:at] = [f"export {n}={len(n)}" for n in names]
+    script.write_text("\n".join(lines) + "\n")
+
+
+def recorded_stable(sandbox, tmp_path: Path) -> list[str]:
+    """A first record marked stable; the options that name the sandbox's config and history."""
+    cfg = ["--config", str(sandbox.config_path), "--db", str(sandbox.db_path)]
+    run_drift(["record", *cfg], tmp_path)
+    run_drift(["mark", "stable", *cfg], tmp_path)
+    return cfg
+
+
+def test_many_changes_in_one_record_draw_every_marker_apart_with_the_first_on_top(
+    sandbox, tmp_path: Path, browser
+) -> None:
+    cfg = recorded_stable(sandbox, tmp_path)
+    # One change of plan: a dozen exports on decode, three on prefill, a kernel edited.
+    sandbox.add_culprit()
+    add_exports(sandbox, "decode", [f"DECODE_KNOB_{i}" for i in range(12)])
+    add_exports(sandbox, "prefill", [f"PREFILL_KNOB_{i}" for i in range(3)])
+    sandbox.kernel.write_text(sandbox.kernel.read_text() + "\nBLOCK_N = 128\n")
+    sandbox.restart_all()
+    run_drift(["record", *cfg], tmp_path)
+    report = tmp_path / "many.html"
+    run_drift(["report", "-o", str(report), *cfg], tmp_path)
+    assert report.read_text().count('class="suspect') > 10
+    assert_every_marker_visible_apart_and_first_clickable(
+        report, browser, "many-in-one-record", all_drawn=False
+    )
+
+
+def test_changes_spread_over_records_draw_every_marker_apart(
+    sandbox, tmp_path: Path, browser
+) -> None:
+    cfg = recorded_stable(sandbox, tmp_path)
+    # Three records a second apart, each with a few changes, then a quiet one.
+    for step in range(3):
+        add_exports(sandbox, "decode", [f"STEP_{step}_KNOB_{i}" for i in range(4)])
+        add_exports(sandbox, "router", [f"ROUTER_{step}"])
+        sandbox.restart_all()
+        run_drift(["record", *cfg], tmp_path)
+        time.sleep(1)
+    run_drift(["record", *cfg], tmp_path)
+    report = tmp_path / "spread.html"
+    run_drift(["report", "-o", str(report), *cfg], tmp_path)
+    assert_every_marker_visible_apart_and_first_clickable(
+        report, browser, "spread-over-records", all_drawn=True
+    )

@@ -31,7 +31,10 @@ ROW = 18.0  # a row of flags or markers
 BAND = 14.0  # the health band and each service's lane
 LANE_GAP = 5.0
 MARKER_R = 7.5
-MAX_MARKER_ROWS = 3
+MARKER_GAP = 2.0  # between two markers' circles, whose outline is 1.5 wide
+# Rows of markers at most: the ten most likely suspects always fit, even all at one moment.
+MAX_MARKER_ROWS = 10
+MAX_MARKER_RANK = 99  # a number of three digits does not fit in a marker
 MAX_FLAG_ROWS = 3
 CHAR_WIDTH = 6.2  # an 11-unit sans-serif character, on average: enough to keep labels apart
 NAME_CHARS = 19  # a lane's name in the gutter
@@ -132,6 +135,7 @@ class Picture:
     folds: list[Rect]
     summary: str
     marker_rows: int = field(default=1)
+    undrawn: int = 0  # suspects with no room for a marker: "+N more", linked to the list
 
 
 def parse_us(text: str) -> int:
@@ -147,8 +151,8 @@ def picture(context: dict[str, Any], tz: tzinfo | None = None) -> Picture:
     axis = make_axis(t0, t1, _moments(context), GUTTER, WIDTH - RIGHT)
     flags, flag_rows = _flags(over["marks"], axis)
     top = 4.0 + flag_rows * ROW
-    markers, marker_rows = _markers(context["suspects"], axis, top)
-    health_y = top + marker_rows * ROW + 4.0
+    markers, rows, undrawn = _markers(context["suspects"], axis, top)
+    health_y = top + rows * ROW + 4.0
     y = health_y + BAND + LANE_GAP * 2
     lanes = []
     for lane in over["services"]:
@@ -196,8 +200,9 @@ def picture(context: dict[str, Any], tz: tzinfo | None = None) -> Picture:
             )
             for p in axis.folds
         ],
-        summary=_summary(context),
-        marker_rows=marker_rows,
+        summary=_summary(context, undrawn),
+        marker_rows=rows,
+        undrawn=undrawn,
     )
 
 
@@ -271,15 +276,26 @@ def _flags(marks: list[dict[str, Any]], axis: Axis) -> tuple[list[Flag], int]:
     return flags, max(rows, default=-1) + 1
 
 
-def _markers(suspects: list[dict[str, Any]], axis: Axis, top: float) -> tuple[list[Marker], int]:
-    """The suspects as numbered markers, stacked in rows where they would overlap."""
-    shown = sorted(
-        ((axis.x(parse_us(root_change(s)["changed_at"])), s) for s in suspects if s["changes"]),
-        key=lambda p: (p[0], p[1]["rank"]),
+def _markers(
+    suspects: list[dict[str, Any]], axis: Axis, top: float
+) -> tuple[list[Marker], int, int]:
+    """The suspects as numbered markers, each in the first row where it overlaps none.
+
+    Placed most likely first, so #1 is in the top row at its time and the ten most
+    likely are always drawn; a marker that finds no room in MAX_MARKER_ROWS is left
+    out and counted. Returned in drawing order, #1 last (on top), with the rows used
+    and how many suspects are not drawn.
+    """
+    timed = sorted((s for s in suspects if s["changes"]), key=lambda s: s["rank"])
+    xs = [axis.x(parse_us(root_change(s)["changed_at"])) for s in timed]
+    rows = stack_markers(
+        [x if s["rank"] <= MAX_MARKER_RANK else None for x, s in zip(xs, timed, strict=True)],
+        MAX_MARKER_ROWS,
     )
-    rows = _rows(((x - MARKER_R - 1, x + MARKER_R + 1) for x, _s in shown), MAX_MARKER_ROWS)
     markers = []
-    for (x, s), row in zip(shown, rows, strict=True):
+    for x, s, row in zip(xs, timed, rows, strict=True):
+        if row is None:
+            continue
         status = STATUS_WORDS.get(s["status"], str(s["status"]).upper())
         when = root_change(s)["changed_local"]
         markers.append(
@@ -292,7 +308,32 @@ def _markers(suspects: list[dict[str, Any]], axis: Axis, top: float) -> tuple[li
                 title=f"#{s['rank']} {status}: {s['title']} (changed {when})",
             )
         )
-    return markers, max(max(rows, default=0) + 1, 1)
+    used = max((r for r in rows if r is not None), default=0) + 1
+    return markers[::-1], used, len(timed) - len(markers)
+
+
+def stack_markers(xs: list[float | None], limit: int) -> list[int | None]:
+    """A row for each marker centred at x, in order of precedence: the first of `limit` rows
+    where its circle stays MARKER_GAP clear of every circle already there, or None when no
+    row has room (or x is None: not to be drawn). No two markers in a row overlap, so none
+    hides another, whatever the number at one moment."""
+    apart = 2 * MARKER_R + MARKER_GAP
+    placed: list[list[float]] = []
+    out: list[int | None] = []
+    for x in xs:
+        row = None
+        if x is not None:
+            row = next(
+                (i for i, row_xs in enumerate(placed) if all(abs(x - p) >= apart for p in row_xs)),
+                None,
+            )
+            if row is None and len(placed) < limit:
+                placed.append([])
+                row = len(placed) - 1
+            if row is not None:
+                placed[row].append(x)
+        out.append(row)
+    return out
 
 
 def _lane(lane: dict[str, Any], axis: Axis, y: float) -> Lane:
@@ -433,7 +474,7 @@ def _clock(local: str) -> str:
     return parts[1] if len(parts) > 1 else local
 
 
-def _summary(context: dict[str, Any]) -> str:
+def _summary(context: dict[str, Any], undrawn: int) -> str:
     """What the drawing shows, in words, for a reader who cannot see it."""
     base, cur = context["baseline"], context["current"]
     parts = [f"from the baseline {base['local']} to the current record {cur['local']}"]
@@ -441,4 +482,6 @@ def _summary(context: dict[str, Any]) -> str:
         parts.append(f"first failing health check {local_time(parse_us(base['unhealthy_at']))}")
     n = len(context["suspects"])
     parts.append(f"{n} suspect{'' if n == 1 else 's'} at the time of their change")
+    if undrawn:
+        parts.append(f"{undrawn} of them not drawn for lack of room, all in the list")
     return "Timeline " + "; ".join(parts)
