@@ -25,6 +25,7 @@ from conftest import changes_by_fact, run_drift
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from json_server import JsonServer, engine_server, json_server, wait_answering
+from test_compare import ODD, record_fleet
 
 from drift.analysis.knobs import (
     ENGINE_PREFIXES,
@@ -38,6 +39,7 @@ from drift.analysis.knobs import (
 )
 from drift.collectors.endpoints import MAX_BODY, collect_endpoint
 from drift.config import EndpointSpec
+from drift.demo import IncidentSandbox
 from drift.facts import CollectContext, CollectionError, Fact
 from drift.json_pointer import parse, resolve
 
@@ -288,10 +290,10 @@ def test_values_that_came_with_a_restart_are_live_and_later_ones_changed(
 KNOB = "SGLANG_SM120_MMA_TARGET_CTAS"
 
 
-def serve_info(box: Any, *, defaults: dict[str, Any] | None = None) -> tuple[str, Path]:
-    """decode's process answers /get_server_info itself, from what it started with: `KNOB`
-    from its environment as /mma_target_ctas, and a defaults file it reads at its start.
-    The entry goes into drift.toml for decode, and decode restarts to serve it."""
+def engine_info(box: Any, *, defaults: dict[str, Any] | None = None) -> tuple[str, Path]:
+    """decode's process is to answer /get_server_info itself, from what it started with:
+    `KNOB` from its environment as /mma_target_ctas, and a defaults file it reads at its
+    start. The entry goes into drift.toml for decode; decode's next start serves it."""
     port = closed_port()
     url = f"http://127.0.0.1:{port}/get_server_info"
     defaults_file = box.root / "serve" / "decode-defaults.json"
@@ -306,6 +308,12 @@ def serve_info(box: Any, *, defaults: dict[str, Any] | None = None) -> tuple[str
     script.write_text(text[:at] + shlex.join([words[0], words[1], str(program), *words[4:]]) + "\n")
     with box.config_path.open("a") as fh:
         fh.write(f'\n[[endpoints]]\nname = "decode-info"\nurl = "{url}"\nservice = "decode"\n')
+    return url, defaults_file
+
+
+def serve_info(box: Any, *, defaults: dict[str, Any] | None = None) -> tuple[str, Path]:
+    """`engine_info`, and decode restarted to serve it."""
+    url, defaults_file = engine_info(box, defaults=defaults)
     box.stop("decode")
     box.start("decode")
     wait_answering(url)
@@ -378,6 +386,36 @@ def test_a_leaf_no_live_change_explains_stays_its_own_suspect(sandbox: Any) -> N
     assert {c["key"] for c in alone["changes"]} == {"json:/chunked_prefill_size", "json:/overlap"}
     assert alone["status"] == "live" and ": came with its start " in alone["label"]
     assert ("endpoint:decode-info", "json:/mma_target_ctas") not in changes
+
+
+def test_compare_finds_the_servers_report_with_the_export_in_the_running_server(
+    tmp_path: Path,
+) -> None:
+    """Three decode hosts on the same paths, one after another (as tests/test_compare.py
+    records them), each serving its own view; decode-3 gets the export and restarts. Its
+    server's report of the knob is part of the export's finding, in a running process."""
+    hosts = ["decode-1", "decode-2", ODD]
+    db = str(tmp_path / "fleet.db")
+    box = IncidentSandbox(tmp_path / "node")
+    box.build()
+    url, _ = engine_info(box)
+    record_fleet(tmp_path, db, hosts, box, lambda: wait_answering(url))
+
+    compare = ["compare", "--db", str(db), *hosts]
+    data = json.loads(run_drift([*compare, "--format", "json"], tmp_path).stdout)["data"]
+    (group,) = data["groups"]
+    first = group["findings"][0]
+    assert first["host"] == ODD and first["title"].startswith(f"{ODD} exports {KNOB}=512 (")
+    facts = {(f["subject"], f["key"]): f for f in first["facts"]}
+    leaf = facts[("endpoint:decode-info", "json:/mma_target_ctas")]
+    assert (leaf["value"], leaf["majority"]["value"]) == ("512", "null")
+    assert "in a running process" in first["reasons"]
+    assert "the running server answers it: decode-info /mma_target_ctas = 512" in first["reasons"]
+    for finding in group["findings"]:
+        assert "not seen in a running process (on disk or in a script)" not in finding["reasons"]
+        if finding is not first:
+            assert not any(f["subject"].startswith("endpoint:") for f in finding["facts"])
+    assert "not seen in a running process" not in run_drift(compare, tmp_path).stdout
 
 
 knob_names = st.lists(
