@@ -72,3 +72,54 @@ def json_server() -> Iterator[JsonServer]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+def engine_server(port: int, defaults: str, knobs: dict[str, str]) -> str:
+    """A server's program an engine's process runs itself, as its /get_server_info: it
+    answers with what it was started with, its own environment (each variable of `knobs`
+    as the leaf it names, null when unset) and the `defaults` file read at its start."""
+    return f"""\
+import json, os
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+info = {{}}
+if os.path.exists({defaults!r}):
+    with open({defaults!r}) as fh:
+        info.update(json.load(fh))
+for variable, leaf in {knobs!r}.items():
+    value = os.environ.get(variable)
+    info[leaf] = None if value is None else int(value) if value.isdigit() else value
+body = json.dumps(info).encode()
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+HTTPServer(("127.0.0.1", {port}), Handler).serve_forever()
+"""
+
+
+def wait_answering(url: str, timeout: float = 10.0) -> None:
+    """Wait until a GET of `url` answers 200: the engine's server is up."""
+    from urllib.request import ProxyHandler, build_opener
+
+    opener = build_opener(ProxyHandler({}))
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with opener.open(url, timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.02)

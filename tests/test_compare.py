@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -39,19 +39,29 @@ def fleet(
         yield record_fleet(tmp, db), db
 
 
-def record_fleet(tmp: Path, db: str) -> Path:
-    box = IncidentSandbox(tmp / "node")
-    box.build()
+def record_fleet(
+    tmp: Path,
+    db: str,
+    hosts: list[str] = HOSTS,
+    box: IncidentSandbox | None = None,
+    ready: Callable[[], None] = lambda: None,
+) -> Path:
+    """`hosts` recorded one after another on `box` (built), `ready` called once its
+    services are up; the fixture's history."""
+    if box is None:
+        box = IncidentSandbox(tmp / "node")
+        box.build()
     config = box.config_path.read_text()
     script = box.script("decode").read_text()
     try:
-        for rank, host in enumerate(HOSTS):
+        for rank, host in enumerate(hosts):
             box.config_path.write_text(
                 config.replace('host = "gpu-node-7"', f'host = "{host}"\nrole = "decode"')
             )
             extra = f"export NODE_RANK={rank}\n" + (f"{HOSTILE}\n" if host == ODD else "")
             box.script("decode").write_text(script.replace("set -e\n", f"set -e\n{extra}"))
             box.start_all()
+            ready()
             args = ["--config", str(box.config_path), "--db", str(db)]
             run_drift(["record", *args], tmp)
             run_drift(["mark", "stable", *args], tmp)
@@ -59,6 +69,7 @@ def record_fleet(tmp: Path, db: str) -> Path:
                 box.add_culprit()
                 box.stop("decode")
                 box.start("decode")
+                ready()
             run_drift(["record", *args], tmp)
             box.stop_all()
     finally:

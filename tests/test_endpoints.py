@@ -10,6 +10,7 @@ view through the drift command: stories, statuses, blind spots, secrets.
 from __future__ import annotations
 
 import json
+import shlex
 import socket
 import sqlite3
 import subprocess
@@ -20,13 +21,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_drift
+from conftest import changes_by_fact, run_drift
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from json_server import JsonServer, json_server
+from json_server import JsonServer, engine_server, json_server, wait_answering
+from test_compare import ODD, record_fleet
 
+from drift.analysis.knobs import (
+    ENGINE_PREFIXES,
+    SAME_NAME,
+    SAME_NAME_OTHER_VALUE,
+    knob_match,
+    knob_words,
+    leaf_name,
+    rare,
+    same_value,
+)
 from drift.collectors.endpoints import MAX_BODY, collect_endpoint
 from drift.config import EndpointSpec
+from drift.demo import IncidentSandbox
 from drift.facts import CollectContext, CollectionError, Fact
 from drift.json_pointer import parse, resolve
 
@@ -270,6 +283,182 @@ def test_values_that_came_with_a_restart_are_live_and_later_ones_changed(
     finally:
         engine.kill()
         engine.wait()
+
+
+# ---------------------------------------------------------------- the server's view of a knob
+
+KNOB = "SGLANG_SM120_MMA_TARGET_CTAS"
+
+
+def engine_info(box: Any, *, defaults: dict[str, Any] | None = None) -> tuple[str, Path]:
+    """decode's process is to answer /get_server_info itself, from what it started with:
+    `KNOB` from its environment as /mma_target_ctas, and a defaults file it reads at its
+    start. The entry goes into drift.toml for decode; decode's next start serves it."""
+    port = closed_port()
+    url = f"http://127.0.0.1:{port}/get_server_info"
+    defaults_file = box.root / "serve" / "decode-defaults.json"
+    defaults_file.write_text(json.dumps(defaults or {}))
+    program = box.root / "serve" / "engine.py"
+    program.write_text(engine_server(port, str(defaults_file), {KNOB: "mma_target_ctas"}))
+    script = box.script("decode")
+    text = script.read_text()
+    at = text.index("\nexec ") + 1  # the last line; its program spans lines
+    words = shlex.split(text[at:])
+    assert words[2] == "-c"
+    script.write_text(text[:at] + shlex.join([words[0], words[1], str(program), *words[4:]]) + "\n")
+    with box.config_path.open("a") as fh:
+        fh.write(f'\n[[endpoints]]\nname = "decode-info"\nurl = "{url}"\nservice = "decode"\n')
+    return url, defaults_file
+
+
+def serve_info(box: Any, *, defaults: dict[str, Any] | None = None) -> tuple[str, Path]:
+    """`engine_info`, and decode restarted to serve it."""
+    url, defaults_file = engine_info(box, defaults=defaults)
+    box.stop("decode")
+    box.start("decode")
+    wait_answering(url)
+    return url, defaults_file
+
+
+def box_drift(box: Any, *args: str) -> str:
+    cfg = ["--config", str(box.config_path), "--db", str(box.db_path)]
+    return run_drift([args[0], *cfg, *args[1:]], box.root).stdout
+
+
+def box_since(box: Any) -> dict[str, Any]:
+    return json.loads(box_drift(box, "since", "--all", "--format", "json"))["data"]
+
+
+def restart_serving(box: Any, url: str) -> None:
+    box.restart_all()
+    wait_answering(url)
+
+
+def test_the_servers_own_report_of_a_knob_is_evidence_of_the_export_that_set_it(
+    sandbox: Any,
+) -> None:
+    url, _ = serve_info(sandbox)
+    box_drift(sandbox, "record")
+    box_drift(sandbox, "record")
+    box_drift(sandbox, "mark", "stable")
+    sandbox.add_culprit()
+    restart_serving(sandbox, url)
+    box_drift(sandbox, "record")
+
+    data = box_since(sandbox)
+    first, second, *_ = data["suspects"]
+    assert first["title"].startswith(f"export {KNOB}=512 added to ")
+    assert first["status"] == "live"
+    changes = changes_by_fact(data)
+    leaf = changes[("endpoint:decode-info", "json:/mma_target_ctas")]
+    assert (leaf["before"], leaf["after"]) == ("null", "512")
+    assert leaf["suspect"]["rank"] == first["rank"]  # evidence of the export, not a suspect
+    assert "decode-info answers 512" in first["label"]
+    assert not any(c["subject"].startswith("endpoint:") for c in second["changes"])
+    assert not any(s["changes"][0]["subject"].startswith("endpoint:") for s in data["suspects"])
+
+    text = box_drift(sandbox, "since")
+    assert "json:/mma_target_ctas: null -> 512" in text
+    assert " 2. [" in text and "endpoint decode-info" not in text.split(" 2. [", 1)[1]
+
+
+def test_a_leaf_no_live_change_explains_stays_its_own_suspect(sandbox: Any) -> None:
+    url, defaults = serve_info(sandbox, defaults={"chunked_prefill_size": 4096, "overlap": False})
+    box_drift(sandbox, "record")
+    box_drift(sandbox, "mark", "stable")
+    # The server's defaults move at the restart (an upgrade), with an export of another
+    # knob whose value is as common as the leaf's: neither name nor value ties them.
+    defaults.write_text(json.dumps({"chunked_prefill_size": 8192, "overlap": True}))
+    script = sandbox.script("decode")
+    script.write_text(
+        script.read_text().replace("set -e\n", "set -e\nexport SGLANG_ENABLE_JIT=1\n")
+    )
+    restart_serving(sandbox, url)
+    box_drift(sandbox, "record")
+
+    data = box_since(sandbox)
+    changes = changes_by_fact(data)
+    export = changes[(f"script:{script}", "export:SGLANG_ENABLE_JIT")]["suspect"]
+    assert not any(c["subject"].startswith("endpoint:") for c in export["changes"])
+    assert "answers" not in export["label"]
+    alone = changes[("endpoint:decode-info", "json:/chunked_prefill_size")]["suspect"]
+    assert alone["changes"][0]["subject"] == "endpoint:decode-info"
+    assert {c["key"] for c in alone["changes"]} == {"json:/chunked_prefill_size", "json:/overlap"}
+    assert alone["status"] == "live" and ": came with its start " in alone["label"]
+    assert ("endpoint:decode-info", "json:/mma_target_ctas") not in changes
+
+
+def test_compare_finds_the_servers_report_with_the_export_in_the_running_server(
+    tmp_path: Path,
+) -> None:
+    """Three decode hosts on the same paths, one after another (as tests/test_compare.py
+    records them), each serving its own view; decode-3 gets the export and restarts. Its
+    server's report of the knob is part of the export's finding, in a running process."""
+    hosts = ["decode-1", "decode-2", ODD]
+    db = str(tmp_path / "fleet.db")
+    box = IncidentSandbox(tmp_path / "node")
+    box.build()
+    url, _ = engine_info(box)
+    record_fleet(tmp_path, db, hosts, box, lambda: wait_answering(url))
+
+    compare = ["compare", "--db", str(db), *hosts]
+    data = json.loads(run_drift([*compare, "--format", "json"], tmp_path).stdout)["data"]
+    (group,) = data["groups"]
+    first = group["findings"][0]
+    assert first["host"] == ODD and first["title"].startswith(f"{ODD} exports {KNOB}=512 (")
+    facts = {(f["subject"], f["key"]): f for f in first["facts"]}
+    leaf = facts[("endpoint:decode-info", "json:/mma_target_ctas")]
+    assert (leaf["value"], leaf["majority"]["value"]) == ("512", "null")
+    assert "in a running process" in first["reasons"]
+    assert "the running server answers it: decode-info /mma_target_ctas = 512" in first["reasons"]
+    for finding in group["findings"]:
+        assert "not seen in a running process (on disk or in a script)" not in finding["reasons"]
+        if finding is not first:
+            assert not any(f["subject"].startswith("endpoint:") for f in finding["facts"])
+    assert "not seen in a running process" not in run_drift(compare, tmp_path).stdout
+
+
+knob_names = st.lists(
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=2, max_size=6).filter(
+        lambda w: w not in ENGINE_PREFIXES
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+@given(words=knob_names, value=st.integers(0, 10**6))
+def test_a_knob_spelled_as_a_flag_a_variable_or_a_leaf_is_one_knob(
+    words: list[str], value: int
+) -> None:
+    leaf = "/server_args/" + "_".join(words)
+    camel = words[0] + "".join(w.capitalize() for w in words[1:])
+    for name in ("--" + "-".join(words), "SGLANG_" + "_".join(words).upper(), camel):
+        assert knob_match(leaf, str(value), name, str(value)) == SAME_NAME, name
+        assert knob_match(leaf, str(value), name, str(value + 1)) == SAME_NAME_OTHER_VALUE
+
+
+@given(
+    leaf=st.sampled_from(["true", "false", "null", "0", "1", "-1", "0.5", '"auto"', '""', "[]"]),
+    name=knob_names,
+)
+def test_a_common_value_alone_ties_no_leaf_to_a_knob(leaf: str, name: list[str]) -> None:
+    value = {"true": "1", "false": "0", "null": None, '"auto"': "auto", '""': ""}.get(leaf, leaf)
+    assert knob_match("/some_leaf", leaf, "VLLM_" + "_".join(name) + "_x", value) == 0
+    assert not rare(leaf)
+
+
+def test_names_and_values_spelled_alike() -> None:
+    assert knob_words("SGLANG_MAX_RUNNING_REQUESTS") == ("max", "running", "requests")
+    assert knob_words("--max-running-requests") == knob_words("maxRunningRequests")
+    assert leaf_name("/served_model_names/0") == "served_model_names"
+    assert leaf_name("/a~1b~0c") == "a/b~c"
+    assert same_value("true", "") and same_value('"fa3"', "fa3") and same_value("512", "512.0")
+    assert not same_value('"512"', None) and not same_value("[]", "[]")
+    # the end of a name ties a leaf only when the values agree
+    assert knob_match("/mma_target_ctas", "512", "SGLANG_SM120_MMA_TARGET_CTAS", "512") > 0
+    assert knob_match("/target_ctas", "256", "SGLANG_SM120_MMA_TARGET_CTAS", "512") == 0
+    assert rare("512") and rare('"flashinfer"') and not rare("96")
 
 
 # ---------------------------------------------------------------- blind spots

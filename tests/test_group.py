@@ -851,3 +851,90 @@ def test_a_variable_missing_from_a_process_started_with_the_edit_claims_no_order
         "not in decode (pid 200), which started at about the same time "
         "(start 17:22:44; change between 17:21:46 and 17:22:47), order unknown"
     )
+
+
+# ---------------------------------------------------------------- a server's own view of a knob
+
+
+def leaf_moved(s: States, pointer: str, was: str, now: str, *, service: str | None = "decode"):
+    where = {"url": "http://127.0.0.1:30001/get_server_info"}
+    s.moved("endpoint:decode-info", f"json:{pointer}", was, now, **where, service=service)
+
+
+def test_a_leaf_reporting_a_live_variable_is_evidence_of_its_story() -> None:
+    s = States()
+    export_added(s)
+    s.restart("decode", 100, 200, NOW - 12_000_000)
+    s.new("service:decode", f"env:{TARGET}", "512", **s.env("decode", TARGET, 200))
+    leaf_moved(s, "/mma_target_ctas", "null", "512")
+
+    stories, _ = group_changes(s.changes(), s.after)
+
+    (story,) = stories
+    assert ("endpoint:decode-info", "json:/mma_target_ctas") in idents(story.evidence)
+    assert story.label.endswith(
+        "decode-info answers 512 at /mma_target_ctas: the running server has it"
+    )
+
+
+def test_a_leaf_two_stories_could_claim_equally_stays_its_own() -> None:
+    s = States()
+    s.restart("decode", 100, 200, NOW - 12_000_000)
+    # a variable and a flag of no recorded source, both 512: two stories
+    s.new("service:decode", "env:SGLANG_A_KNOB", "512", **s.env("decode", "SGLANG_A_KNOB", 200))
+    s.new("service:decode", "flag:--b-knob", "512", pid=200)
+    leaf_moved(s, "/unrelated_size", "256", "512")
+
+    stories, _ = group_changes(s.changes(), s.after)
+
+    alone = by_root(stories)[("endpoint:decode-info", "json:/unrelated_size")]
+    assert alone.evidence == ()
+    assert not any("answers" in story.label for story in stories)
+
+
+def test_a_leaf_of_a_common_value_needs_a_name_and_a_named_one_wins() -> None:
+    s = States()
+    s.restart("decode", 100, 200, NOW - 12_000_000)
+    s.new("service:decode", "env:SGLANG_ENABLE_JIT", "1", **s.env("decode", "SGLANG_JIT", 200))
+    s.new("service:decode", "flag:--disable-overlap", "", pid=200)  # a bare flag
+    leaf_moved(s, "/enable_mixed_chunk", "false", "true")  # no name: true is too common
+    leaf_moved(s, "/server_args/disable_overlap", "false", "true")  # the name says which
+
+    stories, _ = group_changes(s.changes(), s.after)
+
+    roots = by_root(stories)
+    assert roots[("endpoint:decode-info", "json:/enable_mixed_chunk")].evidence == ()
+    named = roots[("service:decode", "flag:--disable-overlap")]
+    assert ("endpoint:decode-info", "json:/server_args/disable_overlap") in idents(named.evidence)
+    assert roots[("service:decode", "env:SGLANG_ENABLE_JIT")].evidence == ()
+
+
+def test_a_leaf_changed_in_another_record_than_the_variable_is_not_its_evidence() -> None:
+    s = States()
+    s.restart("decode", 100, 200, NOW - 30 * MIN, seen=NOW - 30 * MIN)
+    s.new("service:decode", f"env:{TARGET}", "512", NOW - 30 * MIN, **s.env("decode", TARGET, 200))
+    leaf_moved(s, "/mma_target_ctas", "null", "512")  # while the process kept running
+
+    snaps = [
+        SnapshotInfo(_snap(at), at, 500, 10, 1, 0)
+        for at in (BASE, NOW - 31 * MIN, NOW - 30 * MIN, NOW - MIN, NOW)
+    ]
+    stories, _ = group_changes(s.changes(), s.after, snaps)
+
+    alone = by_root(stories)[("endpoint:decode-info", "json:/mma_target_ctas")]
+    assert alone.evidence == () and alone.status == "changed"
+
+
+def test_the_service_of_an_entry_naming_none_is_the_one_serving_its_port() -> None:
+    s = States()
+    s.restart("decode", 100, 200, NOW - 12_000_000)
+    s.same("service:decode", "flag:--port", "30001", pid=200)
+    s.same("service:prefill", "running", "true", pid=300)
+    s.same("service:prefill", "flag:--port", "30000", pid=300)
+    s.new("service:decode", "flag:--max-running-requests", "128", pid=200)
+    leaf_moved(s, "/max_running_requests", "256", "128", service=None)
+
+    stories, _ = group_changes(s.changes(), s.after)
+
+    (story,) = (st for st in stories if st.root.key == "flag:--max-running-requests")
+    assert idents(story.evidence) >= {("endpoint:decode-info", "json:/max_running_requests")}

@@ -204,7 +204,7 @@ def _group(fleet: Fleet, role: str, members: list[_Member], options: CompareOpti
             f"{unreadable} secret fact{'s' if unreadable != 1 else ''} not compared: "
             "the hosts hash secrets with different keys (share one with secret_key_file)"
         )
-    findings = ranked_findings(role, odd)
+    findings = ranked_findings(role, odd, found.served)
     shown = findings if options.top is None else findings[: options.top]
     return RoleGroup(role, hosts, shown, len(findings), splits, expected, same, notes)
 
@@ -217,6 +217,8 @@ class _Found:
     splits: list[Split] = field(default_factory=list)
     expected: list[Expected] = field(default_factory=list)
     unreadable: int = 0
+    # The service whose server answers each endpoint, by host: its leaves are that service's.
+    served: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def _compare_fact(ident: Ident, members: list[_Member], keys_differ: bool, found: _Found) -> int:
@@ -254,7 +256,19 @@ def _compare_fact(ident: Ident, members: list[_Member], keys_differ: bool, found
         if tokens[m.info.name] != top:
             odd = _odd_fact(ident, m, majority, len(members))
             found.odd.setdefault(m.info.name, []).append(odd)
+            service = _served_by(ident, m, members)
+            if service is not None:
+                found.served.setdefault(m.info.name, {})[ident[0]] = service
     return 0
+
+
+def _served_by(ident: Ident, member: _Member, members: Sequence[_Member]) -> str | None:
+    """The service an endpoint's entry names on this host (else on the hosts that have it)."""
+    if not ident[0].startswith("endpoint:"):
+        return None
+    version = member.state.get(ident) or _example(ident, members)
+    service = version.provenance.get("service") if version is not None else None
+    return service if isinstance(service, str) and service else None
 
 
 def _example(ident: Ident, members: Sequence[_Member]) -> StoredVersion | None:
