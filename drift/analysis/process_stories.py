@@ -1,9 +1,10 @@
 """Stories of serve scripts and of the live process: exports, flags, what nothing explains.
 
-A room of the grouper (see `drift.analysis.group`). Each export or exec
-flag a serve script changed is a story, applied or not in its service's
-process (`drift.analysis.applied`); the script's exec line, its text and
-the files it sources are evidence. Then the live process's variables and
+A room of the grouper (see `drift.analysis.group`). Each edited line that
+gives an export or exec flag is a story, applied or not in each process
+that reads it (`drift.analysis.applied`): a line of a file several serve
+scripts source is one story naming all their services. A file's text (and
+a script's exec line) is evidence of an edit in that file. Then the live process's variables and
 flags that nothing recorded explains (`drift.analysis.sources` says where
 they may come from), and its command line.
 """

@@ -21,6 +21,9 @@ script's diff). Each story has a status:
   running process has loaded it.
 - ``changed``: anything else (command output, health, a service that
   stopped, volatile ids).
+
+A change several services read (a line of an env file two serve scripts
+source) is one story with the strongest of its statuses there (`combined`).
 """
 
 from __future__ import annotations
