@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from drift.analysis.diff import Change, State, changes_between
 from drift.analysis.group import group_changes
 from drift.analysis.restarts import CO_RESTART_US
-from drift.analysis.story import STATUSES, Story
+from drift.analysis.story import STATUSES, Story, change_spots
 from drift.analysis.titles import NOT_APPLIED, SOURCE_UNKNOWN
 from drift.store.query import SnapshotInfo, StoredVersion
 from drift.timespec import from_us, to_us
@@ -643,7 +643,8 @@ SERVICE_KEYS = (
 SCRIPT_KEYS = ("export:A", "export:B", "flag:--x", "exec", "content")
 IDENTS = (
     [(f"service:{s}", k) for s in ("decode", "prefill") for k in SERVICE_KEYS]
-    + [(f"script:/s/{s}.sh", k) for s in ("decode", "orphan") for k in SCRIPT_KEYS]
+    + [(f"script:/s/{s}.sh", k) for s in ("decode", "prefill", "orphan") for k in SCRIPT_KEYS]
+    + [("script:/s/common.env", "content")]
     + [("file:/k/a.py", k) for k in ("sha256", "size", "mode")]
     + [("repo:/r", k) for k in ("head", "branch", "diff", "dirty", "untracked")]
     + [("command:c", k) for k in ("stdout", "exit")]
@@ -662,8 +663,14 @@ def histories(draw: st.DrawFn) -> States:
         secret = draw(st.booleans()) and key.startswith(("env:", "export:"))
         at = NOW - draw(st.integers(0, 20)) * MIN
         kw: dict[str, Any] = {"secret": secret}
-        if subject.startswith("script:") and not subject.endswith("orphan.sh"):
-            kw.update(file=subject[7:], line=draw(st.integers(1, 9)), service="decode")
+        if subject == "script:/s/common.env":
+            kw.update(file=subject[7:], sourced_by="/s/decode.sh:2", service="decode")
+        elif subject.startswith("script:") and not subject.endswith("orphan.sh"):
+            # A line of the script itself, or of the env file both scripts source.
+            shared = key.startswith(("export:", "flag:")) and draw(st.booleans())
+            file = "/s/common.env" if shared else subject[7:]
+            service = subject.removeprefix("script:/s/").removesuffix(".sh")
+            kw.update(file=file, line=draw(st.integers(1, 9)), service=service)
         was, now = draw(VALUES), draw(VALUES)
         if shape == "same":
             s.same(subject, key, was, **kw)
@@ -691,6 +698,15 @@ def test_every_change_lands_in_exactly_one_story_or_restart(s: States, rnd: rand
         # A story only carries restarts of its own services.
         for r in story.restarts:
             assert r.service in story.services
+    # No two suspects alike; a text's change goes with an edit in that file, or alone.
+    assert len({story.title for story in stories}) == len(stories)
+    for story in stories:
+        for change in story.evidence:
+            if change.key == "content" and change.subject.startswith("script:"):
+                file = change.subject.removeprefix("script:")
+                assert story.root.subject == change.subject or file in {
+                    f for f, _, _ in change_spots(story.root)
+                }
     for event in events:
         times = [r.at_us for r in event.restarts]
         assert times == sorted(times) and max(times) - event.at_us <= CO_RESTART_US

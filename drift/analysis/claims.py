@@ -11,7 +11,7 @@ bookkeeping that keeps a change from being claimed twice: `free`,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from drift.analysis.diff import Change, State
 from drift.analysis.failures import Failure
@@ -41,6 +41,7 @@ class Claims:
         self.stories: list[Story] = []
         self.restarts: dict[str, Restart] = {}
         self._running_starts: dict[str, Span] | None = None
+        self._readers: dict[str, set[str]] | None = None
         self.script_service = self._script_services()
         self.sources = ServiceSources(after, self.script_service)
         # Services whose environment / command line could be read now.
@@ -48,6 +49,8 @@ class Claims:
         self.argv_readable = {s for s, k in after if k == "argv"}
         self.runs: dict[str, ServiceRuns] = {}
         self.failures: dict[str, Failure] = {}
+        # Reads a stored text in full (a blob); set by the caller that has the store.
+        self.text: Callable[[StoredVersion], str] = lambda v: v.value or ""
 
     # ------------------------------------------------------------ bookkeeping
 

@@ -30,7 +30,7 @@ in, stories out.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from drift.analysis.cache_stories import CacheStories
@@ -46,10 +46,17 @@ from drift.analysis.process_stories import ProcessStories
 from drift.analysis.restarts import RestartEvent, co_restarts, counted, restart_of
 from drift.analysis.story import Status, Story
 from drift.analysis.timing import Records, parse_time_us
-from drift.analysis.titles import NOT_APPLIED, about_the_same_time, generic_title, plain_label
+from drift.analysis.titles import (
+    NOT_APPLIED,
+    about_the_same_time,
+    content_title,
+    generic_title,
+    joined_names,
+    plain_label,
+)
 from drift.analysis.unit_history import ServiceRuns
 from drift.analysis.unit_stories import UnitStories
-from drift.store.query import SnapshotInfo
+from drift.store.query import SnapshotInfo, StoredVersion
 
 
 def group_changes(
@@ -59,6 +66,7 @@ def group_changes(
     *,
     runs: Mapping[str, ServiceRuns] | None = None,
     failures: Mapping[str, Failure] | None = None,
+    text: Callable[[StoredVersion], str] | None = None,
 ) -> tuple[list[Story], list[RestartEvent]]:
     """Stories (one per suspect) and restart events from the changes up to the state `after`.
 
@@ -67,12 +75,16 @@ def group_changes(
     before or after a change only when it is. `runs` are the services' runs
     inside the window (`drift.analysis.unit_history`), to count restarts,
     and `failures` the services seen failing (`drift.analysis.failures`).
+    `text` reads a stored text (a kept file's content), to title a config
+    file's story by the keys that changed.
     Every change lands in exactly one story (as root or evidence) or in one
     restart. The result does not depend on the order of `changes`.
     """
     grouper = _Grouper(changes, after, Records(records))
     grouper.runs = dict(runs or {})
     grouper.failures = dict(failures or {})
+    if text is not None:
+        grouper.text = text
     return grouper.run()
 
 
@@ -92,11 +104,7 @@ class _Grouper(
     def run(self) -> tuple[list[Story], list[RestartEvent]]:
         """The passes in order, each claiming what it explains; then the stories, sorted."""
         self.find_restarts()
-        scripts = sorted({c.subject for c in self.changes if c.subject.startswith("script:")})
-        # Files a script sources join its stories; only one sourced by nothing
-        # recorded this time stands alone.
-        for subject in sorted(scripts, key=lambda s: self.sourced_by(s) is not None):
-            self.script_stories(subject)
+        self.script_stories()
         services = sorted({c.subject for c in self.changes if c.subject.startswith("service:")})
         for subject in services:
             self.unit_stories(subject)
@@ -120,7 +128,15 @@ class _Grouper(
         stories.sort(
             key=lambda s: (category_rank(s.category), s.root.subject, s.root.key, s.root.kind)
         )
+        stories = distinct_titles(stories)
+        self.check_partition(stories)
         return stories, co_restarts(self.restarts.values())
+
+    def check_partition(self, stories: Sequence[Story]) -> None:
+        """Every change is in exactly one story or restart: a change told twice is two answers."""
+        placed = [id(c) for s in stories for c in s.changes]
+        placed += [id(c) for r in self.restarts.values() for c in r.changes]
+        assert sorted(placed) == sorted(map(id, self.changes)), "a change in no or two stories"
 
     # ------------------------------------------------------------ restarts
 
@@ -153,7 +169,7 @@ class _Grouper(
         for subject in sorted({c.subject for c in self.unclaimed()}):
             kind = subject.split(":", 1)[0]
             if kind == "file":
-                self.one_story(subject, _FILE_ROOTS, "on-disk")
+                self.file_story(subject)
             elif kind == "repo":
                 self.one_story(subject, _REPO_ROOTS, "on-disk")
                 self.one_story(subject, WORKTREE_KEYS, "on-disk")
@@ -172,13 +188,53 @@ class _Grouper(
                 status, label = self.disk_status(root, label)
             self.add(root, rest, status, label, generic_title(root))
 
-    def disk_status(self, change: Change, described: str) -> tuple[Status, str]:
+    def file_story(self, subject: str) -> None:
+        """A watched file's change is one story: the file appeared or went, or what changed in it.
+
+        A kept text (``content = true``) roots it, titled by the keys that
+        moved for a config file; the digest, size and mode are its evidence.
+        Services whose command line names the file are the ones it concerns.
+        """
+        whole = [c for c in (self.free(subject, k) for k in FILE_IDENTITY_KEYS) if c]
+        content = self.free(subject, "content")
+        rest = [c for c in (self.free(subject, k) for k in ("mode", "size")) if c]
+        if whole and whole[0].kind != "modified" or content is None:
+            found = [*whole, *rest, *([content] if content else [])]
+        else:
+            found = [content, *whole, *rest]
+        if not found:
+            return
+        root, *evidence = found
+        path = subject.removeprefix("file:")
+        readers = self.named_on_command_line(path)
+        status, label = self.disk_status(root, plain_label(root), readers)
+        title = generic_title(root)
+        if root is content and content.before is not None and content.after is not None:
+            title = content_title(path, content, self.text)
+        if readers:
+            title += f", named on the command line of {joined_names(readers)}"
+        self.add(root, evidence, status, label, title, readers)
+
+    def named_on_command_line(self, path: str) -> list[str]:
+        """The running services whose live command line has `path` as a word, or in one."""
+        found = []
+        for name in sorted(self.running_starts()):
+            argv = value_of(self.after.get((f"service:{name}", "argv")))
+            if argv and path in argv:
+                found.append(name)
+        return found
+
+    def disk_status(
+        self, change: Change, described: str, readers: Sequence[str] = ()
+    ) -> tuple[Status, str]:
         """A file or repo changed on disk: pending if every running service predates it.
 
         A process loads its code and config when it starts, so a change made
         after every running service started cannot be in any of them yet.
         """
         started = self.running_starts()
+        if readers:
+            started = {name: at for name, at in started.items() if name in readers}
         if not started:
             return "on-disk", described
         # The change happened somewhere between the record before the one
@@ -187,7 +243,8 @@ class _Grouper(
         span = self.records.span(change)
         order = {name: at.order(span) for name, at in started.items()}
         if all(o == "before" for o in order.values()):
-            return "pending", f"{NOT_APPLIED} (every running service started before it)"
+            who = joined_names(sorted(order)) if readers else "every running service"
+            return "pending", f"{NOT_APPLIED} ({who} started before it)"
         later = sorted(name for name, o in order.items() if o == "after")
         unknown = sorted(name for name, o in order.items() if o == "unknown")
         it = "it" if change.before is not None else "it appeared"
@@ -202,5 +259,40 @@ class _Grouper(
         return "on-disk", described
 
 
-_FILE_ROOTS = (*FILE_IDENTITY_KEYS, "mode", "size")
+def distinct_titles(stories: Sequence[Story]) -> list[Story]:
+    """The stories with no two titles alike: a shared title gets what tells them apart.
+
+    Two stories are two suspects; titled alike they would read as one told
+    twice. The services each concerns tell them apart, else the fact.
+    """
+    out = list(stories)
+    groups: dict[str, list[int]] = {}
+    for i, story in enumerate(out):
+        groups.setdefault(story.title, []).append(i)
+    taken = set(groups)
+    for title, same in groups.items():
+        if len(same) < 2:
+            continue
+        for tell in (_by_services, _by_fact, _by_number):
+            titles = [f"{title} ({tell(out[i], n)})" for n, i in enumerate(same, 1)]
+            if len(set(titles)) == len(titles) and not taken & set(titles):
+                break
+        taken.update(titles)
+        for i, new in zip(same, titles, strict=True):
+            out[i] = replace(out[i], title=new)
+    return out
+
+
+def _by_services(story: Story, _: int) -> str:
+    return f"in {joined_names(story.services)}" if story.services else "no service"
+
+
+def _by_fact(story: Story, _: int) -> str:
+    return f"{story.root.subject} {story.root.key}"
+
+
+def _by_number(_: Story, n: int) -> str:
+    return f"#{n}"
+
+
 _REPO_ROOTS = ("head", "branch", "state", "shallow")

@@ -11,8 +11,9 @@ unchanged and the blind spots. It returns an `Investigation`
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
+from functools import partial
 from typing import Any
 
 from drift.analysis.diff import (
@@ -51,10 +52,11 @@ from drift.analysis.overview import overview
 from drift.analysis.rank import ChurnInfo, RankedStory, Signal, rank_stories
 from drift.analysis.restarts import Restart
 from drift.analysis.scope import ConfigSwitch, ScopeSplit, split_scope
-from drift.analysis.story import Story
+from drift.analysis.story import Side, Story, change_spots
+from drift.analysis.structured import Hunk
 from drift.analysis.timeline import timeline_entries
 from drift.analysis.unit_history import service_runs
-from drift.analysis.values import Values, where
+from drift.analysis.values import ValueDiff, Values, where
 from drift.analysis.windows import Baseline, Span, clock_steps, given_why, resolve_span
 from drift.store.query import History, SnapshotInfo, StoredVersion
 from drift.store.window import WindowRecords, state_after, window_records, window_versions
@@ -120,13 +122,14 @@ def investigate(
     runs = service_runs(before, inside.versions)
     failures = find_failures(runs, [first, *window], history.text)
     stories, events = group_changes(
-        scope.changes, after, [first, *window], runs=runs, failures=failures
+        scope.changes, after, [first, *window], runs=runs, failures=failures, text=history.text
     )
     flapped = flapping(before, after, inside.counts)
     ranked = _ranked(history, span, window, stories, flapped, options.service, failures)
     shown = ranked if options.top is None else ranked[: options.top]
     spots = blind_spots(first, window, (records.usual_us or 0, records.gaps))
-    suspects = [_suspect(r, values) for r in shown]
+    texts = TextOwners([r.story for r in ranked])
+    suspects = [_suspect(r, values, texts) for r in shown]
     marks = history.marks()
     return Investigation(
         command=options.command,
@@ -243,7 +246,7 @@ def _touches(ranked: RankedStory, service: str) -> bool:
     return False
 
 
-def _suspect(ranked: RankedStory, values: Values) -> Suspect:
+def _suspect(ranked: RankedStory, values: Values, texts: TextOwners) -> Suspect:
     story = ranked.story
     return Suspect(
         rank=ranked.rank,
@@ -266,7 +269,8 @@ def _suspect(ranked: RankedStory, values: Values) -> Suspect:
         ],
         changes=[
             SuspectChange(
-                **_change_fields(c, values), role="root" if c is story.root else "evidence"
+                **_change_fields(c, values, texts.diff(story, c, values)),
+                role="root" if c is story.root else "evidence",
             )
             for c in story.changes
         ],
@@ -275,7 +279,7 @@ def _suspect(ranked: RankedStory, values: Values) -> Suspect:
     )
 
 
-def _change_fields(change: Change, values: Values) -> dict[str, Any]:
+def _change_fields(change: Change, values: Values, diff: ValueDiff | None = None) -> dict[str, Any]:
     latest = change.after or change.before
     assert latest is not None
     return {
@@ -290,8 +294,50 @@ def _change_fields(change: Change, values: Values) -> dict[str, Any]:
         "changed_local": local_time(change.changed_us),
         "where": where(latest.provenance),
         "provenance": latest.provenance,
-        "diff": values.diff(change),
+        "diff": diff if diff is not None else values.diff(change),
     }
+
+
+class TextOwners:
+    """Which story shows which hunk of a changed script text.
+
+    A text change is evidence of one story (the first edit in that file);
+    when the file holds several edits, each story shows the hunk of its own
+    line, and the owner the hunks of no other story's: no hunk twice, none
+    lost.
+    """
+
+    def __init__(self, stories: Sequence[Story]) -> None:
+        self.text_of: dict[str, tuple[Change, Story]] = {}
+        self.spots: dict[str, list[tuple[Story, Side, int]]] = {}
+        for story in stories:
+            for change in story.changes:
+                if change.key == "content" and change.subject.startswith("script:"):
+                    self.text_of[change.subject.removeprefix("script:")] = (change, story)
+            for file, side, line in change_spots(story.root):
+                self.spots.setdefault(file, []).append((story, side, line))
+
+    def diff(self, story: Story, change: Change, values: Values) -> ValueDiff | None:
+        """The diff shown with `change` in `story`, when it is not the change's whole diff."""
+        if change.key == "content" and change.subject.startswith("script:"):
+            at = self.spots.get(change.subject.removeprefix("script:"), [])
+            own = [(side, line) for s, side, line in at if s is story]
+            others = [(side, line) for s, side, line in at if s is not story]
+            if not others:
+                return None
+            return values.diff(change, lambda h: _in_hunk(h, own) or not _in_hunk(h, others))
+        if change is not story.root:
+            return None
+        for file in sorted({f for f, _, _ in change_spots(change)}):
+            text = self.text_of.get(file)
+            if text is not None and text[1] is not story:
+                mine = [(side, line) for s, side, line in self.spots[file] if s is story]
+                return values.diff(text[0], partial(_in_hunk, spots=mine))
+        return None
+
+
+def _in_hunk(hunk: Hunk, spots: Sequence[tuple[Side, int]]) -> bool:
+    return any(hunk.touches(side, line) for side, line in spots)
 
 
 def _restart(restart: Restart) -> ServiceRestart:

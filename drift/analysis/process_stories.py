@@ -1,20 +1,30 @@
 """Stories of serve scripts and of the live process: exports, flags, what nothing explains.
 
-A room of the grouper (see `drift.analysis.group`). Each export or exec
-flag a serve script changed is a story, applied or not in its service's
-process (`drift.analysis.applied`); the script's exec line, its text and
-the files it sources are evidence. Then the live process's variables and
+A room of the grouper (see `drift.analysis.group`). Each edited line that
+gives an export or exec flag is a story, applied or not in each process
+that reads it (`drift.analysis.applied`): a line of a file several serve
+scripts source is one story naming all their services. A file's text (and
+a script's exec line) is evidence of an edit in that file. Then the live process's variables and
 flags that nothing recorded explains (`drift.analysis.sources` says where
 they may come from), and its command line.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from drift.analysis.applied import Applied
 from drift.analysis.diff import Change
 from drift.analysis.kinds import COMMAND_LINE_KEYS, service_name
-from drift.analysis.story import Status
-from drift.analysis.titles import environment_order, live_title, script_title, variable_names
+from drift.analysis.story import Status, combined, version_spots
+from drift.analysis.titles import (
+    environment_order,
+    joined_names,
+    live_title,
+    script_title,
+    variable_names,
+)
+from drift.store.query import StoredVersion
 
 
 class ProcessStories(Applied):
@@ -22,48 +32,91 @@ class ProcessStories(Applied):
 
     # ------------------------------------------------------------ serve scripts
 
-    def script_stories(self, subject: str) -> None:
-        """Each changed export or exec flag is a story; the exec line and text join the first."""
-        service = self.script_service.get(subject)
-        live = f"service:{service}" if service else None
-        roots = self.unclaimed(subject, "export:") + self.unclaimed(subject, "flag:")
-        roots.sort(key=lambda c: (_line(c), c.key))
-        extra = [self.free(subject, "exec"), self.free(subject, "content")]
-        extra += self.sourced_contents(subject)
-        if not roots:
-            root = extra[0] or extra[1]
-            if root is None:
-                return
-            status, label = self.restarted_status(service, root)
-            rest = [c for c in extra if c is not root]
-            if live is not None and root.key == "exec" and status == "live":
-                rest.append(self.free(live, "argv"))
-            self.add(root, rest, status, label, script_title(root), _listed(service))
-            return
-        for i, root in enumerate(roots):
-            name = root.key.split(":", 1)[1]
-            evidence: list[Change | None] = []
-            if root.key.startswith("export:"):
-                status, label, mirror = self.applied(service, root, f"env:{name}")
-                evidence.append(mirror)
-            else:
-                status, label, mirror = self.applied(service, root, f"flag:{name}")
-                evidence.append(mirror)
-                if mirror is not None and live is not None:
-                    evidence.append(self.free(live, "argv"))
-            if i == 0:
-                evidence += extra
-            spot, shown_value = None, None
-            if service is not None and root.after is not None:
-                live_key = f"env:{name}" if root.key.startswith("export:") else f"flag:{name}"
-                current = self.after.get((f"service:{service}", live_key))
-                found = self.sources.attribute(service, root.after, current)
-                if found is not None and found.single is not None:
-                    # The process singles out one of the script's values: name it.
-                    spot, shown_value = found.single, current
-            was = mirror.before if mirror is not None and shown_value is not None else None
-            title = script_title(root, spot, shown_value, was)
-            self.add(root, evidence, status, label, title, _listed(service))
+    def script_stories(self) -> None:
+        """One story per edited line, whichever serve scripts read the file it is in.
+
+        Each export or exec flag a script changed is a root; the same line of
+        a file several scripts source (a common.env) is one edit, so their
+        changes are one story naming every service that reads it, its status
+        the strongest of theirs. A script's exec line and text, and the text
+        of each file it sources, join the first story of a line in that file;
+        a text no such story explains is a story of its own.
+        """
+        scripts = sorted({c.subject for c in self.changes if c.subject.startswith("script:")})
+        serve = [s for s in scripts if self.sourced_by(s) is None]
+        edits: dict[tuple[object, ...], list[Change]] = {}
+        for subject in serve:
+            for change in self.unclaimed(subject, "export:") + self.unclaimed(subject, "flag:"):
+                edits.setdefault(_edit_of(change), []).append(change)
+        drafts = sorted(
+            (self.edit_draft(members) for members in edits.values()),
+            key=lambda d: (_line(d.root), d.root.subject, d.root.key),
+        )
+        for subject in scripts:
+            path = subject.removeprefix("script:")
+            in_file = [d for d in drafts if path in d.files]
+            # The exec line goes with a flag it gives, the text with the file's first edit.
+            flags = [d for d in in_file if d.root.key.startswith("flag:")]
+            alone: list[Change] = []
+            for text, owners in (
+                (self.free(subject, "exec"), flags or in_file),
+                (self.free(subject, "content"), in_file),
+            ):
+                if text is not None and owners:
+                    owners[0].evidence.append(text)
+                elif text is not None:
+                    alone.append(text)
+            if alone:
+                drafts.append(self.text_draft(subject, alone))
+        for draft in drafts:
+            status, label = combined(draft.outcomes)
+            self.add(draft.root, draft.evidence, status, label, draft.title, draft.services)
+
+    def edit_draft(self, members: list[Change]) -> _Draft:
+        """The story of one edited line, read by each script in `members` (root first)."""
+        members.sort(key=lambda c: (self.script_service.get(c.subject) or "", c.subject))
+        root = members[0]
+        kind, _, name = root.key.partition(":")
+        live_key = f"env:{name}" if kind == "export" else root.key
+        evidence: list[Change | None] = list(members[1:])
+        outcomes: list[tuple[str | None, Status, str]] = []
+        for member in members:
+            service = self.script_service.get(member.subject)
+            status, label, mirror = self.applied(service, member, live_key)
+            evidence.append(mirror)
+            if kind == "flag" and mirror is not None and service is not None:
+                evidence.append(self.free(f"service:{service}", "argv"))
+            outcomes.append((service, status, label))
+        service = self.script_service.get(root.subject)
+        spot, shown_value, was = None, None, None
+        if service is not None and root.after is not None:
+            current = self.after.get((f"service:{service}", live_key))
+            found = self.sources.attribute(service, root.after, current)
+            if found is not None and found.single is not None:
+                # The process singles out one of the script's values: name it.
+                spot, shown_value = found.single, current
+                mirror = self.by_ident.get((f"service:{service}", live_key))
+                was = mirror.before if mirror is not None else None
+        title = script_title(root, spot, shown_value, was)
+        files = _files_of(root)
+        services = sorted({s for s, _, _ in outcomes if s})
+        if root.subject.removeprefix("script:") not in files and services:
+            title += f", read by {joined_names(services)}"
+        return _Draft(root, evidence, outcomes, title, services, files)
+
+    def text_draft(self, subject: str, texts: list[Change]) -> _Draft:
+        """A script's text (or exec line) no line story explains, for the services that read it."""
+        root, *rest = texts
+        services = sorted(self.readers(subject))
+        listed: list[str | None] = [*services] or [None]
+        outcomes = [(s, *self.restarted_status(s, root)) for s in listed]
+        title = script_title(root)
+        if self.sourced_by(subject) is not None and services:
+            title += f", read by {joined_names(services)}"
+        evidence: list[Change | None] = list(rest)
+        if root.key == "exec" and len(services) == 1 and outcomes[0][1] == "live":
+            evidence.append(self.free(f"service:{services[0]}", "argv"))
+        return _Draft(root, evidence, outcomes, title, services, (subject.removeprefix("script:"),))
 
     def sourced_by(self, subject: str) -> str | None:
         """The script (``script:PATH``) that sources this file, if its facts say so."""
@@ -74,15 +127,18 @@ class ProcessStories(Applied):
                 return "script:" + spot.rsplit(":", 1)[0]
         return None
 
-    def sourced_contents(self, subject: str) -> list[Change | None]:
-        """Text changes of the files `subject` sources: evidence of its stories."""
-        return [
-            self.free(other, "content")
-            for other in sorted(self.by_subject)
-            if other != subject
-            and other.startswith("script:")
-            and self.sourced_by(other) == subject
-        ]
+    def readers(self, subject: str) -> set[str]:
+        """The services that read this script or sourced file, as the recorded facts tell."""
+        if self._readers is None:
+            self._readers = {}
+            for (script, key), version in self.after.items():
+                service = self.script_service.get(script)
+                if service and key.startswith(("export:", "flag:", "exec")):
+                    for path in _files_of_version(version):
+                        self._readers.setdefault(f"script:{path}", set()).add(service)
+        found = set(self._readers.get(subject, set()))
+        own = self.script_service.get(subject)
+        return found | {own} if own else found
 
     # ------------------------------------------------------------ live process
 
@@ -140,11 +196,42 @@ class ProcessStories(Applied):
             self.add(root, rest, "unsourced", label, title, [service])
 
 
+@dataclass
+class _Draft:
+    """A story being put together: its root, evidence, and each service's status and label."""
+
+    root: Change
+    evidence: list[Change | None]
+    outcomes: list[tuple[str | None, Status, str]]
+    title: str
+    services: list[str]
+    files: tuple[str, ...]  # the files its line is in (several when it is not known which)
+
+
+def _edit_of(change: Change) -> tuple[object, ...]:
+    """What makes two script changes one edit: the same key on the same line of the same file."""
+    latest = change.after or change.before
+    assert latest is not None
+    spots = tuple(sorted(version_spots(latest)))
+    return ("line", spots, change.key) if spots else ("fact", change.subject, change.key)
+
+
+def _files_of(change: Change) -> tuple[str, ...]:
+    latest = change.after or change.before
+    assert latest is not None
+    return tuple(sorted(_files_of_version(latest)))
+
+
+def _files_of_version(version: StoredVersion) -> set[str]:
+    """The files a script value is read from: its line's, its value line's, every candidate's."""
+    files = {f for f, _ in version_spots(version)}
+    value_file = version.provenance.get("value_file")
+    if isinstance(value_file, str):
+        files.add(value_file)
+    return files
+
+
 def _line(change: Change) -> int:
     latest = change.after or change.before
     line = latest.provenance.get("line") if latest is not None else None
     return line if isinstance(line, int) else 1 << 30
-
-
-def _listed(service: str | None) -> list[str]:
-    return [service] if service else []

@@ -21,21 +21,88 @@ script's diff). Each story has a status:
   running process has loaded it.
 - ``changed``: anything else (command output, health, a service that
   stopped, volatile ids).
+
+A change several services read (a line of an env file two serve scripts
+source) is one story with the strongest of its statuses there (`combined`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from drift.analysis.diff import Change
 from drift.analysis.failures import Failure
 from drift.analysis.kinds import category
+from drift.analysis.origins import possibilities
 from drift.analysis.restarts import Restart
 from drift.analysis.timing import Span
+from drift.analysis.titles import joined_names
+from drift.store.query import StoredVersion
 
 Status = Literal["live", "failing", "pending", "unsourced", "on-disk", "changed"]
 STATUSES: tuple[Status, ...] = ("live", "failing", "pending", "unsourced", "on-disk", "changed")
+# A change read by several services takes the strongest of its statuses there:
+# in a process (or failing with it) over unknown over known not applied yet.
+Side = Literal["old", "new"]
+
+
+def version_spots(version: StoredVersion) -> set[tuple[str, int]]:
+    """The lines (file, line) a script value is read from: its own, or each candidate's."""
+    file, line = version.provenance.get("file"), version.provenance.get("line")
+    spots = {(file, line)} if isinstance(file, str) and isinstance(line, int) else set()
+    for p in possibilities(version):
+        if isinstance(p.get("file"), str) and isinstance(p.get("line"), int):
+            spots.add((p["file"], p["line"]))
+    return spots
+
+
+def change_spots(change: Change) -> set[tuple[str, Side, int]]:
+    """Where in its files' diffs a script change is: the old side's lines, the new side's.
+
+    A value set on another line (``TP=${TP:-4}`` for ``--tp "$TP"``) counts
+    too: that line is the edit.
+    """
+    found: set[tuple[str, Side, int]] = set()
+    sides: tuple[tuple[Side, StoredVersion | None], ...] = (
+        ("old", change.before),
+        ("new", change.after),
+    )
+    for side, version in sides:
+        if version is None or not change.subject.startswith("script:"):
+            continue
+        found.update((file, side, line) for file, line in version_spots(version))
+        file = version.provenance.get("value_file") or version.provenance.get("file")
+        line = version.provenance.get("value_line")
+        if isinstance(file, str) and isinstance(line, int):
+            found.add((file, side, line))
+    return found
+
+
+STRENGTH: tuple[Status, ...] = ("failing", "live", "unsourced", "on-disk", "changed", "pending")
+
+
+def combined(outcomes: Sequence[tuple[str | None, Status, str]]) -> tuple[Status, str]:
+    """One status and label for a change read by several services, from each one's.
+
+    The status is the strongest; the label says each service's, strongest
+    first, naming the services a label does not name itself (``live in
+    decode (pid 7); prefill: not applied yet: ...``).
+    """
+    if len(outcomes) == 1:
+        return outcomes[0][1], outcomes[0][2]
+    ordered = sorted(outcomes, key=lambda o: (STRENGTH.index(o[1]), o[0] or ""))
+    by_label: dict[str, list[str]] = {}
+    for service, _, label in ordered:
+        by_label.setdefault(label, []).append(service or "?")
+    parts = []
+    for label, services in by_label.items():
+        if all(s in label for s in services):
+            parts.append(label)
+        else:
+            parts.append(f"{joined_names(services)}: {label}")
+    return ordered[0][1], "; ".join(parts)
 
 
 @dataclass(frozen=True)

@@ -117,6 +117,43 @@ def unified_lines(
     return tuple(lines)
 
 
+@dataclass(frozen=True)
+class Hunk:
+    """The lines one hunk of a unified diff spans on each side (1-based, end excluded)."""
+
+    old: range
+    new: range
+
+    def touches(self, side: Literal["old", "new"], line: int) -> bool:
+        """True if `line` of that side is in the hunk (or, for an empty side, right at it)."""
+        span = self.old if side == "old" else self.new
+        return line in span or not span and line == span.start
+
+
+_HUNK_HEAD = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+def select_hunks(unified: tuple[str, ...], keep: Callable[[Hunk], bool]) -> tuple[str, ...]:
+    """A unified diff with only the hunks `keep` says yes to (its header kept if any is)."""
+    head: list[str] = []
+    kept: list[str] = []
+    keeping = False
+    for line in unified:
+        found = _HUNK_HEAD.match(line)
+        if found is not None:
+            a, b, c, d = (int(g) if g is not None else 1 for g in found.groups())
+            # An empty side (",0") names the line before the change: its span is empty.
+            old = range(a, a + b) if b else range(a + 1, a + 1)
+            new = range(c, c + d) if d else range(c + 1, c + 1)
+            keeping = keep(Hunk(old, new))
+        elif not kept and not keeping and line.startswith(("---", "+++")):
+            head.append(line)
+            continue
+        if keeping:
+            kept.append(line)
+    return tuple(head + kept) if kept else ()
+
+
 def _parse(text: str, fmt: str) -> Any:
     if fmt == "yaml":
         import yaml  # PyYAML, needed only once a YAML file changed
@@ -248,7 +285,9 @@ __all__ = [
     "ContentDiff",
     "KeyChange",
     "KeyChangeKind",
+    "Hunk",
     "STRUCTURED_FORMATS",
     "diff_content",
+    "select_hunks",
     "unified_lines",
 ]

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from drift.analysis.diff import Change
 from drift.analysis.kinds import FILE_IDENTITY_KEYS
 from drift.analysis.origins import Spot, possibilities
 from drift.analysis.restarts import PER_START_ENV
+from drift.analysis.structured import STRUCTURED_FORMATS, KeyChange, diff_content
 from drift.analysis.timing import Span
 from drift.display import truncated
 from drift.secrets.markers import shown_secret
@@ -23,6 +24,13 @@ from drift.timespec import clock
 
 NOT_APPLIED = "not applied yet: takes effect on next restart"
 SOURCE_UNKNOWN = "source unknown"
+
+
+def joined_names(names: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    if len(names) < 2:
+        return "".join(names)
+    return f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def about_the_same_time(starts: Sequence[int], change: Span) -> str:
@@ -260,6 +268,37 @@ def generic_title(change: Change) -> str:
     if change.kind == "modified" and change.after is not None and change.after.value is not None:
         return f"{change.subject} {change.key}: {shown(change.after)} (was {shown(change.before)})"
     return f"{change.subject} {change.key} {change.kind}"
+
+
+CONTENT_KEYS_SHOWN = 2
+
+
+def content_title(path: str, change: Change, text: Callable[[StoredVersion], str]) -> str:
+    """A kept file's edit by the keys that moved: ``a.toml: server.port 8000 -> 8001``.
+
+    A text file, or one that does not parse, is ``PATH content changed``.
+    """
+    assert change.before is not None and change.after is not None
+    fmt = str(change.after.provenance.get("format", "text"))
+    if change.before.secret or change.after.secret or fmt not in STRUCTURED_FORMATS:
+        return f"{path} content changed"
+    found = diff_content(text(change.before), text(change.after), fmt)
+    if not found.key_changes:
+        why = " (does not parse)" if found.parse_error else ""
+        return f"{path} content changed{why}"
+    moved = [_key_words(k) for k in found.key_changes[:CONTENT_KEYS_SHOWN]]
+    more = len(found.key_changes) - len(moved)
+    return f"{path}: {', '.join(moved)}" + (f" (+{more} more)" if more else "")
+
+
+def _key_words(change: KeyChange) -> str:
+    if change.kind == "added":
+        return f"{change.path} = {truncated(change.after or '', 60)} added"
+    if change.kind == "removed":
+        return f"{change.path} removed (was {truncated(change.before or '', 60)})"
+    return (
+        f"{change.path} {truncated(change.before or '', 60)} -> {truncated(change.after or '', 60)}"
+    )
 
 
 def plain_label(change: Change) -> str:

@@ -8,11 +8,12 @@ receive the strings made here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from drift.analysis.diff import Change
-from drift.analysis.structured import KeyChange, diff_content
+from drift.analysis.structured import Hunk, KeyChange, diff_content, select_hunks
 from drift.display import SHORT_VALUE
 from drift.secrets.markers import shown_secret
 from drift.store.query import History, StoredVersion
@@ -94,10 +95,11 @@ class Values:
             return f"sha256:{version.blob_sha256[:12]} ({lines:,} {noun}, {len(text):,} chars)"
         return version.value or ""
 
-    def diff(self, change: Change) -> ValueDiff | None:
+    def diff(self, change: Change, keep: Callable[[Hunk], bool] | None = None) -> ValueDiff | None:
         """For long text values (scripts, command output, config files): what changed inside.
 
-        Config files with a format get the changed keys too.
+        Config files with a format get the changed keys too. With `keep`, only
+        the hunks it says yes to (another story shows the rest); None if none.
         """
         versions = [v for v in (change.before, change.after) if v is not None]
         if not any(v.blob_sha256 for v in versions) or any(v.secret for v in versions):
@@ -107,7 +109,9 @@ class Values:
         latest = change.after or change.before
         fmt = str(latest.provenance.get("format", "text")) if latest else "text"
         result = diff_content(old, new, fmt, labels=("baseline", "current"))
-        lines = list(result.unified)
+        lines = list(result.unified if keep is None else select_hunks(result.unified, keep))
+        if keep is not None and not lines:
+            return None
         if len(lines) > DIFF_LINES:
             lines = lines[:DIFF_LINES] + [f"... {len(lines) - DIFF_LINES:,} more diff lines"]
         return ValueDiff(
