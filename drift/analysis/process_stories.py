@@ -34,7 +34,7 @@ class ProcessStories(Applied):
             root = extra[0] or extra[1]
             if root is None:
                 return
-            status, label = self.restarted_status(service, root)
+            status, label = self.launched_status(service, root)
             rest = [c for c in extra if c is not root]
             if live is not None and root.key == "exec" and status == "live":
                 rest.append(self.free(live, "argv"))
