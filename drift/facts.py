@@ -65,7 +65,8 @@ class CollectionError:
     A subject ending in ``/`` (``file:/opt/k/``) covers every subject under
     that folder, and a kind alone (``gpu:``) every subject of that kind. `key`
     None means the whole subject; a key ending in ``:`` (``env:``) covers
-    every key with that prefix; any other key covers that key only.
+    every key with that prefix; a key of KEY_GROUPS (`LIVE_UNREADABLE`) the
+    keys of its group; any other key covers that key only.
     """
 
     subject: str
@@ -81,9 +82,35 @@ class CollectionError:
             return False
         if self.key is None:
             return True
+        group = KEY_GROUPS.get(self.key)
+        if group is not None:
+            return any(key.startswith(k) if k.endswith(":") else key == k for k in group)
         if self.key.endswith(":"):
             return key.startswith(self.key)
         return key == self.key
+
+
+LIVE_UNREADABLE = "argv+env"
+"""The key of a process's one error when it rewrote its title (`drift.collectors.process`).
+
+Its command line and environment, and what is read through them (its
+Python's path and distributions), cannot be read: one line says so, and
+their last values are kept, never read as removed.
+"""
+
+KEY_GROUPS: dict[str, tuple[str, ...]] = {
+    LIVE_UNREADABLE: (
+        "argv",
+        "flag:",
+        "env:",
+        "python",
+        "python:",
+        "package:",
+        "package_source:",
+        "package_head:",
+    ),
+}
+"""Error keys that stand for several keys (exact, or prefixes ending in ``:``)."""
 
 
 def storable(text: str) -> str:

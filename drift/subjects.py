@@ -11,6 +11,7 @@ else. docs/collectors.md lists them all (a test keeps the table in step).
 from __future__ import annotations
 
 from drift.declaration import Declarations, FactKey, SubjectKind
+from drift.facts import LIVE_UNREADABLE
 
 _PROCESS = "process id"
 _COMMAND_LINE = "live command line"
@@ -157,6 +158,13 @@ SERVICE = SubjectKind(
         # the command line's keys in the order its story picks a root: the executable first
         FactKey("exe", "the executable it runs", _COMMAND_LINE, "value"),
         FactKey("argv", "its command line, a JSON list of words", _COMMAND_LINE, "value"),
+        FactKey(
+            "title",
+            "the title it wrote over its command line (setproctitle): then its argv, flags "
+            "and environment cannot be read",
+            _COMMAND_LINE,
+            "value",
+        ),
         FactKey("cwd", "its working folder", _COMMAND_LINE, "value"),
         FactKey("user", "the user it runs as", _COMMAND_LINE, "value"),
         FactKey(
@@ -235,6 +243,8 @@ SERVICE = SubjectKind(
         *PYTHON_KEYS,
         *_LIBRARY_KEYS,
     ),
+    # a process that rewrote its title: one error for its argv, flags, environment, Python
+    notes=(LIVE_UNREADABLE,),
     undeclared=(("unit:", _UNIT), ("", _PROCESS)),
 )
 

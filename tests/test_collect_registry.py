@@ -199,10 +199,34 @@ def everything(box: IncidentSandbox, tmp_path: Path, marker: str, engine: str) -
     )
 
 
+@pytest.fixture
+def retitled(tmp_path: Path) -> Iterator[Path]:
+    """A process that rewrites its title (setproctitle), as sglang-router does: its pidfile."""
+    pidfile = tmp_path / "retitled.pid"
+    run = (
+        "import setproctitle, time; setproctitle.setproctitle('registry::router'); time.sleep(600)"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", run], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not Path(f"/proc/{proc.pid}/cmdline").read_bytes().startswith(b"registry::"):
+            assert time.monotonic() < deadline, "the title was not rewritten"
+            time.sleep(0.02)
+        pidfile.write_text(f"{proc.pid}\n")
+        yield pidfile
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def test_every_fact_is_declared_by_its_collector(
-    sandbox: IncidentSandbox, tmp_path: Path, matched: str, engine: JsonServer
+    sandbox: IncidentSandbox, tmp_path: Path, matched: str, engine: JsonServer, retitled: Path
 ) -> None:
     config = everything(sandbox, tmp_path, matched, engine.url)
+    # title: a process that rewrote it
+    config = replace(
+        config, services=(*config.services, ServiceSpec("retitled", pidfile=str(retitled)))
+    )
     ctx = CollectContext()
     problems: list[str] = []
     seen: set[tuple[str, str]] = set()

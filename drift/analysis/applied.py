@@ -51,7 +51,7 @@ class Applied(Claims):
         if not readable or source.kind == "removed" and live is not None and _holes(source.before):
             # Without the live value (or with a removed value that had unknown
             # parts), whether the process started since decides.
-            status, label = self.restarted_status(service, source)
+            status, label = self.launched_status(service, source)
             appeared = (mirror.after is None) == (source.after is None) if mirror else False
             return status, label, mirror if status == "live" and appeared else None
         now = self.sources.attribute(service, source.after, live) if live is not None else None
@@ -127,6 +127,30 @@ class Applied(Claims):
         """A start in no known order with a change, in words, with the times that say so."""
         started = parse_time_us(value_of(self.after.get((f"service:{service}", "started_at"))))
         return about_the_same_time([] if started is None else [started], self.records.span(source))
+
+    def launched_status(self, service: str | None, source: Change) -> tuple[Status, str]:
+        """`restarted_status` of a change to how a service is launched (its script, its unit).
+
+        Of a process that rewrote its title nothing live can confirm it: a start
+        after the change is told as "as launched (unverified)", never as seen live.
+        """
+        status, label = self.restarted_status(service, source)
+        subject = f"service:{service}"
+        if status != "live" or subject not in self.retitled:
+            return status, label
+        pid = value_of(self.after.get((subject, "pid")))
+        where = f"{service} (pid {pid})" if pid else service
+        text = f"as launched (unverified) in {where}"
+        restart = self.restarts.get(str(service))
+        if restart is not None:
+            text += f" since restart {clock(restart.at_us)}"
+        _live, _sep, condition = label.partition(", if it started after the change")
+        if _sep:
+            text += _sep + condition
+        return status, (
+            f"{text}; pid {pid} rewrote its title: its live command line and "
+            "environment cannot be read"
+        )
 
     def restarted_status(self, service: str | None, source: Change) -> tuple[Status, str]:
         """For a source without a comparable live value: started since the change, or not."""

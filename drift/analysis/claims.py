@@ -44,9 +44,11 @@ class Claims:
         self._readers: dict[str, set[str]] | None = None
         self.script_service = self._script_services()
         self.sources = ServiceSources(after, self.script_service)
-        # Services whose environment / command line could be read now.
-        self.env_readable = {s for s, k in after if k.startswith("env:")}
-        self.argv_readable = {s for s, k in after if k == "argv"}
+        # Services whose environment / command line could be read now: not one that
+        # rewrote its title, whose last values are kept from before, unread.
+        self.retitled = {s for s, k in after if k == "title"}
+        self.env_readable = {s for s, k in after if k.startswith("env:")} - self.retitled
+        self.argv_readable = {s for s, k in after if k == "argv"} - self.retitled
         self.runs: dict[str, ServiceRuns] = {}
         self.failures: dict[str, Failure] = {}
         # Reads a stored text in full (a blob); set by the caller that has the store.

@@ -109,7 +109,7 @@ class ProcessStories(Applied):
         root, *rest = texts
         services = sorted(self.readers(subject))
         listed: list[str | None] = [*services] or [None]
-        outcomes = [(s, *self.restarted_status(s, root)) for s in listed]
+        outcomes = [(s, *self.launched_status(s, root)) for s in listed]
         title = script_title(root)
         if self.sourced_by(subject) is not None and services:
             title += f", read by {joined_names(services)}"

@@ -63,7 +63,7 @@ class UnitStories(Applied):
             elif flags or argv is not None:
                 status, label = "live", self.live_label(service, removed=False)
             else:
-                status, label = self.restarted_status(service, exec_start)
+                status, label = self.launched_status(service, exec_start)
             first.append(
                 self.add(
                     exec_start, [*flags, argv], status, label, unit_title(exec_start), [service]
@@ -253,6 +253,8 @@ class UnitStories(Applied):
         live = self.after.get((subject, live_key))
         if live is None or live.value is None or self.not_running(service) is not None:
             return None
+        if live_key == "argv" and subject not in self.argv_readable:
+            return None  # kept from before its title was rewritten: not this process's
         new = forms(change.after.value or "") if change.after is not None else None
         old = forms(change.before.value or "") if change.before is not None else None
         if new is not None and live.value in new:

@@ -104,10 +104,7 @@ def library_facts(subject: str, pid: int, ctx: CollectContext) -> list[Result]:
     """``lib:PATH`` and ``lib_disk:PATH`` of one live process; NoSuchProcess if it is gone."""
     source = f"{ctx.proc_root}/{pid}/maps"
     try:
-        with open(source, "rb") as f:
-            maps = f.read()
-    except (FileNotFoundError, ProcessLookupError):
-        raise psutil.NoSuchProcess(pid) from None
+        maps = read_maps(pid, ctx.proc_root)
     except OSError as exc:
         _alive(pid, ctx.proc_root)  # an exiting process refuses its maps too: read it again
         why = f"cannot read the maps of pid {pid}: {exc.strerror or exc}"
@@ -121,6 +118,15 @@ def library_facts(subject: str, pid: int, ctx: CollectContext) -> list[Result]:
     # what failed then says nothing of the files (a path "deleted", a read "gone").
     _alive(pid, ctx.proc_root)
     return out
+
+
+def read_maps(pid: int, proc_root: str) -> bytes:
+    """/proc/PID/maps; NoSuchProcess when the process is gone, OSError when it may not be read."""
+    try:
+        with open(f"{proc_root}/{pid}/maps", "rb") as f:
+            return f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        raise psutil.NoSuchProcess(pid) from None
 
 
 def _alive(pid: int, proc_root: str) -> None:
@@ -141,7 +147,7 @@ class _Reader:
         self.ctx = ctx
         self.root = f"{ctx.proc_root}/{pid}/root"
         self.provenance = provenance
-        self.owners = _Owners(ctx, self.root)
+        self.owners = Owners(ctx, self.root)
 
     def facts(self, mappings: list[Mapping]) -> list[Result]:
         """Every mapped file's facts, in path order; what cannot be read as errors."""
@@ -329,7 +335,7 @@ def _renamed(sink: Callable[[str], None]) -> Callable[[str], None]:
     return lambda text: sink(text.replace("files of set ", "", 1))
 
 
-class _Owners:
+class Owners:
     """Which distribution's RECORD lists a mapped file under a site folder, RECORDs stat-cached."""
 
     def __init__(self, ctx: CollectContext, root: str) -> None:
@@ -339,6 +345,14 @@ class _Owners:
 
     def package(self, path: str) -> str | None:
         """The normalised name of the distribution that installed `path`, or None."""
+        where = self.dist_info(path)
+        if where is None:
+            return None
+        name = where.rpartition("/")[2][: -len(".dist-info")]
+        return normalise(name.rpartition("-")[0] or name)
+
+    def dist_info(self, path: str) -> str | None:
+        """The ``*.dist-info`` folder whose RECORD lists `path` (as the process sees it)."""
         parts = path.split("/")
         for i in range(len(parts) - 2, 0, -1):
             if parts[i] in _SITE_FOLDERS:
@@ -346,20 +360,20 @@ class _Owners:
                 owned = self.sites.get(site)
                 if owned is None:
                     owned = self.sites[site] = self._read_site(site)
-                return owned.get("/".join(parts[i + 1 :]))
+                name = owned.get("/".join(parts[i + 1 :]))
+                return None if name is None else f"{site}/{name}"
         return None
 
     def _read_site(self, site: str) -> dict[str, str]:
-        """relative path -> distribution, for the shared objects every RECORD of `site` lists."""
+        """relative path -> dist-info folder, for the shared objects each RECORD of `site` lists."""
         try:
             names = sorted(n for n in os.listdir(self.root + site) if n.endswith(".dist-info"))
         except OSError:
             return {}
         owned: dict[str, str] = {}
         for name in names:
-            package = normalise(name[: -len(".dist-info")].rpartition("-")[0] or name)
             for rel in self._listed(f"{site}/{name}/RECORD"):
-                owned.setdefault(rel, package)
+                owned.setdefault(rel, name)
         return owned
 
     def _listed(self, record: str) -> Iterable[str]:

@@ -61,6 +61,10 @@ def python_facts(subject: str, facts: Sequence[Result], ctx: CollectContext) -> 
         return []
     if ctx.files.container is not None:
         return _blind(subject, "the Python of a process inside a container is not read yet")
+    if "title" in values:  # its command line and environment are gone: what is still sure
+        from drift.collectors.retitled import retitled_python_facts
+
+        return retitled_python_facts(subject, int(pid), exe, ctx)
     if "argv" not in values or "cwd" not in values or not any(k.startswith("env:") for k in values):
         return _blind(subject, f"cannot read the command line, folder or environment of pid {pid}")
     environ = {k[4:]: v for k, v in values.items() if k.startswith("env:")}
@@ -112,7 +116,7 @@ def _facts(subject: str, pid: int, env: PythonEnv, ctx: CollectContext) -> Itera
             continue
         here: dict[str, list[tuple[str, tuple[str, str, str, str]]]] = {}
         for entry in sorted(n for n in names if n.lower().endswith(_SUFFIXES)):
-            found = _distribution(f"{folder}/{entry}", ctx)
+            found = distribution(f"{folder}/{entry}", ctx)
             if found is not None:
                 here.setdefault(normalise(found[0]), []).append((entry, found))
         for name, dists in here.items():
@@ -138,13 +142,27 @@ def _duplicates(
     return f"{folder} also holds {listed} beside {entry}: which one describes its files is unknown"
 
 
+def package_facts(
+    subject: str, where: str, found: tuple[str, str, str, str], via: str
+) -> list[Result]:
+    """The facts of one distribution (`distribution` read it) and how it was found (`via`)."""
+    return list(_package_facts(subject, normalise(found[0]), where, found, via=via))
+
+
 def _package_facts(
-    subject: str, name: str, where: str, found: tuple[str, str, str, str], unsure: str = ""
+    subject: str,
+    name: str,
+    where: str,
+    found: tuple[str, str, str, str],
+    unsure: str = "",
+    via: str = "",
 ) -> Iterator[Result]:
     _display, version, installer, source = found
     provenance: dict[str, Any] = {"dist_info": storable(where)}
     if unsure:
         provenance["unsure"] = storable(unsure)
+    if via:
+        provenance["via"] = storable(via)
     if installer:
         provenance["installer"] = storable(installer)
     yield Fact(subject, f"package:{name}", storable(version), provenance)
@@ -162,7 +180,7 @@ def _package_facts(
             yield Fact(subject, f"package_head:{name}", head[0], {**provenance, "git_dir": head[1]})
 
 
-def _distribution(where: str, ctx: CollectContext) -> tuple[str, str, str, str] | None:
+def distribution(where: str, ctx: CollectContext) -> tuple[str, str, str, str] | None:
     """(Name, Version, installer, source) of one dist-info or egg-info; None without a Name."""
     # Two stats in the usual case (a dist-info folder's METADATA, and the folder):
     # this runs for every distribution at every record.

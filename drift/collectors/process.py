@@ -4,7 +4,9 @@
 ``argv``, one ``flag:<name>`` per command-line flag and one ``env:<NAME>``
 per variable of the live environment. What may not be read (another user's
 process) is a CollectionError for that key, or for the ``flag:`` and ``env:``
-prefixes, so those facts keep their last values.
+prefixes, so those facts keep their last values. A process that rewrote its
+title (setproctitle) has ``title`` instead of ``argv``, ``flag:`` and
+``env:``, and one error (`LIVE_UNREADABLE`) that says so.
 
 ``started_at`` is the start of the clock tick (10 ms) in which the process
 started: the kernel counts it in ticks of CLOCK_BOOTTIME, and drift adds the
@@ -25,7 +27,7 @@ from typing import Any
 import psutil
 
 from drift.collectors.flags import parse_flags
-from drift.facts import CollectionError, Fact, storable
+from drift.facts import LIVE_UNREADABLE, CollectionError, Fact, storable
 from drift.timespec import parse_stored_time
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -132,9 +134,15 @@ def process_facts(
         Fact(subject, "started_at", started_at, start),
         Fact(subject, "ppid", str(ppid), {"pid": pid, "source": f"{proc_root}/{pid}/stat"}),
     ]
-    out += _identity(subject, proc, proc_root)
-    out += _command_line(subject, proc, proc_root)
-    out += _environment(subject, proc, proc_root)
+    identity = _identity(subject, proc, proc_root)
+    out += identity
+    known = {f.key: f.value for f in identity if isinstance(f, Fact)}
+    title = _rewritten_title(proc, proc_root, known.get("exe"), known.get("cwd"))
+    if title is not None:
+        out += _title(subject, pid, title, proc_root)
+    else:
+        out += _command_line(subject, proc, proc_root)
+        out += _environment(subject, proc, proc_root)
     # A process that died while we read it shows an empty cmdline and
     # environment as a zombie, and its pid may even be reused: such a reading
     # must not pass for the service dropping every flag and variable.
@@ -206,6 +214,63 @@ def _environment(subject: str, proc: psutil.Process, proc_root: str) -> list[Res
     return [
         Fact(subject, f"env:{storable(name)}", storable(environ[name]), dict(from_environ))
         for name in sorted(environ)
+    ]
+
+
+def _rewritten_title(
+    proc: psutil.Process, proc_root: str, exe: str | None, cwd: str | None
+) -> str | None:
+    """The title a process wrote over its command line, or None if it shows its own.
+
+    setproctitle (sglang-router, SGLang's and vLLM's workers, nginx) writes
+    the title over the memory of argv and of the environment: the kernel then
+    shows the title as the command line and the environment as NUL bytes.
+    Taken as rewritten only when all three hold: the kernel names the
+    executable (not a kernel thread, not another user's process), the
+    environment holds no variable, and argv[0] names no executable file.
+    A process started with an empty environment still shows its real argv[0].
+    """
+    if not exe:
+        return None
+    try:
+        words = proc.cmdline()
+        if proc.environ():
+            return None
+    except psutil.AccessDenied:
+        return None
+    if words and _names_a_program(words[0], exe, cwd, f"{proc_root}/{proc.pid}/root"):
+        return None
+    return storable(" ".join(w for w in words if w))
+
+
+# Where a name without a slash is looked for when the process's own PATH is not known.
+_USUAL_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+
+
+def _names_a_program(argv0: str, exe: str, cwd: str | None, root: str) -> bool:
+    """Whether argv[0] names an executable file: the one it runs, or one at that path or on PATH."""
+    if not argv0:
+        return False
+    if "/" not in argv0:
+        if argv0 == os.path.basename(exe.removesuffix(" (deleted)")):
+            return True
+        candidates = [f"{folder}/{argv0}" for folder in _USUAL_PATH]
+    elif argv0.startswith("/"):
+        candidates = [argv0]
+    elif cwd is None:
+        return True  # a relative path from a folder not known: not taken as a title
+    else:
+        candidates = [os.path.join(cwd, argv0)]
+    return any(os.path.isfile(root + c) and os.access(root + c, os.X_OK) for c in candidates)
+
+
+def _title(subject: str, pid: int, title: str, proc_root: str) -> list[Result]:
+    """``title``, and one error for the command line and environment it hides (kept as were)."""
+    provenance = {"pid": pid, "source": f"{proc_root}/{pid}/cmdline"}
+    message = f"pid {pid} rewrote its title: its live command line and environment cannot be read"
+    return [
+        Fact(subject, "title", title, provenance),
+        CollectionError(subject, LIVE_UNREADABLE, message),
     ]
 
 

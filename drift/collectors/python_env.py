@@ -136,6 +136,42 @@ def python_env(
     )
 
 
+def mapped_interpreter(exe: str, mapped: Sequence[str]) -> tuple[str, str, str]:
+    """(sys.prefix, base prefix, X.Y) of a Python process known by its executable and mapped files.
+
+    For a process that rewrote its title, whose argv[0] and environment are
+    gone: /proc/PID/exe is the base interpreter (a venv's python is a link
+    to it), and a file it maps from a venv's site folder names that venv.
+    No venv among them is not proof of none (a venv of pure-Python packages
+    maps nothing of its own): PythonUnknown then, as for two venvs.
+    """
+    if exe.endswith(" (deleted)"):
+        raise PythonUnknown(f"its interpreter {exe.removesuffix(' (deleted)')} was replaced")
+    venvs = sorted(
+        {
+            prefix
+            for path in mapped
+            if (prefix := _site_prefix(path)) is not None and os.path.isfile(f"{prefix}/pyvenv.cfg")
+        }
+    )
+    if not venvs:
+        raise PythonUnknown("no file it maps is in a venv: whether it runs in one is not known")
+    if len(venvs) > 1:
+        raise PythonUnknown(f"it maps files of {len(venvs)} venvs ({', '.join(venvs)})")
+    venv = _pyvenv_cfg(f"{venvs[0]}/bin/python")
+    version = _version(venv, exe)
+    return venvs[0], _landmark(os.path.realpath(os.path.dirname(exe)), "lib", version), version
+
+
+def _site_prefix(path: str) -> str | None:
+    """PREFIX of a file under PREFIX/lib*/pythonX.Y/site-packages (or dist-packages), else None."""
+    parts = path.split("/")
+    for i in range(len(parts) - 2, 2, -1):
+        if parts[i] in ("site-packages", "dist-packages") and parts[i - 1].startswith("python"):
+            return "/".join(parts[: i - 2]) or None
+    return None
+
+
 def _options(args: Sequence[str]) -> _Options:
     """The interpreter's own options before what it runs (`python -sE -m mod ...`)."""
     flags: set[str] = set()
