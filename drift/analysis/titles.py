@@ -27,7 +27,7 @@ SOURCE_UNKNOWN = "source unknown"
 
 def about_the_same_time(starts: Sequence[int], change: Span) -> str:
     """Starts in no known order with a change, in words, with the times that show it."""
-    times = f"change between {clock(change.earliest_us)} and {clock(change.latest_us)}"
+    times = f"change between {clock(change.earliest_us)} and {clock(change.latest_us)}{change.by}"
     if starts:
         noun = "start" if len(starts) == 1 else "starts"
         times = f"{noun} {', '.join(map(clock, starts))}; {times}"
