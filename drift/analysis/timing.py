@@ -170,9 +170,15 @@ class Records:
         """(mtime, ctime) of the file as the record `seen_id` read it, if it kept them."""
         if seen_id is None:
             return None
-        # The version itself (a file's), or the content its subject got in that record
-        # (a script's exports share the script's).
+        # The version itself (a file's, an EnvironmentFile's variable), or the one
+        # that holds its file's times in that record: a script's exports share the
+        # script's content's, a variable gone from an EnvironmentFile that file's.
         candidates = [change.after, self.state.get((change.subject, "content"))]
+        last = change.after or change.before
+        named = last.provenance.get("file") if last is not None else None
+        if isinstance(named, str):
+            envfile = (change.subject, f"unit:envfile_sha256:{named}")
+            candidates.append(self.state.get(envfile))
         for version in candidates:
             if version is None or version.first_snapshot_id != seen_id:
                 continue
