@@ -78,6 +78,30 @@ def test_the_edit_is_placed_at_its_file_time_before_the_restart_it_caused(
         assert shown.index("edited at about") < shown.index("restart of decode ("), fmt
 
 
+def test_a_watched_file_edited_before_a_restart_says_the_services_started_after_it(
+    sandbox: Any, tmp_path: Path
+) -> None:
+    run_drift(["record", *_cfg(sandbox)], tmp_path)
+    time.sleep(1.1)
+    sandbox.kernel.write_text(sandbox.kernel.read_text() + "BLOCK = 128\n")
+    written = os.stat(sandbox.kernel).st_mtime_ns // 1000
+    time.sleep(1.1)
+    sandbox.restart_all()
+    time.sleep(1.1)
+    run_drift(["record", *_cfg(sandbox)], tmp_path)
+
+    data = json.loads(_since(sandbox, tmp_path))["data"]
+    (story,) = [
+        s for s in data["suspects"] if s["changes"][0]["subject"] == f"file:{sandbox.kernel}"
+    ]
+    assert story["status"] == "on-disk"
+    assert story["label"].endswith("; decode, prefill, router started after it (file time)")
+    (edit,) = [t for t in data["timeline"] if t["text"].startswith(f"#{story['rank']} ")]
+    assert f"edited at about {clock(written)} (file time)" in edit["text"]
+    (restart,) = [t for t in data["timeline"] if t["kind"] == "restart"]
+    assert edit["at"] < restart["at"]
+
+
 @pytest.mark.parametrize("moved", [3600.0, -3600.0], ids=["future", "past"])
 def test_a_file_time_set_by_hand_is_not_believed(
     sandbox: Any, tmp_path: Path, moved: float
