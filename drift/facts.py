@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drift.rooted import HOST, Files
+from drift.timespec import iso
 
 
 @dataclass(slots=True)
@@ -122,6 +123,21 @@ def storable(text: str) -> str:
     except UnicodeEncodeError:
         # A lone surrogate that did not come from a byte.
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+FILE_TIME_KEYS = ("mtime", "ctime")
+"""Provenance keys of a file's value that say when the file was last written (its mtime)
+and last changed in any way (its ctime): ISO 8601 UTC, to the microsecond.
+
+They ride in the provenance, which is stored with a version when it opens and never
+compared: a file touched with the same bytes is no change, and the times kept are those
+the record that saw the new value read. `drift.analysis.timing` believes them only where
+the records agree."""
+
+
+def file_times(st: Any) -> dict[str, str]:
+    """The file times of an `os.stat_result`, as provenance keys (FILE_TIME_KEYS)."""
+    return {"mtime": iso(st.st_mtime_ns // 1000), "ctime": iso(st.st_ctime_ns // 1000)}
 
 
 CachedStat = tuple[int, int, int, int, str]

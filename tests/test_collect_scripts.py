@@ -19,6 +19,7 @@ from privileges import as_nobody
 from drift.collectors.script_facts import script_facts
 from drift.collectors.scripts import MAX_SCRIPT_BYTES, collect_script
 from drift.facts import CollectContext, CollectionError, Fact
+from drift.timespec import iso
 
 # (script, {name: (value, line)}, (exec as shell-joined, line) or None)
 CASES: dict[str, tuple[str, dict[str, tuple[str, int]], tuple[str, int] | None]] = {
@@ -234,7 +235,14 @@ def test_collect_script_facts(tmp_path: Path) -> None:
     facts, errors = _collect(script)
     assert errors == []
     assert facts["content"].value == SERVE
-    assert facts["content"].provenance == {"file": str(script), "service": "decode"}
+    # The content carries the file's times as the record read them; no other fact does.
+    st = script.stat()
+    assert facts["content"].provenance == {
+        "file": str(script),
+        "service": "decode",
+        "mtime": iso(st.st_mtime_ns // 1000),
+        "ctime": iso(st.st_ctime_ns // 1000),
+    }
 
     ctas = facts["export:SGLANG_SM120_MMA_TARGET_CTAS"]
     assert ctas.value == "512"

@@ -24,6 +24,7 @@ from drift.collectors.env_file import (
 )
 from drift.collectors.unit_files import read_file
 from drift.rooted import HOST, RootedFiles
+from drift.timespec import iso
 
 FILE = "/etc/serve/decode.env"
 
@@ -107,6 +108,13 @@ def test_files_are_read_in_order_globs_sorted_later_ones_winning(tmp_path: Path)
         "A": ("twenty", "/etc/serve/d/20.env"),
         "B": ("base", "/etc/serve/base.env"),
         "C": ("ten", "/etc/serve/d/10.env"),
+    }
+    # Each file's times as read: they say when it was edited (drift.analysis.timing).
+    assert list(found.times) == list(found.read)
+    st = (tmp_path / "etc/serve/d/20.env").stat()
+    assert found.times["/etc/serve/d/20.env"] == {
+        "mtime": iso(st.st_mtime_ns // 1000),
+        "ctime": iso(st.st_ctime_ns // 1000),
     }
 
 

@@ -954,3 +954,102 @@ def test_the_service_of_an_entry_naming_none_is_the_one_serving_its_port() -> No
 
     (story,) = (st for st in stories if st.root.key == "flag:--max-running-requests")
     assert idents(story.evidence) >= {("endpoint:decode-info", "json:/max_running_requests")}
+
+
+# ---------------------------------------------------------------- file times
+
+
+def edited(s: States, mtime: int, ctime: int, *, at: int = SEEN) -> None:
+    """The culprit export added to decode.sh, its content read with these file times at `at`."""
+    subject, where = DECODE, {"file": "/opt/serve/decode.sh", "service": "decode"}
+    times = {"mtime": iso(mtime), "ctime": iso(ctime)}
+    s.old(subject, "content", None, at, blob="1" * 64, **where)
+    s.new(subject, "content", None, at, blob="2" * 64, **where, **times)
+    s.new(subject, f"export:{TARGET}", "512", at, **s.script_line("decode", 8, CULPRIT))
+
+
+RECORDS_ONLY = (
+    "live in decode (pid 200) since restart 17:22:44, if it started after the change: "
+    "it started at about the same time "
+    "(start 17:22:44; change between 17:21:46 and 17:22:47), order unknown"
+)
+
+
+@pytest.mark.parametrize(
+    ("mtime", "ctime", "label"),
+    [
+        # Written at 17:22:39, five seconds before the start: the ctime orders them.
+        (
+            SEEN - 7 * SEC,
+            SEEN - 7 * SEC,
+            "live in decode (pid 200) since restart 17:22:44, started after the edit (file time)",
+        ),
+        # Its mtime set back into the interval, its ctime after the start: no order.
+        (
+            SEEN - 7 * SEC,
+            SEEN - SEC,
+            "live in decode (pid 200) since restart 17:22:44, if it started after the change: "
+            "it started at about the same time "
+            "(start 17:22:44; change between 17:21:46 and 17:22:45 by file time), order unknown",
+        ),
+        # touch -d into the past, into the future, a ctime after the record read it: not
+        # believed at all.
+        (PREV - MIN, SEEN - 7 * SEC, RECORDS_ONLY),
+        (SEEN + 60 * MIN, SEEN - 7 * SEC, RECORDS_ONLY),
+        (SEEN - 7 * SEC, SEEN + 2 * SEC, RECORDS_ONLY),
+        (PREV - SEC, PREV - SEC, RECORDS_ONLY),
+    ],
+)
+def test_file_times_order_an_edit_and_a_restart_only_where_the_records_agree(
+    mtime: int, ctime: int, label: str
+) -> None:
+    s = States()
+    s.same("service:decode", "running", "true")
+    edited(s, mtime, ctime)
+    s.restart("decode", 100, 200, SEEN - 2 * SEC, seen=SEEN)
+
+    (story,) = group_changes(s.changes(), s.after, records(PREV, SEEN))[0]
+
+    assert (story.status, story.label) == ("live", label)
+    believed = label is not RECORDS_ONLY
+    assert story.changed is not None
+    assert story.changed.edited_us == (mtime if believed else None)
+
+
+@given(
+    mtime=st.integers(PREV - 2 * MIN, SEEN + 2 * MIN),
+    ctime=st.integers(PREV - 2 * MIN, SEEN + 2 * MIN),
+    start=st.integers(PREV - MIN, SEEN),
+)
+@settings(max_examples=300, deadline=None)
+def test_a_start_is_after_the_edit_only_when_the_ctime_says_so(
+    mtime: int, ctime: int, start: int
+) -> None:
+    """Whatever the file times say, "started after" needs the start past the ctime (plus a
+    tick), and the interval never reaches outside the records'."""
+    s = States()
+    s.same("service:decode", "running", "true")
+    edited(s, mtime, ctime)
+    s.restart("decode", 100, 200, start, seen=SEEN)
+
+    (story,) = group_changes(s.changes(), s.after, records(PREV, SEEN))[0]
+
+    assert story.changed is not None
+    assert PREV <= story.changed.earliest_us <= story.changed.latest_us <= SEEN + SEC
+    if "started after the edit" in story.label:
+        assert PREV < mtime <= ctime <= SEEN + SEC and start > ctime
+
+
+def test_an_environment_file_edit_orders_by_its_file_time() -> None:
+    s = States()
+    s.same("service:decode", "running", "true", unit="decode.service")
+    times = {"mtime": iso(SEEN - 7 * SEC), "ctime": iso(SEEN - 7 * SEC)}
+    place = {"unit": "decode.service", "file": "/etc/serve/decode.env", "line": 2, "text": "t"}
+    s.moved("service:decode", "unit:envfile:TARGET", "256", "512", SEEN, **place, **times)
+    s.restart("decode", 100, 200, SEEN - 2 * SEC, seen=SEEN)
+    s.moved("service:decode", "env:TARGET", "256", "512", SEEN, pid=200)
+
+    (story,) = group_changes(s.changes(), s.after, records(PREV, SEEN))[0]
+
+    assert story.status == "live"
+    assert story.label.endswith("since restart 17:22:44, started after the edit (file time)")

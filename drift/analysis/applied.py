@@ -74,7 +74,7 @@ class Applied(Claims):
             status, label = self.restarted_status(service, source)
             return status, label, mirror if status == "live" else None
         if applied_now:
-            label = self.live_label(service, removed=source.after is None)
+            label = self.live_label(service, removed=source.after is None, source=source)
             if now is not None and now.single is not None and now.single.when:
                 label += f" (branch taken: {now.single.when})"
             return "live", label, mirror
@@ -84,7 +84,8 @@ class Applied(Claims):
         pid = value_of(self.after.get((subject, "pid")))
         where = f"{service} (pid {pid})" if pid else service
         if order == "after":
-            return "on-disk", f"not in {where}, although it started after the change", None
+            by = self.records.span(source).by
+            return "on-disk", f"not in {where}, although it started after the change{by}", None
         return "on-disk", f"not in {where}, which started {self.about(service, source)}", None
 
     def not_running(self, service: str) -> str | None:
@@ -167,20 +168,27 @@ class Applied(Claims):
         order = self.start_order(service, source)
         if order == "before":
             return "pending", NOT_APPLIED
-        label = self.live_label(service, removed=False)
+        label = self.live_label(service, removed=False, source=source)
         if order == "unknown":
             # Counted as live: an edit and a restart in the same minute usually go together.
             label += f", if it started after the change: it started {self.about(service, source)}"
         return "live", label
 
-    def live_label(self, service: str, *, removed: bool) -> str:
-        """Live in (or gone from) the service's process, with its restart and how it fared since."""
+    def live_label(self, service: str, *, removed: bool, source: Change | None = None) -> str:
+        """Live in (or gone from) the service's process, with its restart and how it fared since.
+
+        A restart the file times of `source` put after the edit says so.
+        """
         pid = value_of(self.after.get((f"service:{service}", "pid")))
         where = f"{service} (pid {pid})" if pid else service
         text = f"gone from {where}" if removed else f"live in {where}"
         restart = self.restarts.get(service)
         if restart is not None:
             text += f" since restart {clock(restart.at_us)}"
+            if source is not None:
+                by = self.records.span(source).by
+                if by and self.start_order(service, source) == "after":
+                    text += f", started after the edit{by}"
         failure = self.failures.get(service)
         if failure is not None and not failure.ongoing:
             text += f"; {service} {failure.summary()}"

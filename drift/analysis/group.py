@@ -80,7 +80,7 @@ def group_changes(
     Every change lands in exactly one story (as root or evidence) or in one
     restart. The result does not depend on the order of `changes`.
     """
-    grouper = _Grouper(changes, after, Records(records))
+    grouper = _Grouper(changes, after, Records(records, after))
     grouper.runs = dict(runs or {})
     grouper.failures = dict(failures or {})
     if text is not None:
@@ -249,7 +249,7 @@ class _Grouper(
         unknown = sorted(name for name, o in order.items() if o == "unknown")
         it = "it" if change.before is not None else "it appeared"
         if later:
-            described = f"{described}; {', '.join(later)} started after {it}"
+            described = f"{described}; {', '.join(later)} started after {it}{span.by}"
         if unknown:
             shown_at = [
                 parse_time_us(value_of(self.after[f"service:{n}", "started_at"])) for n in unknown

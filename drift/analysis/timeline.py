@@ -17,6 +17,7 @@ from drift.analysis.kinds import service_name
 from drift.analysis.rank import RankedStory
 from drift.analysis.restarts import CO_RESTART_US, Restart, RestartEvent
 from drift.analysis.scope import ConfigSwitch
+from drift.analysis.timing import Span
 from drift.store.query import MarkInfo, SnapshotInfo, StoredVersion
 from drift.timespec import clock, iso, local_time
 
@@ -36,11 +37,11 @@ def timeline_entries(
     entries: list[tuple[int, TimelineKind, str]] = [
         (s.taken_us, "config", s.text) for s in switches or ()
     ]
-    entries += restart_entries(events)
+    entries += restart_entries(events, after_edits(ranked))
     for failure in (failures or {}).values():
         entries.append((failure.since_us, "failure", f"{failure.service} {failure.summary()}"))
     for r in ranked:
-        entries.append((r.story.root.changed_us, "change", f"#{r.rank} {r.story.title}"))
+        entries.append(change_entry(r))
     for v in inside:
         if v.subject.startswith("health:") and v.key == "ok":
             state = "passing" if v.value == "true" else "failing"
@@ -83,9 +84,48 @@ def timeline_entries(
     ]
 
 
-def restart_entries(events: list[RestartEvent]) -> list[tuple[int, TimelineKind, str]]:
+def change_entry(ranked: RankedStory) -> tuple[int, TimelineKind, str]:
+    """A suspect on the timeline: when the record saw it, or when its file says it was written.
+
+    A file time the records agree with (`drift.analysis.timing.Records.file_time`)
+    places the edit before a restart that followed it, with the record that saw it beside.
+    """
+    story = ranked.story
+    seen = story.root.changed_us
+    edited = story.changed.edited_us if story.changed is not None else None
+    if edited is None:
+        return seen, "change", f"#{ranked.rank} {story.title}"
+    new_file = story.root.before is None and story.root.key in ("content", "sha256")
+    verb = "written" if new_file else "edited"
+    when = f"{verb} at about {clock(edited)} (file time), seen at {clock(seen)}"
+    return edited, "change", f"#{ranked.rank} {when}: {story.title}"
+
+
+def after_edits(ranked: list[RankedStory]) -> dict[str, list[int]]:
+    """Service -> the suspects (by rank) its latest start came after, by their file times.
+
+    Only file times are precise enough to order a start and an edit of the same minute;
+    the records alone say "order unknown" (`drift.analysis.applied`).
+    """
+    found: dict[str, list[int]] = {}
+    for r in ranked:
+        edit = r.story.changed
+        if edit is None or edit.edited_us is None:
+            continue
+        for restart in r.story.restarts:
+            start = restart.started or Span.start(restart.at_us)
+            if start.order(edit) == "after":
+                found.setdefault(restart.service, []).append(r.rank)
+    return found
+
+
+def restart_entries(
+    events: list[RestartEvent], after_edits: Mapping[str, list[int]] | None = None
+) -> list[tuple[int, TimelineKind, str]]:
     """The timeline's restarts: one line per service restarted several times, one per
-    single restart, and one per moment services restarted together."""
+    single restart, and one per moment services restarted together; a single start
+    that came after an edit by its file time (`after_edits`) says so."""
+    edits = after_edits or {}
     entries: list[tuple[int, TimelineKind, str]] = []
     restarts = {id(r): r for e in events for r in e.restarts}.values()
     for r in restarts:
@@ -103,11 +143,26 @@ def restart_entries(events: list[RestartEvent]) -> list[tuple[int, TimelineKind,
                 f"{r.service} ({_pids(r)})" if r.count == 1 else r.service for r in event.restarts
             )
             within = f"started within {CO_RESTART_US // 1_000_000} s"
-            entries.append((event.at_us, "restart", f"co-restart of {names}, {within}"))
+            ordered = "".join(
+                f"; {r.service}{_after(edits, r)}" for r in event.restarts if _after(edits, r)
+            )
+            entries.append((event.at_us, "restart", f"co-restart of {names}, {within}{ordered}"))
         elif event.restarts[0].count == 1:
             r = event.restarts[0]
-            entries.append((event.at_us, "restart", f"restart of {r.service} ({_pids(r)})"))
+            text = f"restart of {r.service} ({_pids(r)})"
+            if _after(edits, r):
+                text += f",{_after(edits, r)}"
+            entries.append((event.at_us, "restart", text))
     return entries
+
+
+def _after(edits: Mapping[str, list[int]], r: Restart) -> str:
+    """`` started after the edit #1 (file time)`` for a start the file times order, else ""."""
+    ranks = edits.get(r.service)
+    if not ranks or r.count != 1:
+        return ""
+    listed = ", ".join(f"#{rank}" for rank in ranks)
+    return f" started after the edit {listed} (file time)"
 
 
 def _pids(r: Restart) -> str:

@@ -35,11 +35,15 @@ def joined_names(names: Sequence[str]) -> str:
 
 def about_the_same_time(starts: Sequence[int], change: Span) -> str:
     """Starts in no known order with a change, in words, with the times that show it."""
-    times = f"change between {clock(change.earliest_us)} and {clock(change.latest_us)}"
+    times = f"change between {clock(change.earliest_us)} and {clock(change.latest_us)}{_by(change)}"
     if starts:
         noun = "start" if len(starts) == 1 else "starts"
         times = f"{noun} {', '.join(map(clock, starts))}; {times}"
     return f"at about the same time ({times}), order unknown"
+
+
+def _by(change: Span) -> str:
+    return " by file time" if change.edited_us is not None else ""
 
 
 # The order variables are named in an environment story: first the unusual

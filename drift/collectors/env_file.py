@@ -34,7 +34,8 @@ import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from drift.collectors.unit_files import NO_SUCH_FILE, read_file
+from drift.collectors.unit_files import NO_SUCH_FILE, read_file_stat
+from drift.facts import file_times
 from drift.rooted import Files
 
 MAX_ENV_FILE = 1 << 20
@@ -292,13 +293,15 @@ class EnvFiles(NamedTuple):
     lines override earlier ones); `read` the SHA-256 of each file read, in
     systemd's order (a file whose lines moved, or only its comments changed);
     `problems` what stops the unit from starting (a required file missing or
-    not loading) or what drift could not read, each naming the file.
+    not loading) or what drift could not read, each naming the file; `times`
+    each file's times as read (`drift.facts.file_times`), by path.
     """
 
     values: dict[str, Assignment]
     read: dict[str, str]
     problems: tuple[str, ...]
     dropped: tuple[Assignment, ...]
+    times: dict[str, dict[str, str]]
 
 
 def load_env_files(
@@ -314,6 +317,7 @@ def load_env_files(
     """
     values: dict[str, Assignment] = {}
     read: dict[str, str] = {}
+    times: dict[str, dict[str, str]] = {}
     problems: list[str] = []
     dropped: list[Assignment] = []
     for pattern, optional in entries:
@@ -327,8 +331,8 @@ def load_env_files(
                 problems.append(f"EnvironmentFile={pattern} does not exist{_NO_START}")
             continue
         for path in paths:
-            data, error = read_file(files, path, MAX_ENV_FILE)
-            if data is None:
+            data, error, st = read_file_stat(files, path, MAX_ENV_FILE)
+            if data is None or st is None:
                 # systemd skips an optional file it cannot read; one drift cannot read
                 # may still be readable to systemd, so only its absence is certain.
                 if not optional or error != NO_SUCH_FILE:
@@ -340,10 +344,11 @@ def load_env_files(
                     problems.append(f"{parsed.failure}{_NO_START}")
                 continue
             read[path] = hashlib.sha256(data).hexdigest()
+            times[path] = file_times(st)
             dropped.extend(parsed.dropped)
             for assignment in parsed.assignments:
                 values[assignment.name] = assignment
-    return EnvFiles(values, read, tuple(problems), tuple(dropped))
+    return EnvFiles(values, read, tuple(problems), tuple(dropped), times)
 
 
 def _expand(pattern: str, files: Files) -> list[str]:

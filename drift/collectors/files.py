@@ -56,6 +56,7 @@ from drift.facts import (
     Fact,
     FactBlock,
     StatCache,
+    file_times,
     storable,
 )
 from drift.rooted import HOST, Files
@@ -197,6 +198,8 @@ def _list_files(
                 last, shared = match, provenance(pattern)
             add_provenance(shared)
             continue
+        if seen is not None:
+            facts.known.add(name)
         try:
             if isinstance(seen, OSError):
                 raise seen
@@ -287,6 +290,11 @@ class _SetFacts:
         self.unchanged = FactBlock(FILE_KEYS, [], [[], [], []], [])
         self.provenances: dict[str, dict[str, str]] = {}
         self.content_provenances: dict[str, dict[str, str]] = {}
+        # Files the stat cache held but no longer vouches for: their reads carry the
+        # file times (drift.facts.FILE_TIME_KEYS), which say when a change was made.
+        # Not a file the cache never held: a first record's every file would have a
+        # provenance of its own, where the pattern's one dict serves them all.
+        self.known: set[str] = set()
 
     def add_all(self, entries: list[_Entry], reads: list[Read]) -> Iterator[Fact | CollectionError]:
         """Add every listed file, with the reads of those that were read (in the same order)."""
@@ -335,6 +343,9 @@ class _SetFacts:
             return
         after = done.st
         assert after is not None
+        times = file_times(after) if name in self.known else None
+        if times is not None:
+            provenance = {**provenance, **times}
         if done.cacheable:
             self.cache_updates[name] = (
                 after.st_size,
@@ -350,7 +361,8 @@ class _SetFacts:
             yield _too_large(subject, after.st_size)
         else:
             text = done.data.decode("utf-8", "backslashreplace")
-            yield Fact(subject, "content", text, self._content_provenance(pattern))
+            kept = self._content_provenance(pattern)
+            yield Fact(subject, "content", text, kept if times is None else {**kept, **times})
 
     def _content_provenance(self, pattern: str) -> dict[str, str]:
         """The provenance of kept content: the pattern's, with the set's format."""

@@ -26,7 +26,7 @@ from typing import Any
 
 from drift.collectors.script_facts import script_facts
 from drift.collectors.start_folder import StartFolder, unit_start_folder
-from drift.facts import CollectContext, CollectionError, Fact, storable
+from drift.facts import CollectContext, CollectionError, Fact, file_times, storable
 from drift.rooted import HOST, Files
 
 MAX_SCRIPT_BYTES = 8 << 20
@@ -57,7 +57,7 @@ def collect_script(
         yield CollectionError(subject, None, f"{script_path} is one of drift's own files")
         return
     try:
-        data = _read_regular_file(script_path, files)
+        data, st = _read_regular_file(script_path, files)
     except IsASymlink:
         # Never followed: as root, a script swapped for a link to /etc/shadow
         # would put the password hashes in the history. The link is recorded
@@ -78,7 +78,10 @@ def collect_script(
         return
 
     where = _where(script_path, service_name, files)
-    yield Fact(subject, "content", data.decode("utf-8", "backslashreplace"), dict(where))
+    # The file times go on the content only: the other facts' provenance is their
+    # place (a line moved is stored), and a touch must not read as a move.
+    content = data.decode("utf-8", "backslashreplace")
+    yield Fact(subject, "content", content, {**where, **file_times(st)})
     model = script_model(script_path, data, ctx.exclude, files, start)
     if start is None and unit is not None and model.needs_start:
         start = unit_start_folder(unit, script_path, ctx)
@@ -164,8 +167,8 @@ class IsASymlink(OSError):
     """The path's last component is a symbolic link, which drift does not follow."""
 
 
-def _read_regular_file(path: str, files: Files = HOST) -> bytes:
-    """The file's bytes; a FIFO or device is refused instead of blocking the record.
+def _read_regular_file(path: str, files: Files = HOST) -> tuple[bytes, os.stat_result]:
+    """The file's bytes and its stat; a FIFO or device is refused instead of blocking the record.
 
     The last component must not be a symlink (IsASymlink); folders above it
     may be (``/opt/current -> /opt/v2`` is a common deployment).
@@ -182,7 +185,10 @@ def _read_regular_file(path: str, files: Files = HOST) -> bytes:
             raise OSError(errno.EINVAL, "not a regular file")
         if info.st_size > MAX_SCRIPT_BYTES:
             raise OSError(errno.EFBIG, f"{info.st_size} bytes is too large for a serve script")
-        return f.read(MAX_SCRIPT_BYTES + 1)
+        data = f.read(MAX_SCRIPT_BYTES + 1)
+        # Its times as they stand after the read: the last write of the bytes read
+        # is then no later than this ctime, whatever happened during it.
+        return data, os.fstat(f.fileno())
 
 
 def _symlink_facts(

@@ -105,29 +105,39 @@ def read_file(files: Files, path: str, limit: int) -> tuple[bytes | None, str]:
     In a container its links are followed inside it (`drift.rooted`). Nothing
     but a regular file is read: a FIFO would block.
     """
+    data, error, _st = read_file_stat(files, path, limit)
+    return data, error
+
+
+def read_file_stat(
+    files: Files, path: str, limit: int
+) -> tuple[bytes | None, str, os.stat_result | None]:
+    """As `read_file`, with the file's stat taken after the read (None when not read)."""
     try:
         fd = files.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        return None, NO_SUCH_FILE
+        return None, NO_SUCH_FILE, None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            return None, "too many levels of symbolic links"
-        return None, f"cannot open: {exc.strerror or exc}"
+            return None, "too many levels of symbolic links", None
+        return None, f"cannot open: {exc.strerror or exc}", None
     except ValueError:  # a NUL in the path
-        return None, "cannot open: not a path"
+        return None, "cannot open: not a path", None
     with os.fdopen(fd, "rb") as f:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            return None, "not a regular file"
+            return None, "not a regular file", None
         if info.st_size > limit:
-            return None, f"larger than {limit:,} bytes, not read"
+            return None, f"larger than {limit:,} bytes, not read", None
         try:
             data = f.read(limit + 1)
         except OSError as exc:
-            return None, f"cannot read: {exc.strerror or exc}"
+            return None, f"cannot read: {exc.strerror or exc}", None
+        # After the read: the last write of the bytes read is no later than its ctime.
+        after = os.fstat(fd)
     if len(data) > limit:
-        return None, f"larger than {limit:,} bytes, not read"
-    return data, ""
+        return None, f"larger than {limit:,} bytes, not read", None
+    return data, "", after
 
 
 def read_unit_files(paths: list[str], files: Files) -> list[UnitFile]:

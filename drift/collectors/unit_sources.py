@@ -125,11 +125,13 @@ def _envfiles(
     out: list[Result] = []
     for path, digest in found.read.items():
         # Its lines moved, or only its comments changed: the values alone would not say.
-        out.append(Fact(subject, f"unit:envfile_sha256:{path}", digest, {"file": path}))
+        where = {"file": path, **found.times.get(path, {})}
+        out.append(Fact(subject, f"unit:envfile_sha256:{path}", digest, where))
     for name, assignment in found.values.items():
-        out.append(
-            Fact(subject, f"unit:envfile:{name}", assignment.value, _where(state, assignment))
-        )
+        # The file's times ride along: a variable's place is only its file, line and
+        # text (drift.store.delta.LINE_KEYS), so a touch moves nothing.
+        where = {**_where(state, assignment), **found.times.get(assignment.file, {})}
+        out.append(Fact(subject, f"unit:envfile:{name}", assignment.value, where))
     if found.dropped:
         # `export NAME=1` and the like: systemd drops the line, which is worth saying.
         lines = "\n".join(f"{a.file}:{a.line}: {a.text}" for a in found.dropped)
