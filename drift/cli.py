@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 
 
 # Exit codes beyond a DriftError's own (2 bad input, 3 a record is running): decided here, once.
-EXIT_NO_MATCH = 1  # `drift history`: nothing matched the pattern (as grep does)
 EXIT_COLLECTION_ERRORS = 4  # `drift record`: the snapshot was stored, with collection errors
 EXIT_DATABASE_ERROR = 1  # a database damaged or changed under us
 QUIET_ERRORS_SHOWN = 20  # new collection errors `record --quiet` lists before "... and N more"
@@ -338,11 +337,12 @@ def _report_context(
     options: dict[str, Any],
     default_top: int | None,
 ) -> Investigation:
-    from drift.analysis.investigate import InvestigateOptions, investigate
+    from drift.analysis.investigate import InvestigateOptions, check_service, investigate
 
     top = None if options["show_all"] else (options["top"] or default_top)
     labels = ("the first WHEN", "the second WHEN") if command == "diff" else ("--stable", "--until")
     with obj.history() as history:
+        check_service(history, options["service"], obj.configured_services(history.host))
         return investigate(
             history,
             stable,
@@ -560,7 +560,8 @@ def show(obj: DriftContext, at: When | None, pattern: str | None, fmt: str) -> N
     """The recorded state at a time: every fact, or those matching PATTERN.
 
     PATTERN is a glob on subject, key or "subject key" (a plain word matches
-    as a substring), e.g.  drift show 'env:SGLANG_*'
+    as a substring), e.g.  drift show 'env:SGLANG_*'. Exit 2 when no fact
+    recorded at any time matches it.
     """
     from drift.analysis.plain import plain
     from drift.analysis.views import state_view
@@ -585,7 +586,8 @@ def history(obj: DriftContext, pattern: str, limit: int | None, show_all: bool, 
     """Every value a fact has had, newest first: when, and where it came from.
 
     PATTERN is a glob on subject, key or "subject key" (a plain word matches
-    as a substring). Exit 1 when no recorded fact matches (as grep does).
+    as a substring). Exit 2 when no recorded fact matches: a typo must not
+    read as a fact that never changed.
 
     \b
     Examples:
@@ -597,11 +599,7 @@ def history(obj: DriftContext, pattern: str, limit: int | None, show_all: bool, 
     from drift.analysis.views import HISTORY_LIMIT, fact_history
 
     shown = None if show_all else (limit or HISTORY_LIMIT)
-    context = _view(
-        obj, "history", lambda history: plain(fact_history(history, pattern, shown)), fmt
-    )
-    if not context["facts"]:
-        sys.exit(EXIT_NO_MATCH)
+    _view(obj, "history", lambda history: plain(fact_history(history, pattern, shown)), fmt)
 
 
 @cli.command(short_help="Mark a moment stable or unstable, or add a note.")

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from drift.names import check_known
 from drift.store.db import DbapiConnection, connect_dbapi, write_transaction
 from drift.store.locks import hold_removal_lock
 from drift.store.schema import check_revision, current_revision_dbapi
@@ -140,6 +141,8 @@ def _plan(conn: DbapiConnection, horizon_us: int, only: str | None) -> list[Host
     """Per host with something older than the horizon: its oldest kept snapshot, and counts."""
     plans = []
     hosts = conn.execute("SELECT id, name FROM hosts ORDER BY name").fetchall()
+    # A mistyped --host would find nothing older than the horizon: a false all-clear.
+    check_known("host", only, [name for _id, name in hosts], "in this database")
     for host_id, name in hosts:
         if only is not None and name != only:
             continue
