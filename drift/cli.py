@@ -38,6 +38,7 @@ from drift.errors import DriftError
 if TYPE_CHECKING:
     from drift.analysis.investigation import Investigation
     from drift.facts import CollectionError
+    from drift.store.prune import PruneResult
     from drift.store.query import History
     from drift.store.writer import ConfigChange, SnapshotResult
     from drift.timespec import When
@@ -637,11 +638,17 @@ DEMO_REPORT = "drift-demo-report.html"
 @click.option(
     "--keep",
     metavar="SPAN",
-    help='How much history to keep: 90d, 12w, 36h (else keep = "..." in drift.toml).',
+    help='How much history to keep: 90d, 12w, 36h, 6mo, 30min (else keep = "..." in '
+    "drift.toml); a bare m is refused (minutes or months?).",
 )
 @click.option("--dry-run", is_flag=True, help="Only say what would be dropped.")
+@click.option(
+    "--yes",
+    is_flag=True,
+    help="Drop without asking, even more than a day of history or a stable mark (for cron).",
+)
 @pass_drift
-def prune(obj: DriftContext, keep: str | None, dry_run: bool) -> None:
+def prune(obj: DriftContext, keep: str | None, dry_run: bool, yes: bool) -> None:
     """Drop every host's records (--host: only its) older than --keep, keeping each fact's
     value at that point.
 
@@ -656,12 +663,17 @@ def prune(obj: DriftContext, keep: str | None, dry_run: bool) -> None:
     as from "where the history begins". A `drift record` running
     meanwhile waits for a moment and is never lost. An SQLite file is
     vacuumed afterwards when a quarter or more of it is free.
+
+    \b
+    A prune that drops more than a day of a host's history, or a stable
+    mark, first shows what it would drop and asks (on a terminal); without
+    one it drops nothing and exits 2 unless --yes (what cron should pass).
     """
     from drift.errors import ConfigError
     from drift.progress import StatusLine
-    from drift.store.prune import prune_history, vacuum_sqlite
+    from drift.store.prune import prune_history, reasons_to_confirm, vacuum_sqlite
     from drift.store.writer import now_us
-    from drift.timespec import parse_span
+    from drift.timespec import local_time, parse_span
 
     config = obj.config()
     if keep is not None:
@@ -671,39 +683,60 @@ def prune(obj: DriftContext, keep: str | None, dry_run: bool) -> None:
     else:
         raise ConfigError('how much to keep? give --keep 90d, or keep = "90d" in drift.toml')
     database = obj.db_url()
+    horizon_us = now_us() - int(span.total_seconds() * 1_000_000)
+    nothing = f"{database.display()}: nothing older than {local_time(horizon_us)}"
+    if dry_run or not yes:
+        # Planned first: what it would drop decides whether to ask.
+        plan = prune_history(database, horizon_us, dry_run=True, host=obj.host)
+        reasons = reasons_to_confirm(plan)
+        if not plan.hosts:
+            click.echo(nothing)
+            return
+        if dry_run or reasons:
+            _say_pruned(plan)
+        if dry_run:
+            return
+        if reasons:
+            what = " and ".join(reasons)
+            if not sys.stdin.isatty():
+                raise DriftError(
+                    f"nothing dropped: this would drop {what}; pass --yes to drop it "
+                    "(or --dry-run to only see what would go)"
+                )
+            click.confirm(f"Drop {what}?", abort=True, err=True)
     size = _size(database)
     status = None if not sys.stderr.isatty() else StatusLine(sys.stderr)
     try:
-        result = prune_history(
-            database,
-            now_us() - int(span.total_seconds() * 1_000_000),
-            dry_run=dry_run,
-            host=obj.host,
-            progress=status,
-        )
-        vacuumed = not dry_run and result.hosts and vacuum_sqlite(database)
+        result = prune_history(database, horizon_us, host=obj.host, progress=status)
+        vacuumed = result.hosts and vacuum_sqlite(database)
     finally:
         if status is not None:
             status.clear()
+    if not result.hosts:
+        click.echo(nothing)
+        return
+    _say_pruned(result)
+    if vacuumed and size is not None:
+        click.echo(f"{database.display()}: {size:,} bytes before, {_size(database) or 0:,} after")
+
+
+def _say_pruned(result: PruneResult) -> None:
+    """Per host what a prune dropped (or, dry, would drop): records, values, marks."""
     from drift.timespec import local_time
 
-    would = "would drop" if dry_run else "dropped"
-    if not result.hosts:
-        click.echo(f"{database.display()}: nothing older than {local_time(result.horizon_us)}")
-        return
+    would = "would drop" if result.dry_run else "dropped"
     for host in result.hosts:
+        stable = f" ({host.stable_marks:,} stable)" if host.stable_marks else ""
         click.echo(
             f"{host.host}: history begins at #{host.keep_from} ({local_time(host.keep_from_us)}); "
             f"{would} {host.snapshots:,} records, {host.versions:,} values, "
-            f"{host.marks:,} marks; {host.repointed:,} values held then now begin there"
+            f"{host.marks:,} marks{stable}; {host.repointed:,} values held then now begin there"
         )
-    if not dry_run:
+    if not result.dry_run:
         click.echo(
             f"{would} {result.facts:,} facts, {result.blobs:,} long texts and "
             f"{result.provenances:,} provenances no value uses any more"
         )
-    if vacuumed and size is not None:
-        click.echo(f"{database.display()}: {size:,} bytes before, {_size(database) or 0:,} after")
 
 
 def _size(database: Any) -> int | None:
