@@ -37,9 +37,11 @@ def check_known(kind: str, name: str | None, known: Iterable[str], where: str) -
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:
-    """` (did you mean "decode"?)` when one of `known` is close to `name`, else empty."""
-    close = difflib.get_close_matches(name, list(known), n=1)
-    return f' (did you mean "{close[0]}"?)' if close else ""
+    """` (did you mean "decode"?)` when one of `known` is close to `name` (case aside),
+    else empty."""
+    by_folded = {k.casefold(): k for k in sorted(known, reverse=True)}
+    close = difflib.get_close_matches(name.casefold(), list(by_folded), n=1)
+    return f' (did you mean "{by_folded[close[0]]}"?)' if close else ""
 
 
 def no_fact_matches(pattern: str, host: str, idents: Iterable[tuple[str, str]]) -> UnknownNameError:

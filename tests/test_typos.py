@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.conftest import run_drift
 
@@ -200,3 +202,28 @@ def test_prune_with_a_mistyped_host_drops_nothing_and_says_why(
             'drift: no host "gpu-node-77" on record in this database (did you mean '
             '"gpu-node-7"?); known: gpu-node-7, gpu-node-8\n'
         )
+
+
+names = st.text(alphabet="abcdefghij-_0123456789", min_size=1, max_size=12)
+
+
+@given(name=names, known=st.sets(names, max_size=30))
+def test_an_unknown_name_is_refused_in_one_line_naming_the_known_ones(
+    name: str, known: set[str]
+) -> None:
+    from drift.errors import UnknownNameError
+    from drift.names import KNOWN_SHOWN, check_known
+
+    if name in known:
+        check_known("service", name, known, "for host h")  # a known name passes
+        return
+    with pytest.raises(UnknownNameError) as caught:
+        check_known("service", name, known, "for host h")
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(f'no service "{name}" on record')
+    listed = message.rsplit("; known: ", 1)[1]
+    shown = sorted(known)[:KNOWN_SHOWN]
+    assert listed.startswith(", ".join(shown) or "none")
+    if '(did you mean "' in message:
+        guess = message.split('(did you mean "', 1)[1].split('"?)', 1)[0]
+        assert guess in known and guess != name
