@@ -38,13 +38,13 @@ from drift.errors import DriftError
 if TYPE_CHECKING:
     from drift.analysis.investigation import Investigation
     from drift.facts import CollectionError
+    from drift.store.prune import PruneResult
     from drift.store.query import History
     from drift.store.writer import ConfigChange, SnapshotResult
     from drift.timespec import When
 
 
 # Exit codes beyond a DriftError's own (2 bad input, 3 a record is running): decided here, once.
-EXIT_NO_MATCH = 1  # `drift history`: nothing matched the pattern (as grep does)
 EXIT_COLLECTION_ERRORS = 4  # `drift record`: the snapshot was stored, with collection errors
 EXIT_DATABASE_ERROR = 1  # a database damaged or changed under us
 QUIET_ERRORS_SHOWN = 20  # new collection errors `record --quiet` lists before "... and N more"
@@ -338,11 +338,12 @@ def _report_context(
     options: dict[str, Any],
     default_top: int | None,
 ) -> Investigation:
-    from drift.analysis.investigate import InvestigateOptions, investigate
+    from drift.analysis.investigate import InvestigateOptions, check_service, investigate
 
     top = None if options["show_all"] else (options["top"] or default_top)
     labels = ("the first WHEN", "the second WHEN") if command == "diff" else ("--stable", "--until")
     with obj.history() as history:
+        check_service(history, options["service"], obj.configured_services(history.host))
         return investigate(
             history,
             stable,
@@ -560,7 +561,8 @@ def show(obj: DriftContext, at: When | None, pattern: str | None, fmt: str) -> N
     """The recorded state at a time: every fact, or those matching PATTERN.
 
     PATTERN is a glob on subject, key or "subject key" (a plain word matches
-    as a substring), e.g.  drift show 'env:SGLANG_*'
+    as a substring), e.g.  drift show 'env:SGLANG_*'. Exit 2 when no fact
+    recorded at any time matches it.
     """
     from drift.analysis.plain import plain
     from drift.analysis.views import state_view
@@ -585,7 +587,8 @@ def history(obj: DriftContext, pattern: str, limit: int | None, show_all: bool, 
     """Every value a fact has had, newest first: when, and where it came from.
 
     PATTERN is a glob on subject, key or "subject key" (a plain word matches
-    as a substring). Exit 1 when no recorded fact matches (as grep does).
+    as a substring). Exit 2 when no recorded fact matches: a typo must not
+    read as a fact that never changed.
 
     \b
     Examples:
@@ -597,11 +600,7 @@ def history(obj: DriftContext, pattern: str, limit: int | None, show_all: bool, 
     from drift.analysis.views import HISTORY_LIMIT, fact_history
 
     shown = None if show_all else (limit or HISTORY_LIMIT)
-    context = _view(
-        obj, "history", lambda history: plain(fact_history(history, pattern, shown)), fmt
-    )
-    if not context["facts"]:
-        sys.exit(EXIT_NO_MATCH)
+    _view(obj, "history", lambda history: plain(fact_history(history, pattern, shown)), fmt)
 
 
 @cli.command(short_help="Mark a moment stable or unstable, or add a note.")
@@ -639,11 +638,17 @@ DEMO_REPORT = "drift-demo-report.html"
 @click.option(
     "--keep",
     metavar="SPAN",
-    help='How much history to keep: 90d, 12w, 36h (else keep = "..." in drift.toml).',
+    help='How much history to keep: 90d, 12w, 36h, 6mo, 30min (else keep = "..." in '
+    "drift.toml); a bare m is refused (minutes or months?).",
 )
 @click.option("--dry-run", is_flag=True, help="Only say what would be dropped.")
+@click.option(
+    "--yes",
+    is_flag=True,
+    help="Drop without asking, even more than a day of history or a stable mark (for cron).",
+)
 @pass_drift
-def prune(obj: DriftContext, keep: str | None, dry_run: bool) -> None:
+def prune(obj: DriftContext, keep: str | None, dry_run: bool, yes: bool) -> None:
     """Drop every host's records (--host: only its) older than --keep, keeping each fact's
     value at that point.
 
@@ -658,12 +663,17 @@ def prune(obj: DriftContext, keep: str | None, dry_run: bool) -> None:
     as from "where the history begins". A `drift record` running
     meanwhile waits for a moment and is never lost. An SQLite file is
     vacuumed afterwards when a quarter or more of it is free.
+
+    \b
+    A prune that drops more than a day of a host's history, or a stable
+    mark, first shows what it would drop and asks (on a terminal); without
+    one it drops nothing and exits 2 unless --yes (what cron should pass).
     """
     from drift.errors import ConfigError
     from drift.progress import StatusLine
-    from drift.store.prune import prune_history, vacuum_sqlite
+    from drift.store.prune import prune_history, reasons_to_confirm, vacuum_sqlite
     from drift.store.writer import now_us
-    from drift.timespec import parse_span
+    from drift.timespec import local_time, parse_span
 
     config = obj.config()
     if keep is not None:
@@ -673,39 +683,60 @@ def prune(obj: DriftContext, keep: str | None, dry_run: bool) -> None:
     else:
         raise ConfigError('how much to keep? give --keep 90d, or keep = "90d" in drift.toml')
     database = obj.db_url()
+    horizon_us = now_us() - int(span.total_seconds() * 1_000_000)
+    nothing = f"{database.display()}: nothing older than {local_time(horizon_us)}"
+    if dry_run or not yes:
+        # Planned first: what it would drop decides whether to ask.
+        plan = prune_history(database, horizon_us, dry_run=True, host=obj.host)
+        reasons = reasons_to_confirm(plan)
+        if not plan.hosts:
+            click.echo(nothing)
+            return
+        if dry_run or reasons:
+            _say_pruned(plan)
+        if dry_run:
+            return
+        if reasons:
+            what = " and ".join(reasons)
+            if not sys.stdin.isatty():
+                raise DriftError(
+                    f"nothing dropped: this would drop {what}; pass --yes to drop it "
+                    "(or --dry-run to only see what would go)"
+                )
+            click.confirm(f"Drop {what}?", abort=True, err=True)
     size = _size(database)
     status = None if not sys.stderr.isatty() else StatusLine(sys.stderr)
     try:
-        result = prune_history(
-            database,
-            now_us() - int(span.total_seconds() * 1_000_000),
-            dry_run=dry_run,
-            host=obj.host,
-            progress=status,
-        )
-        vacuumed = not dry_run and result.hosts and vacuum_sqlite(database)
+        result = prune_history(database, horizon_us, host=obj.host, progress=status)
+        vacuumed = result.hosts and vacuum_sqlite(database)
     finally:
         if status is not None:
             status.clear()
+    if not result.hosts:
+        click.echo(nothing)
+        return
+    _say_pruned(result)
+    if vacuumed and size is not None:
+        click.echo(f"{database.display()}: {size:,} bytes before, {_size(database) or 0:,} after")
+
+
+def _say_pruned(result: PruneResult) -> None:
+    """Per host what a prune dropped (or, dry, would drop): records, values, marks."""
     from drift.timespec import local_time
 
-    would = "would drop" if dry_run else "dropped"
-    if not result.hosts:
-        click.echo(f"{database.display()}: nothing older than {local_time(result.horizon_us)}")
-        return
+    would = "would drop" if result.dry_run else "dropped"
     for host in result.hosts:
+        stable = f" ({host.stable_marks:,} stable)" if host.stable_marks else ""
         click.echo(
             f"{host.host}: history begins at #{host.keep_from} ({local_time(host.keep_from_us)}); "
             f"{would} {host.snapshots:,} records, {host.versions:,} values, "
-            f"{host.marks:,} marks; {host.repointed:,} values held then now begin there"
+            f"{host.marks:,} marks{stable}; {host.repointed:,} values held then now begin there"
         )
-    if not dry_run:
+    if not result.dry_run:
         click.echo(
             f"{would} {result.facts:,} facts, {result.blobs:,} long texts and "
             f"{result.provenances:,} provenances no value uses any more"
         )
-    if vacuumed and size is not None:
-        click.echo(f"{database.display()}: {size:,} bytes before, {_size(database) or 0:,} after")
 
 
 def _size(database: Any) -> int | None:

@@ -87,6 +87,11 @@ class DriftContext:
         """--host, else the config's host."""
         return self.host or self.config().host
 
+    def configured_services(self, host: str) -> list[str]:
+        """The services drift.toml names, when it is the config of `host` (else none)."""
+        config = self.config()
+        return [s.name for s in config.services] if config.host == host else []
+
     def history(self, *, hint: str = "run `drift record` or `drift init`") -> History:
         """Open the history, or say in one line why there is none: where drift looked, where a
         config says the history is, or that the first record is still running."""

@@ -158,7 +158,8 @@ def report_options(func: F) -> F:
             click.option(
                 "--service",
                 metavar="NAME",
-                help="Only suspects that touch this service (its process, script or unit).",
+                help="Only suspects that touch this service (its process, script or unit); a name "
+                "no record of the host has is refused, naming the known ones.",
             ),
             click.option(
                 "--explain",

@@ -63,3 +63,8 @@ class NoBaselineError(DriftError):
 
 class NoHistoryError(DriftError):
     """The database has no snapshot (yet) for this host."""
+
+
+class UnknownNameError(DriftError):
+    """A service, host, role or pattern that names nothing on record: a typo, never a
+    "no change" (see drift.names)."""

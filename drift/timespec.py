@@ -45,7 +45,11 @@ _UNIT_SECONDS = {
     **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), 3600),
     **dict.fromkeys(("d", "day", "days"), 86400),
     **dict.fromkeys(("w", "week", "weeks"), 7 * 86400),
+    **dict.fromkeys(("mo", "month", "months"), 30 * 86400),
 }
+# In a WHEN (`90m ago`) `m` is minutes, as documented; in a length of history to keep it is
+# refused: `--keep 6m` meant six months as often as six minutes, and minutes drop it all.
+_AMBIGUOUS_IN_SPAN = "m"
 
 # Snapshot ids are SQLite / PostgreSQL BIGINTs: a larger #N names none, and cannot be queried.
 MAX_SNAPSHOT = 2**63 - 1
@@ -296,7 +300,7 @@ def _duration(typed: str, parts: str) -> timedelta:
     seconds = 0
     for amount, unit in _RELATIVE_PART.findall(parts):
         if unit not in _UNIT_SECONDS:
-            raise _not_understood(typed, f"unknown unit {unit!r} (use s, m, h, d or w)")
+            raise _not_understood(typed, f"unknown unit {unit!r} (use s, m, h, d, w or mo)")
         amount = amount.lstrip("0") or "0"
         if len(amount) > _MAX_AMOUNT_DIGITS:  # past any timedelta; int() refuses 4,300 digits
             raise OverflowError(amount)
@@ -442,16 +446,22 @@ _SPAN = re.compile(r"\s*((?:\d+\s*[a-z]+\s*)+)")
 
 
 def parse_span(text: str) -> timedelta:
-    """A length of time to keep: `90d`, `12w`, `36h`, `1w 3d` (no `ago`: it is a length,
-    not a moment); TimeSpecError for anything else, zero included."""
+    """A length of time to keep: `90d`, `12w`, `36h`, `6mo`, `30min`, `1w 3d` (no `ago`: it
+    is a length, not a moment); TimeSpecError for anything else, zero included, and for `m`,
+    which could be minutes or months."""
     found = _SPAN.fullmatch(text.lower())
     if found is None:
         raise TimeSpecError(f"{text!r} is not a length of time: use a number and a unit, like 90d")
+    for amount, unit in _RELATIVE_PART.findall(found[1]):
+        if unit == _AMBIGUOUS_IN_SPAN:
+            raise TimeSpecError(
+                f"{text!r} is ambiguous: say {amount}min for minutes or {amount}mo for months"
+            )
     try:
         span = _duration(text, found[1])
     except TimeSpecError:
         raise TimeSpecError(
-            f"{text!r} is not a length of time: units are s, m, h, d and w, like 90d"
+            f"{text!r} is not a length of time: units are s, min, h, d, w and mo, like 90d"
         ) from None
     except OverflowError:
         raise TimeSpecError(f"{text!r} is longer than any history") from None

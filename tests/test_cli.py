@@ -245,17 +245,18 @@ def test_a_broken_template_in_templates_dir_is_one_line_and_writes_nothing(
     assert not (tmp_path / "pm.md").exists()
 
 
-def test_history_that_matches_nothing_exits_1_like_grep(
+def test_history_that_matches_nothing_is_refused_as_a_typo(
     recorded: list[str], tmp_path: Path
 ) -> None:
     missed = run_drift(["history", "NOPE", *recorded], tmp_path, check=False)
-    assert missed.returncode == 1
-    assert "(no recorded fact matches NOPE)" in missed.stdout and missed.stderr == ""
+    assert (missed.returncode, missed.stdout) == (2, "")
+    assert missed.stderr.startswith('drift: no recorded fact of host cli matches "NOPE"')
+    assert "`drift show` lists every fact" in missed.stderr and missed.stderr.count("\n") == 1
     as_json = run_drift(["history", "NOPE", "--format", "json", *recorded], tmp_path, check=False)
-    assert as_json.returncode == 1 and '"facts": []' in as_json.stdout
+    assert as_json.returncode == 2 and '"data": null' in as_json.stdout
     assert run_drift(["history", "hello", *recorded], tmp_path).returncode == 0
     help_text = " ".join(run_drift(["history", "--help"], tmp_path).stdout.split())
-    assert "Exit 1 when no recorded fact matches" in help_text
+    assert "Exit 2 when no recorded fact matches" in help_text
 
 
 def test_mark_without_a_history_refuses_and_creates_nothing(tmp_path: Path) -> None:

@@ -137,7 +137,9 @@ def test_the_terminal_tells_the_same_and_the_fleet_finds_the_hosts(
     by_role = compare(tmp, db, "--fleet", "--role", "decode", "--format", "json").stdout
     assert [h["host"] for h in json.loads(by_role)["data"]["groups"][0]["hosts"]] == HOSTS
     wrong = compare(tmp, db, "--fleet", "--role", "prefill", check=False)
-    assert wrong.returncode == 2 and "no host of role 'prefill'" in wrong.stderr
+    assert wrong.returncode == 2 and wrong.stderr == (
+        'drift: no role "prefill" on record among the hosts compared; known: decode\n'
+    )
 
 
 def test_two_hosts_have_no_majority_and_drift_says_so(fleet: tuple[Path, str]) -> None:

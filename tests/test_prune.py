@@ -292,11 +292,17 @@ def test_drift_prune_dry_run_changes_nothing_and_prune_drops_what_it_said(tmp_pa
     before = db.read_bytes()
     dry = run_drift(["prune", "--dry-run", *cfg], tmp_path).stdout
     assert dry.startswith("cli-host: history begins at #6 (")
-    assert "would drop 5 records, 1 values, 1 marks; 1 values held then now begin there" in dry
+    assert (
+        "would drop 5 records, 1 values, 1 marks (1 stable); 1 values held then now begin there"
+        in dry
+    )
     assert db.read_bytes() == before
-    out = run_drift(["prune", *cfg], tmp_path).stdout
+    # It drops a stable mark: not without --yes.
+    asked = run_drift(["prune", *cfg], tmp_path, check=False)
+    assert asked.returncode == 2 and "pass --yes" in asked.stderr
+    out = run_drift(["prune", "--yes", *cfg], tmp_path).stdout
     assert out.startswith(dry.splitlines()[0].replace("would drop", "dropped")[:40])
-    assert "dropped 5 records, 1 values, 1 marks" in out
+    assert "dropped 5 records, 1 values, 1 marks (1 stable)" in out
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM snapshots").fetchone()[0] == 2
         assert conn.execute("SELECT count(*) FROM marks").fetchone()[0] == 0
@@ -355,3 +361,136 @@ def test_prune_with_host_prunes_only_that_hosts_history(tmp_path: Path) -> None:
             ).fetchall()
         )
     assert per_host == {"cli-host": 7, "other-host": 1}
+
+
+def snapshot_and_mark_counts(db: Path) -> tuple[int, int]:
+    with sqlite3.connect(db) as conn:
+        snaps = conn.execute("SELECT count(*) FROM snapshots").fetchone()[0]
+        marks = conn.execute("SELECT count(*) FROM marks").fetchone()[0]
+    return int(snaps), int(marks)
+
+
+def test_keep_in_m_is_refused_as_minutes_or_months(sandbox: Any, tmp_path: Path) -> None:
+    cfg = ["--config", str(sandbox.config_path), "--db", str(sandbox.db_path)]
+    run_drift(["record", *cfg], tmp_path)
+    run_drift(["mark", "stable", *cfg], tmp_path)
+    time.sleep(1.1)
+    run_drift(["record", *cfg], tmp_path)
+    before = snapshot_and_mark_counts(sandbox.db_path)
+    for keep in ("6m", "6M", "1w 6m"):
+        for extra in ([], ["--yes"], ["--dry-run"]):
+            result = run_drift(["prune", "--keep", keep, *extra, *cfg], tmp_path, check=False)
+            assert (result.returncode, result.stdout) == (2, ""), result.stderr
+            amount = keep.split()[-1][:-1]
+            assert result.stderr == (
+                f"drift: {keep!r} is ambiguous: say {amount}min for minutes or {amount}mo "
+                "for months\n"
+            )
+    assert snapshot_and_mark_counts(sandbox.db_path) == before
+    # The same in drift.toml: refused before anything is read or dropped.
+    text = sandbox.config_path.read_text()
+    sandbox.config_path.write_text(
+        text.replace('host = "gpu-node-7"\n', 'host = "gpu-node-7"\nkeep = "6m"\n')
+    )
+    result = run_drift(["prune", *cfg], tmp_path, check=False)
+    assert result.returncode == 2 and "keep: '6m' is ambiguous" in result.stderr
+    sandbox.config_path.write_text(text)
+    # Spelled out, both are lengths: six months keeps it all, six minutes too (seconds old).
+    for keep in ("6mo", "6min", "6 months", "6 minutes"):
+        out = run_drift(["prune", "--keep", keep, *cfg], tmp_path).stdout
+        assert ": nothing older than " in out
+    assert snapshot_and_mark_counts(sandbox.db_path) == before
+
+
+def test_a_prune_that_drops_a_stable_mark_asks_for_yes(sandbox: Any, tmp_path: Path) -> None:
+    cfg = ["--config", str(sandbox.config_path), "--db", str(sandbox.db_path)]
+    run_drift(["record", *cfg], tmp_path)
+    run_drift(["mark", "stable", "--note", "decode answers", *cfg], tmp_path)
+    run_drift(["record", *cfg], tmp_path)
+    sandbox.add_culprit()
+    sandbox.restart_all()
+    run_drift(["record", *cfg], tmp_path)
+    time.sleep(1.1)
+    before = snapshot_and_mark_counts(sandbox.db_path)
+    assert before == (3, 1)
+    # No terminal, no --yes: what it would drop, then one line saying how to go on.
+    refused = run_drift(["prune", "--keep", "1s", *cfg], tmp_path, check=False)
+    assert refused.returncode == 2
+    assert refused.stdout.startswith("gpu-node-7: history begins at #3 (")
+    assert "would drop 2 records, " in refused.stdout
+    assert ", 1 marks (1 stable); " in refused.stdout
+    assert refused.stderr == (
+        "drift: nothing dropped: this would drop 1 stable mark of gpu-node-7; pass --yes to "
+        "drop it (or --dry-run to only see what would go)\n"
+    )
+    assert snapshot_and_mark_counts(sandbox.db_path) == before
+    dry = run_drift(["prune", "--keep", "1s", "--dry-run", *cfg], tmp_path)
+    assert dry.stdout == refused.stdout
+    assert snapshot_and_mark_counts(sandbox.db_path) == before
+    done = run_drift(["prune", "--keep", "1s", "--yes", *cfg], tmp_path).stdout
+    assert "gpu-node-7: history begins at #3 (" in done
+    assert "dropped 2 records, " in done and ", 1 marks (1 stable); " in done
+    assert snapshot_and_mark_counts(sandbox.db_path) == (1, 0)
+    # What is kept still reads: the culprit is in the state of the one record left.
+    shown = run_drift(["show", "SGLANG_SM120_MMA_TARGET_CTAS", *cfg], tmp_path).stdout
+    assert "=512" in shown or "= 512" in shown
+
+
+def days_history(tmp_path: Path) -> tuple[Path, list[str]]:
+    """Records a day apart, long ago, and one now; no marks."""
+    db = tmp_path / "d.db"
+    url = resolve_db_url(str(db))
+    with HistoryWriter.open(url) as writer:
+        for i in range(4):
+            fact = Fact("command:v", "stdout", f"day {i}")
+            writer.write_snapshot("cli-host", START + i * 1440 * MINUTE, [fact], [], {})
+        now = int(time.time() * 1e6) - MINUTE
+        writer.write_snapshot("cli-host", now, [Fact("command:v", "stdout", "now")], [], {})
+    config = tmp_path / "drift.toml"
+    config.write_text('host = "cli-host"\n')
+    return db, ["--config", str(config), "--db", str(db)]
+
+
+def prune_on_a_terminal(args: list[str], tmp_path: Path, answer: bytes) -> tuple[int, bytes]:
+    """Run `drift prune` with a terminal for stdin and stderr, answering its question."""
+    import os
+    import pty
+
+    from conftest import DRIFT, drift_env, read_terminal
+
+    controller, terminal = pty.openpty()
+    proc = subprocess.Popen(
+        [DRIFT, "prune", *args],
+        stdin=terminal,
+        stdout=subprocess.PIPE,
+        stderr=terminal,
+        env=drift_env(tmp_path),
+        cwd=tmp_path,
+    )
+    os.close(terminal)
+    os.write(controller, answer)
+    out, _ = proc.communicate(timeout=60)
+    return proc.wait(), out + read_terminal(controller)
+
+
+def test_a_prune_of_more_than_a_day_asks_on_a_terminal_and_refuses_without(
+    tmp_path: Path,
+) -> None:
+    db, cfg = days_history(tmp_path)
+    refused = run_drift(["prune", "--keep", "30d", *cfg], tmp_path, check=False)
+    assert refused.returncode == 2
+    assert "would drop 3 records, 3 values, 0 marks; 0 values held then now begin there" in (
+        refused.stdout
+    )
+    assert refused.stderr.startswith(
+        "drift: nothing dropped: this would drop 3 days of cli-host's history; pass --yes"
+    )
+    assert snapshot_and_mark_counts(db) == (5, 0)
+    # On a terminal it asks; "n" keeps everything, "y" drops it.
+    code, screen = prune_on_a_terminal(["--keep", "30d", *cfg], tmp_path, b"n\n")
+    assert code == 1 and b"Drop 3 days of cli-host's history? [y/N]" in screen
+    assert snapshot_and_mark_counts(db) == (5, 0)
+    code, screen = prune_on_a_terminal(["--keep", "30d", *cfg], tmp_path, b"y\n")
+    assert code == 0, screen
+    assert b"dropped 3 records, 3 values, 0 marks" in screen
+    assert snapshot_and_mark_counts(db) == (2, 0)

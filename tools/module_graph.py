@@ -34,6 +34,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "declaration",
             "subjects",
             "json_pointer",
+            "names",
         ),
     ),
     ("config", ("config", "scope", "sample_config", "keyfile", "secrets")),

@@ -41,7 +41,8 @@ from drift.analysis.comparison import (
 from drift.analysis.kinds import category
 from drift.analysis.values import Values, where
 from drift.analysis.windows import choose_baseline
-from drift.errors import DriftError
+from drift.errors import DriftError, NoHistoryError
+from drift.names import check_known, did_you_mean
 from drift.scope import Scope
 from drift.store.fleet import Fleet, HostInfo
 from drift.store.query import History, SnapshotInfo, StoredVersion
@@ -97,11 +98,15 @@ def compare(fleet: Fleet, options: CompareOptions, now_us: int) -> Comparison:
     by_role: dict[str, list[_Member]] = {}
     for member in members:
         by_role.setdefault(member.role, []).append(member)
+    check_known("role", options.role, by_role, "among the hosts compared")
+    check_known(
+        "service",
+        options.service,
+        fleet.service_names([m.info.host_id for m in members]),
+        "for the hosts compared",
+    )
     if options.role is not None:
-        by_role = {r: m for r, m in by_role.items() if r == options.role}
-        if not by_role:
-            roles = ", ".join(sorted({m.role for m in members})) or "none"
-            raise DriftError(f"no host of role {options.role!r} (roles found: {roles})")
+        by_role = {options.role: by_role[options.role]}
     groups = [_group(fleet, role, by_role[role], options) for role in sorted(by_role)]
     return Comparison(
         command="compare",
@@ -120,7 +125,10 @@ def _members(
         missing = [h for h in options.hosts if h not in known]
         if missing:
             names = ", ".join(known) or "none"
-            raise DriftError(f"no history for host {missing[0]!r} (recorded hosts: {names})")
+            raise NoHistoryError(
+                f"no history for host {missing[0]!r}{did_you_mean(missing[0], known)} "
+                f"(recorded hosts: {names})"
+            )
         chosen = [known[h] for h in dict.fromkeys(options.hosts)]
     else:
         around = around_us(options, now_us)

@@ -21,6 +21,7 @@ from drift.analysis.compare import NO_ROLE, RECENT_US, ROLE
 from drift.analysis.investigate import InvestigateOptions, investigate
 from drift.analysis.investigation import Investigation, Suspect, SuspectChange
 from drift.errors import DriftError
+from drift.names import check_known
 from drift.store.fleet import Fleet
 from drift.store.query import History
 from drift.timespec import When, to_us
@@ -106,10 +107,20 @@ def fleet_since(fleet: Fleet, options: FleetOptions, now_us: int) -> FleetSince:
     recent = [h for h in fleet.hosts() if h.last_us is not None and h.last_us >= around - RECENT_US]
     if not recent:
         raise DriftError("no host recorded in the hour before: nothing to compare")
+    role_of = {info.name: _role(fleet.history(info)) for info in recent}
+    check_known(
+        "role", options.role, role_of.values(), "among the hosts recorded in the hour before"
+    )
+    check_known(
+        "service",
+        options.service,
+        fleet.service_names([info.host_id for info in recent]),
+        "for the hosts recorded in the hour before",
+    )
     by_role: dict[str, list[tuple[str, Investigation]]] = {}
     for info in recent:
         history = fleet.history(info)
-        role = _role(history)
+        role = role_of[info.name]
         if options.role is not None and role != options.role:
             continue
         try:

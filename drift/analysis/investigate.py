@@ -11,7 +11,7 @@ unchanged and the blind spots. It returns an `Investigation`
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from functools import partial
 from typing import Any
@@ -58,6 +58,7 @@ from drift.analysis.timeline import timeline_entries
 from drift.analysis.unit_history import service_runs
 from drift.analysis.values import ValueDiff, Values, where
 from drift.analysis.windows import Baseline, Span, clock_steps, given_why, resolve_span
+from drift.names import check_known
 from drift.store.query import History, SnapshotInfo, StoredVersion
 from drift.store.window import WindowRecords, state_after, window_records, window_versions
 from drift.timespec import When, iso, local_time
@@ -230,6 +231,14 @@ def _moments(before: State, after: State, versions: list[StoredVersion]) -> set[
         if v.until_snapshot_id is not None:
             out.add(v.until_snapshot_id)
     return out
+
+
+def check_service(history: History, service: str | None, configured: Iterable[str] = ()) -> None:
+    """Refuse a --service that no record of this host has (nor `configured`, the services
+    its drift.toml names): kept as a filter, it would leave nothing, and read as no change."""
+    if service is not None:
+        known = history.service_names() | set(configured)
+        check_known("service", service, known, f"for host {history.host}")
 
 
 def _touches(ranked: RankedStory, service: str) -> bool:

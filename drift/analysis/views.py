@@ -11,6 +11,7 @@ from typing import Any
 
 from drift.analysis.investigation import SnapshotRef, snapshot_ref
 from drift.analysis.values import Values, where
+from drift.names import no_fact_matches
 from drift.store.query import History, StoredVersion
 from drift.timespec import When, iso, local_time, refuse_future
 
@@ -56,6 +57,9 @@ def state_view(history: History, at: When | None, pattern: str | None) -> StateV
     refuse_future(at, "--at")
     snap = history.snapshot_for(at) if at is not None else history.latest()
     state = history.state_of(snap.id, pattern) if pattern else history.state_at(snap.id)
+    if pattern and not state and not history.matching_facts(pattern):
+        # No fact at any time: a typo, not a state without it.
+        raise no_fact_matches(pattern, history.host, history.fact_idents())
     values = Values(history)
     subjects: dict[str, list[StateFact]] = {}
     for (subject, key), version in sorted(state.items()):
@@ -127,6 +131,8 @@ def fact_history(history: History, pattern: str, limit: int | None = HISTORY_LIM
     per fact the newest `limit` (None: every one), and how many older ones there are."""
     values = Values(history)
     pages = history.newest_versions_of(pattern, limit)
+    if not pages:
+        raise no_fact_matches(pattern, history.host, history.fact_idents())
     versions = [v for page in pages for v in page.versions]
     history.load_texts(versions)
     untracked = _left_scope(history, versions)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from drift.errors import NoHistoryError
+from drift.names import did_you_mean
 from drift.store.db import DbapiConnection, connect_dbapi
 from drift.store.query import (
     IDS_PER_QUERY,
@@ -100,9 +101,24 @@ class Fleet:
         if host not in known:
             names = ", ".join(known) or "none"
             raise NoHistoryError(
-                f"no history for host {host!r} in {self.db.display()} (recorded hosts: {names})"
+                f"no history for host {host!r} in {self.db.display()}"
+                f"{did_you_mean(host, known)} (recorded hosts: {names})"
             )
         return History(self.conn, host, known[host].host_id)
+
+    def service_names(self, host_ids: list[int]) -> set[str]:
+        """The services these hosts' histories have facts of (`service:NAME`), at any time."""
+        out: set[str] = set()
+        for start in range(0, len(host_ids), IDS_PER_QUERY):
+            chunk = host_ids[start : start + IDS_PER_QUERY]
+            marks = ",".join("?" * len(chunk))
+            rows = self.conn.execute(
+                f"SELECT DISTINCT subject FROM facts WHERE host_id IN ({marks}) "
+                "AND substr(subject, 1, 8) = ?",
+                (*chunk, "service:"),
+            ).fetchall()
+            out.update(r[0].removeprefix("service:") for r in rows)
+        return out
 
     def agreement(self, host_ids: list[int]) -> list[tuple[str, str, int, int]]:
         """Per fact of these hosts' latest states (their open versions): subject, key, how

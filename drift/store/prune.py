@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from drift.names import check_known
 from drift.store.db import DbapiConnection, connect_dbapi, write_transaction
 from drift.store.locks import hold_removal_lock
 from drift.store.schema import check_revision, current_revision_dbapi
@@ -50,6 +51,12 @@ class HostPrune:
     versions: int = 0
     repointed: int = 0
     marks: int = 0
+    stable_marks: int = 0  # of `marks`: a stable mark is where `drift since` starts from
+    first_us: int = 0  # the host's oldest record: the history dropped runs from it to keep_from
+
+    def dropped_span_us(self) -> int:
+        """How much time the dropped records cover."""
+        return max(0, self.keep_from_us - self.first_us) if self.snapshots else 0
 
 
 @dataclass
@@ -140,6 +147,8 @@ def _plan(conn: DbapiConnection, horizon_us: int, only: str | None) -> list[Host
     """Per host with something older than the horizon: its oldest kept snapshot, and counts."""
     plans = []
     hosts = conn.execute("SELECT id, name FROM hosts ORDER BY name").fetchall()
+    # A mistyped --host would find nothing older than the horizon: a false all-clear.
+    check_known("host", only, [name for _id, name in hosts], "in this database")
     for host_id, name in hosts:
         if only is not None and name != only:
             continue
@@ -173,9 +182,47 @@ def _plan(conn: DbapiConnection, horizon_us: int, only: str | None) -> list[Host
             host_id,
             plan.keep_from_us,
         )
+        plan.stable_marks = int(
+            conn.execute(
+                "SELECT count(*) FROM marks WHERE host_id = ? AND at_us < ? AND kind = ?",
+                (host_id, plan.keep_from_us, "stable"),
+            ).fetchone()[0]
+        )
+        plan.first_us = _count(
+            conn, "SELECT coalesce(min(taken_us), 0) FROM snapshots WHERE host_id = ?", host_id
+        )
         if plan.snapshots or plan.versions or plan.repointed or plan.marks:
             plans.append(plan)
     return plans
+
+
+# A prune that drops more than this much of a host's history, or any stable mark, is
+# confirmed first (`drift prune --yes`): a mistyped --keep must not drop it at once.
+CONFIRM_SPAN_US = 86_400 * 1_000_000
+
+
+def reasons_to_confirm(result: PruneResult) -> list[str]:
+    """What makes this prune one to confirm: per host, more than a day of history dropped,
+    or a stable mark; empty when it drops less."""
+    reasons = []
+    for plan in result.hosts:
+        span = plan.dropped_span_us()
+        if span > CONFIRM_SPAN_US:
+            reasons.append(f"{span_text(span)} of {plan.host}'s history")
+        if plan.stable_marks:
+            many = "s" if plan.stable_marks > 1 else ""
+            reasons.append(f"{plan.stable_marks:,} stable mark{many} of {plan.host}")
+    return reasons
+
+
+def span_text(us: int) -> str:
+    """`3 days 4 hours`, `26 minutes`: a length of history, as people say it."""
+    minutes = us // 60_000_000
+    days, rest = divmod(minutes, 1440)
+    hours, minutes = divmod(rest, 60)
+    parts = [(days, "day"), (hours, "hour")] if days else [(hours, "hour"), (minutes, "minute")]
+    shown = [f"{n:,} {unit}{'' if n == 1 else 's'}" for n, unit in parts if n]
+    return " ".join(shown) or "under a minute"
 
 
 def _count(conn: DbapiConnection, sql: str, *params: int) -> int:

@@ -21,6 +21,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from drift.errors import NoHistoryError, StoreError, TimeSpecError
+from drift.names import did_you_mean
 from drift.store.db import DbapiConnection, connect_dbapi
 from drift.store.delta import PROVENANCE_SQL, TEXT_KEYS
 from drift.store.schema import check_revision, current_revision_dbapi
@@ -144,7 +145,10 @@ class History:
             if row is None:
                 hosts = [r[0] for r in conn.execute("SELECT name FROM hosts ORDER BY name")]
                 known = (
-                    f" (recorded hosts: {', '.join(hosts)}; pick one with --host)" if hosts else ""
+                    f"{did_you_mean(host, hosts)} (recorded hosts: {', '.join(hosts)}; "
+                    "pick one with --host)"
+                    if hosts
+                    else ""
                 )
                 raise NoHistoryError(
                     f"no history for host {host!r} in {db.display()}{known}: "
@@ -339,6 +343,13 @@ class History:
         )
         return sql, (snapshot_id, self.host_id, *ids, snapshot_id, began_after)
 
+    def fact_idents(self) -> list[tuple[str, str]]:
+        """(subject, key) of every fact this host's history has."""
+        return [
+            (r[0], r[1])
+            for r in self.rows("SELECT subject, key FROM facts WHERE host_id = ?", (self.host_id,))
+        ]
+
     def matching_facts(self, pattern: str) -> list[int]:
         """The ids of this host's facts matching PATTERN, by subject and key.
 
@@ -352,6 +363,14 @@ class History:
         # Sorted here: PostgreSQL's ORDER BY follows the database's collation, not code points.
         idents.sort(key=lambda r: (r[1], r[2]))
         return [i for i, s, k in idents if match(s) or match(k) or match(f"{s} {k}")]
+
+    def service_names(self) -> set[str]:
+        """The services this host's history has facts of (`service:NAME`), at any time."""
+        rows = self.rows(
+            "SELECT DISTINCT subject FROM facts WHERE host_id = ? AND substr(subject, 1, 8) = ?",
+            (self.host_id, "service:"),
+        )
+        return {r[0].removeprefix("service:") for r in rows}
 
     def state_of(self, snapshot_id: int, pattern: str) -> dict[tuple[str, str], StoredVersion]:
         """The values at a snapshot of the facts matching PATTERN (see matching_facts)."""
