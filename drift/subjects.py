@@ -188,6 +188,7 @@ SERVICE = SubjectKind(
             "unit environment",
             "name",
             "NAME",
+            moves="line",
         ),
         *UNIT_SETTINGS,
         *_UNIT_RUNTIME,
@@ -204,6 +205,7 @@ SERVICE = SubjectKind(
             "unit environment",
             "name",
             "NAME",
+            moves="line",
         ),
         FactKey(
             "unit:envfile:",
@@ -211,6 +213,7 @@ SERVICE = SubjectKind(
             "unit environment",
             "name",
             "NAME",
+            moves="line",
         ),
         FactKey(
             "unit:envfile_sha256:",
@@ -265,6 +268,7 @@ SCRIPT = SubjectKind(
             "the target of a script that is a symlink (never followed)",
             "script content",
             "value",
+            moves="provenance",  # where it was read (the service that runs it) is its place
         ),
         FactKey(
             "export:",
@@ -272,12 +276,14 @@ SCRIPT = SubjectKind(
             "script export",
             "name",
             "NAME",
+            moves="provenance",
         ),
         FactKey(
             "exec",
             "the command the script launches, every form it may take",
             "script exec",
             "value",
+            moves="provenance",
         ),
         FactKey(
             "flag:",
@@ -285,6 +291,7 @@ SCRIPT = SubjectKind(
             "script exec",
             "name",
             "--NAME",
+            moves="provenance",
         ),
     ),
     notes=("reading",),
