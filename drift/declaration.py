@@ -52,7 +52,8 @@ class FactKey:
     ``env:HF_TOKEN`` and the rest. `category` is where the analysis files a
     change of it (`SubjectKind.category`); `secret` how redaction treats
     its values; `moves` whether a line moved under its value is a move
-    (`Moves`), stored and never counted as a change.
+    (`Moves`), stored and never counted as a change; `json_text` that its
+    values are JSON text (``"fa3"``), so a secret one is digested decoded.
     """
 
     key: str
@@ -61,6 +62,7 @@ class FactKey:
     secret: Secrecy
     placeholder: str = ""
     moves: Moves = ""
+    json_text: bool = False
 
     @property
     def shown(self) -> str:
@@ -190,6 +192,11 @@ class Declarations:
         """The name redaction judges the values of a key by (``HF_TOKEN`` of ``env:HF_TOKEN``),
         or None: only a key under a prefix declared ``name`` has one, any other is judged by
         its value alone."""
+        self.json_text: Callable[[str], bool] = _skipper(
+            frozenset(k.key for k in declared if k.json_text and not k.placeholder),
+            tuple(k.key for k in declared if k.json_text and k.placeholder),
+        )
+        """Whether a key's values are JSON text (redaction digests a secret one decoded)."""
         for kind in self.kinds:
             for key in kind.keys:
                 self._check_secrecy(kind, key)
@@ -264,7 +271,8 @@ class Declarations:
 
 
 def _skipper(exact: frozenset[str], prefixes: tuple[str, ...]) -> Callable[[str], bool]:
-    """`Declarations.skips`: as fast as a set lookup while no prefix is declared ``never``."""
+    """A test of a key against exact keys and prefixes (`Declarations.skips`, `json_text`):
+    as fast as a set lookup while no prefix is declared."""
     if not prefixes:
         return exact.__contains__
 

@@ -376,6 +376,7 @@ ENDPOINT = SubjectKind(
             "engine config",
             "name",
             "POINTER",
+            json_text=True,
         ),
     ),
 )
