@@ -17,6 +17,23 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
 
+Moves = Literal["", "line", "provenance"]
+"""Whether a key's value has a place a line move changes, and what that place is.
+
+A value written on a line (a script's export, a unit's ``Environment=``)
+moves when a line is added above it: the value is the same, its line is
+not. The store keeps the move as a new version with the same value, so
+drift names the line where the value is now, and the queries count it as
+no change of value (neither a change nor churn). ``""``: the key has no
+such place. ``"line"``: the place is the ``file``, ``line`` and ``text`` of
+its provenance (the rest, a unit's drop-in list, changes with unrelated
+edits). ``"provenance"``: the place is its whole provenance (a script
+value's line, the lines of every value it may take, where it is exported).
+"""
+
+LINE_PLACE = ("file", "line", "text")
+"""The provenance fields that are the place of a key that moves by ``"line"``."""
+
 Secrecy = Literal["never", "name", "value"]
 """How redaction (`drift.secrets.redactor`) treats a key's values.
 
@@ -34,7 +51,9 @@ class FactKey:
     ``FactKey("env:", ..., placeholder="NAME")`` declares ``env:PATH``,
     ``env:HF_TOKEN`` and the rest. `category` is where the analysis files a
     change of it (`SubjectKind.category`); `secret` how redaction treats
-    its values.
+    its values; `moves` whether a line moved under its value is a move
+    (`Moves`), stored and never counted as a change; `json_text` that its
+    values are JSON text (``"fa3"``), so a secret one is digested decoded.
     """
 
     key: str
@@ -42,6 +61,8 @@ class FactKey:
     category: str
     secret: Secrecy
     placeholder: str = ""
+    moves: Moves = ""
+    json_text: bool = False
 
     @property
     def shown(self) -> str:
@@ -143,7 +164,8 @@ class SubjectKind:
 
 
 class Declarations:
-    """The lookups a set of subject kinds gives, built once: each key's category and secrecy.
+    """The lookups a set of subject kinds gives, built once: each key's category, secrecy and
+    whether its line moves.
 
     Redaction reads the key alone (it runs on every fact of every record),
     so a key must mean the same to redaction in every kind that declares it;
@@ -170,9 +192,51 @@ class Declarations:
         """The name redaction judges the values of a key by (``HF_TOKEN`` of ``env:HF_TOKEN``),
         or None: only a key under a prefix declared ``name`` has one, any other is judged by
         its value alone."""
+        self.json_text: Callable[[str], bool] = _skipper(
+            frozenset(k.key for k in declared if k.json_text and not k.placeholder),
+            tuple(k.key for k in declared if k.json_text and k.placeholder),
+        )
+        """Whether a key's values are JSON text (redaction digests a secret one decoded)."""
         for kind in self.kinds:
             for key in kind.keys:
                 self._check_secrecy(kind, key)
+        self.movers: tuple[tuple[str, FactKey], ...] = tuple(
+            (kind.kind, key) for kind in self.kinds for key in kind.keys if key.moves
+        )
+        """(subject kind, key) of every key declared to move with its line: what the store
+        reads to tell a move from a change (in SQL too)."""
+        self._moving_kinds = {kind for kind, _key in self.movers}
+        self._moving_heads = tuple(f"{kind}:" for kind in sorted(self._moving_kinds))
+        for kind_name, key in self.movers:
+            self._check_mover(self._by_kind[kind_name], key)
+
+    def moves(self, subject: str, key: str) -> Moves:
+        """Whether the fact (`subject`, `key`) has a place a line move changes (`Moves`)."""
+        if not subject.startswith(self._moving_heads):  # a file's 40k facts: one test each
+            return ""
+        declared = self._by_kind[subject.partition(":")[0]].key(key)
+        return "" if declared is None else declared.moves
+
+    def key_may_move(self, key: str) -> bool:
+        """Whether `key` moves with its line in any kind (a block of file hashes: never)."""
+        return any(declared.matches(key) for _kind, declared in self.movers)
+
+    def may_move(self, subject: str) -> bool:
+        """Whether any fact of `subject` may move with its line (cheap: its kind alone)."""
+        return subject.startswith(self._moving_heads)
+
+    def _check_mover(self, kind: SubjectKind, key: FactKey) -> None:
+        """Refuse a moving prefix a longer prefix that does not move would hide in part.
+
+        The store tells moves from changes in SQL by the moving keys alone.
+        """
+        for other in kind.keys:
+            if other is not key and other.moves != key.moves:
+                if key.placeholder and other.key.startswith(key.key):
+                    raise ValueError(
+                        f"{kind.shown} {key.shown} moves with its line, but "
+                        f"{other.shown} under it is declared otherwise"
+                    )
 
     def category(self, subject: str, key: str) -> str:
         """The category of a fact: its kind's for its key (`SubjectKind.category`).
@@ -207,7 +271,8 @@ class Declarations:
 
 
 def _skipper(exact: frozenset[str], prefixes: tuple[str, ...]) -> Callable[[str], bool]:
-    """`Declarations.skips`: as fast as a set lookup while no prefix is declared ``never``."""
+    """A test of a key against exact keys and prefixes (`Declarations.skips`, `json_text`):
+    as fast as a set lookup while no prefix is declared."""
     if not prefixes:
         return exact.__contains__
 

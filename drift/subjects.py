@@ -196,6 +196,7 @@ SERVICE = SubjectKind(
             "unit environment",
             "name",
             "NAME",
+            moves="line",
         ),
         *UNIT_SETTINGS,
         *_UNIT_RUNTIME,
@@ -212,6 +213,7 @@ SERVICE = SubjectKind(
             "unit environment",
             "name",
             "NAME",
+            moves="line",
         ),
         FactKey(
             "unit:envfile:",
@@ -219,6 +221,7 @@ SERVICE = SubjectKind(
             "unit environment",
             "name",
             "NAME",
+            moves="line",
         ),
         FactKey(
             "unit:envfile_sha256:",
@@ -275,6 +278,7 @@ SCRIPT = SubjectKind(
             "the target of a script that is a symlink (never followed)",
             "script content",
             "value",
+            moves="provenance",  # where it was read (the service that runs it) is its place
         ),
         FactKey(
             "export:",
@@ -282,12 +286,14 @@ SCRIPT = SubjectKind(
             "script export",
             "name",
             "NAME",
+            moves="provenance",
         ),
         FactKey(
             "exec",
             "the command the script launches, every form it may take",
             "script exec",
             "value",
+            moves="provenance",
         ),
         FactKey(
             "flag:",
@@ -295,6 +301,7 @@ SCRIPT = SubjectKind(
             "script exec",
             "name",
             "--NAME",
+            moves="provenance",
         ),
     ),
     notes=("reading",),
@@ -379,6 +386,7 @@ ENDPOINT = SubjectKind(
             "engine config",
             "name",
             "POINTER",
+            json_text=True,
         ),
     ),
 )

@@ -139,3 +139,34 @@ def test_a_kind_refuses_a_key_it_could_not_look_up(key: FactKey, refusal: str) -
     with pytest.raises(ValueError) as refused:
         SubjectKind("accel", "INDEX", "", (FactKey("clock", "", "accel", "value"), key))
     assert str(refused.value) == refusal
+
+
+def test_which_keys_move_with_their_line_is_read_from_the_declaration() -> None:
+    moving = SubjectKind(
+        "accel",
+        "INDEX",
+        "",
+        (
+            FactKey("setting:", "", "accel setting", "name", "NAME", moves="line"),
+            FactKey("clock", "", "accel clock", "value"),
+        ),
+    )
+    declared = Declarations((*SUBJECT_KINDS, moving))
+    assert declared.moves("accel:0", "setting:FAN") == "line"
+    assert declared.moves("accel:0", "clock") == ""
+    assert declared.moves("file:/etc/x", "setting:FAN") == ""  # the kind decides, not the key
+    assert DECLARED.moves("script:/s.sh", "export:A") == "provenance"
+    assert DECLARED.moves("script:/s.sh", "content") == ""
+    assert DECLARED.moves("service:s", "unit:environment:A") == "line"
+    assert DECLARED.moves("service:s", "env:A") == ""
+    hidden = SubjectKind(
+        "accel",
+        "INDEX",
+        "",
+        (
+            FactKey("setting:", "", "accel setting", "name", "NAME", moves="line"),
+            FactKey("setting:fan:", "", "accel fan", "name", "NAME"),
+        ),
+    )
+    with pytest.raises(ValueError, match="setting:fan:NAME under it is declared otherwise"):
+        Declarations((*SUBJECT_KINDS, hidden))

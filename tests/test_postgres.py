@@ -168,15 +168,20 @@ def test_script_facts_and_a_moved_line_are_stored_on_postgres(pg_url: str) -> No
     # The writer reads the open script facts' provenance with LIKE 'script:%':
     # psycopg must not take that % for a placeholder.
     db = resolve_db_url(pg_url)
-    # The pid changes too: a move alone leaves the state digest as it was.
-    run = [Fact("script:/srv/run.sh", "env:A", "1", {"line": 3}), Fact("service:s", "pid", "1")]
-    moved = [Fact("script:/srv/run.sh", "env:A", "1", {"line": 4}), Fact("service:s", "pid", "2")]
+    # A move alone changes the state digest: the record is compared and the line stored.
+    run = [Fact("script:/srv/run.sh", "export:A", "1", {"line": 3}), Fact("service:s", "pid", "1")]
+    moved = [
+        Fact("script:/srv/run.sh", "export:A", "1", {"line": 4}),
+        Fact("service:s", "pid", "1"),
+    ]
     with HistoryWriter.open(db) as writer:
         written = [writer.write_snapshot("pg-scripts", now_us(), f, [], {}) for f in (run, moved)]
-    assert [w.changed for w in written] == [2, 1]  # a moved line is stored, not a change
+    assert [w.changed for w in written] == [2, 0]  # a moved line is stored, not a change
     with History.open(db, "pg-scripts") as history:
-        versions = history.versions_of("script:/srv/run.sh env:A")
+        versions = history.versions_of("script:/srv/run.sh export:A")
+        counts = history.counts_between(0, written[-1].snapshot_id)
     assert [(v.value, v.provenance) for v in versions] == [("1", {"line": 3}), ("1", {"line": 4})]
+    assert counts == {("script:/srv/run.sh", "export:A"): 1, ("service:s", "pid"): 1}
 
 
 def test_a_0005_history_upgrades_losslessly_on_postgres(pg_url: str) -> None:

@@ -689,3 +689,60 @@ def test_the_catalogue_scans_without_a_redactor() -> None:
     url = "postgres://app:pw-1234@db/app"
     assert [value for _, _, value in scan_shapes(url)] == ["pw-1234"]
     assert looks_like_token("Bearer " + "Ab1" * 6) and not looks_like_token("Basic configuration")
+
+
+# One secret, one tag: whatever quoting or encoding it arrived in. Each spelling is
+# read by a fresh Redactor, so no spelling borrows what another taught it.
+ENCODABLE = st.text(
+    st.characters(
+        codec="utf-8",
+        exclude_characters="[]'`",
+        exclude_categories=("Cs", "Cc", "Zs", "Zl", "Zp"),
+    ),
+    min_size=8,
+    max_size=30,
+).filter(lambda s: s[0] not in '-$\\"' and "redacted" not in s)
+
+
+def _tags(secret: str) -> dict[str, str]:
+    """The tag each way of writing `secret` gives it, by the way's name."""
+    from urllib.parse import quote
+
+    def fact(key: str, value: str) -> str:
+        (done,) = Redactor(KEY).redact_facts([Fact("service:x", key, value)])
+        assert done.secret
+        return shown_secret(done.value)
+
+    def text(written: str) -> str:
+        masked = Redactor(KEY).mask_text(written)
+        found = MARKER.findall(masked)
+        assert len(found) == 1, (written, masked)
+        return found[0]
+
+    jsoned = json.dumps(secret)
+    shell = re.sub(r'([\\"$])', r"\\\1", secret)  # as bash reads it, in "..." or bare
+    bare = {} if '"' in secret else {"script, bare": text(f"exec serve --api-key {shell}")}
+    return {
+        **bare,
+        "argv word": fact("flag:--api-key", secret),
+        "JSON leaf": fact("json:/api_key", jsoned),
+        "JSON leaf, ascii": fact("json:/api_key", json.dumps(secret, ensure_ascii=True)),
+        "JSON leaf, \\/": fact("json:/api_key", jsoned.replace("/", "\\/")),
+        "with white space": fact("env:API_KEY", f"  {secret}\n"),
+        "Bearer header": fact("env:AUTH_HEADER", f"Bearer {secret}"),
+        "script, 'single'": text(f"exec serve --api-key '{secret}'"),
+        'script, "double"': text(f'export API_KEY="{shell}"'),
+        "JSON text": text('{"api_key": ' + json.dumps(secret, ensure_ascii=True) + "}"),
+        "JSON argv": text(json.dumps(["serve", "--api-key", secret])),
+        "URL query": text(f"GET http://127.0.0.1/v1?token={quote(secret, safe='')}&x=1"),
+        "URL password": text(f"postgresql://app:{quote(secret, safe='')}@db/app"),
+    }
+
+
+@settings(max_examples=120, deadline=None)
+@given(secret=ENCODABLE, other=ENCODABLE)
+def test_one_secret_reads_as_one_tag_whatever_its_encoding(secret: str, other: str) -> None:
+    tags = _tags(secret)
+    assert set(tags.values()) == {tags["argv word"]}, tags
+    if other != secret:
+        assert tags["argv word"] not in set(_tags(other).values())

@@ -471,3 +471,26 @@ def test_a_mark_goes_through_the_writer_into_an_existing_history_only(tmp_path: 
     with pytest.raises(NoDatabaseError):
         add_mark(resolve_db_url(str(missing)), HOST, "note", 1, None)
     assert not missing.exists()
+
+
+@pytest.mark.parametrize(
+    ("subject", "key"),
+    [("service:decode", "unit:environment:KNOB"), ("script:/serve.sh", "export:KNOB")],
+)
+def test_a_record_whose_only_change_is_a_move_is_stored_not_skipped(
+    tmp_path: Path, subject: str, key: str
+) -> None:
+    """The "nothing changed" shortcut compares places too: a moved line is a new version."""
+    db = tmp_path / "drift.db"
+
+    def at(line: int) -> list[Fact | FactBlock]:
+        where = {"file": "/etc/x.service", "line": line, "text": "Environment=KNOB=1"}
+        return [Fact(subject, key, "1", where), Fact("file:/k.py", "sha256", "ab")]
+
+    write(db, at(6))
+    write(db, at(7))  # only the line moved
+    third = write(db, at(7))  # and now nothing did
+    with History.open(resolve_db_url(str(db)), HOST) as history:
+        lines = [v.provenance["line"] for v in history.versions_of(f"{subject} {key}")]
+        assert sorted(lines) == [6, 7]
+        assert history.counts_between(0, third) == {(subject, key): 1, ("file:/k.py", "sha256"): 1}

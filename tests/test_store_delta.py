@@ -219,12 +219,12 @@ def test_a_subject_the_host_had_before_is_never_stored_as_fresh() -> None:
 
 
 def test_a_script_line_that_moved_is_stored_but_is_no_change() -> None:
-    before = [Fact("script:/srv/run.sh", "env:A", "1", {"line": 3})]
-    moved = [Fact("script:/srv/run.sh", "env:A", "1", {"line": 4})]
+    before = [Fact("script:/srv/run.sh", "export:A", "1", {"line": 3})]
+    moved = [Fact("script:/srv/run.sh", "export:A", "1", {"line": 4})]
     state = collected(before)
     change = delta(open_state(state), moved)
     assert (len(change.closing), len(change.opening), change.changed) == (1, 1, 0)
-    assert apply(state, open_state(state), change)[("script:/srv/run.sh", "env:A")][3] == {
+    assert apply(state, open_state(state), change)[("script:/srv/run.sh", "export:A")][3] == {
         "line": 4
     }
 
@@ -252,7 +252,7 @@ def test_what_the_writer_must_read_first_is_asked_for_not_guessed() -> None:
         assert not needs_known_subjects(PreviousState({}, new_host=True), [block])
         with pytest.raises(ValueError, match="known_subjects"):
             delta(established, [block])
-    script = Fact("script:/srv/run.sh", "env:A", "1", {"line": 3})
+    script = Fact("script:/srv/run.sh", "export:A", "1", {"line": 3})
     assert needs_script_provenance([block, script], config_changed=False)
     assert not needs_script_provenance([block], config_changed=False)
     assert needs_script_provenance([block], config_changed=True)

@@ -557,3 +557,51 @@ def test_a_comment_ending_in_a_backslash_is_read_as_this_systemd_reads_it(
     assert ("unit:envfile:SWALLOWED" in facts) == ("SWALLOWED" in live)
     assert facts["unit:envfile:AFTER"]["value"] == live["AFTER"] == "2"
     assert "unsure" not in facts["unit:envfile:AFTER"]["provenance"]
+
+
+# ------------------------------------------------------------------ a line that moved
+
+
+def test_an_environment_line_that_moved_is_no_change_and_no_churn(incident: Incident) -> None:
+    """Comments added above `Environment=KNOB=1` move its line twice, its value never; then
+    the value changes once. drift names the line where it is now, and counts one change."""
+    box = incident.box
+    unit_path = f"/etc/systemd/system/{incident.unit}"
+    lines = "Environment=KNOB=1\nEnvironment=OTHER=x\n"
+    box.write_unit(incident.unit, unit(incident.script, lines))
+    box.daemon_reload()
+    box.restart(incident.unit)
+    incident.record()  # 1
+    line = 6  # [Unit], Description, blank, [Service], ExecStart, then KNOB
+
+    comments = ""
+    for tuned in ("# tuned for the H200 nodes\n", "# see the runbook\n"):
+        comments += tuned
+        box.write_unit(incident.unit, unit(incident.script, comments + lines))
+        box.daemon_reload()
+        incident.record()  # 2, 3: the line moved, the value did not
+        line += 1
+        assert incident.shown()["unit:environment:KNOB"]["where"] == f"{unit_path}:{line}"
+    out = run_drift(
+        ["history", "unit:environment:KNOB", "--format", "json", *incident.cfg], incident.tmp_path
+    ).stdout
+    (fact,) = json.loads(out)["data"]["facts"]
+    assert [v["where"] for v in fact["versions"]] == [
+        f"{unit_path}:{n}" for n in (line, line - 1, line - 2)
+    ]
+
+    incident.noise()  # 4, then the noise file changes
+    incident.record()  # 5
+    data = incident.since("#1")
+    # The variable kept its value: neither a change nor one that "changed and changed back".
+    assert touching(data, "KNOB") == []
+    assert [e["text"] for e in data["timeline"] if "KNOB" in e["text"]] == []
+
+    box.write_unit(incident.unit, unit(incident.script, comments + lines.replace("=1", "=2")))
+    box.daemon_reload()
+    box.restart(incident.unit)
+    incident.record()  # 6
+    data = incident.since("#5")
+    knob = {root(s)["key"]: s for s in data["suspects"]}["unit:environment:KNOB"]
+    reasons = " ".join(r["text"] if isinstance(r, dict) else r for r in knob["reasons"])
+    assert "never changed in the 5 records before the baseline" in reasons, reasons

@@ -32,7 +32,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import unquote
 
 from drift.facts import CollectionError, Fact, FactBlock
 from drift.secrets import markers
@@ -50,6 +49,7 @@ from drift.secrets.shapes import (
     scan_shapes,
     secret_by_name,
     tool_passwords,
+    whole_secret,
 )
 from drift.subjects import DECLARED
 
@@ -68,6 +68,8 @@ _skips = DECLARED.skips
 # What a key is judged by: the name in ``env:NAME``, ``flag:--NAME`` ...
 # for the prefixes declared ``name``, else None (the value alone).
 _name_in_key = DECLARED.name_in_key
+# Keys whose values are JSON text (an endpoint's leaves): a secret one is digested decoded.
+_json_text = DECLARED.json_text
 
 
 Item = Fact | FactBlock | CollectionError
@@ -105,8 +107,10 @@ class Redactor:
         self._names: dict[str, bool] = {}
         self._name_hint = name_hint(self._redact)
         self._hex: dict[str, str] = {}
-        # every spelling of a known secret -> its marker
+        # every spelling of a known secret (itself, its JSON escapes, as a script or a URL
+        # wrote it) -> the secret, whose digest its marker is
         self._known: dict[str, str] = {}
+        self._secrets: set[str] = set()
         self._literal_re: re.Pattern[str] | None = None
         # what a tool's context showed: mysql's -pSECRET as a flag name -> masked,
         # redis-cli's (-a, SECRET) as a flag and its value
@@ -162,18 +166,37 @@ class Redactor:
         """What a secret inside a larger text becomes: ``[redacted:<8 hex>]``."""
         return markers.marker(self._hexdigest(value))
 
-    def remember_secret(self, value: str) -> None:
-        """Mask `value` from now on wherever it appears (if six characters or longer)."""
-        if len(value) < MIN_KNOWN_LENGTH or value in self._known:
-            return
-        mark = self.marker(value)
-        self._known[value] = mark
-        # argv and JSON output hold the value JSON-escaped (argv with \uXXXX escapes)
-        for ascii_only in (False, True):
-            escaped = json.dumps(value, ensure_ascii=ascii_only)[1:-1]
-            if escaped != value:
-                self._known.setdefault(escaped, mark)
-        self._literal_re = None
+    def remember_secret(self, value: str, spelling: str | None = None) -> None:
+        """Mask `value` from now on wherever it appears (if six characters or longer), and
+        `spelling`, how a text wrote it (``s\\$cret`` in a script), with the same marker."""
+        added = False
+        if len(value) >= MIN_KNOWN_LENGTH and value not in self._secrets:
+            self._secrets.add(value)
+            # a secret's own text is itself, even if it spells another one's encoding
+            self._known[value] = value
+            added = True
+            # argv and JSON output hold the value JSON-escaped (argv with \uXXXX escapes,
+            # some encoders with \/)
+            for ascii_only in (False, True):
+                escaped = json.dumps(value, ensure_ascii=ascii_only)[1:-1]
+                for spelled in (escaped, escaped.replace("/", "\\/")):
+                    if spelled != value:
+                        self._known.setdefault(spelled, value)
+        if (
+            spelling
+            and len(spelling) >= MIN_KNOWN_LENGTH
+            and spelling != value
+            and spelling not in self._known
+        ):
+            self._known[spelling] = value
+            added = True
+        if added:
+            self._literal_re = None
+
+    def secret_of(self, key: str, value: str) -> str:
+        """The secret a fact's whole value holds, as the tag is taken of (`whole_secret`)."""
+        known = self._known.get(value)
+        return known if known is not None else whole_secret(value, _json_text(key))
 
     # -- scanning ----------------------------------------------------------
 
@@ -216,7 +239,8 @@ class Redactor:
             self._literal_re = re.compile("|".join(map(re.escape, alternatives)))
         if not self._literal_re.search(text):
             return ()
-        return [(m.start(), m.end(), m.group()) for m in self._literal_re.finditer(text)]
+        known = self._known
+        return [(m.start(), m.end(), known[m.group()]) for m in self._literal_re.finditer(text)]
 
     def _apply(self, text: str, *found: Sequence[Span], glob: bool = False) -> str:
         """`text` with each span (overlapping ones merged) replaced by its marker.
@@ -226,9 +250,13 @@ class Redactor:
         """
         if not any(found):
             return text
-        spans = sorted(span for group in found for span in group)
+        # each span's secret, by place: the first group's (the context read) wins
+        secrets: dict[tuple[int, int], str] = {}
+        for group in found:
+            for start, end, secret in group:
+                secrets.setdefault((start, end), secret)
         merged: list[list[int]] = []
-        for start, end, _ in spans:
+        for start, end in sorted(secrets):
             if merged and start < merged[-1][1]:
                 merged[-1][1] = max(merged[-1][1], end)
             else:
@@ -236,9 +264,11 @@ class Redactor:
         out: list[str] = []
         pos = 0
         for start, end in merged:
-            secret = text[start:end]
+            covered = text[start:end]
+            # overlapping secrets: the text they cover is one
+            secret = secrets.get((start, end)) or self._known.get(covered, covered)
             out.append(text[pos:start])
-            mark = self._known.get(secret) or self.marker(secret)
+            mark = self.marker(secret)
             out.append(mark.replace("[", "[[]") if glob else mark)
             pos = end
         out.append(text[pos:])
@@ -307,10 +337,8 @@ class Redactor:
             if text in memo.scans:
                 return
             spans = memo.scans[text] = self._scan(text)
-        for _, _, secret in spans:
-            self.remember_secret(secret)
-            if "%" in secret:
-                self.remember_secret(unquote(secret))
+        for start, end, secret in spans:
+            self.remember_secret(secret, text[start:end])
 
     def _learn_any(self, value: Any, memo: _Memo) -> None:
         if isinstance(value, str):
@@ -455,7 +483,9 @@ class Redactor:
         value = fact.value
         name = _name_in_key(key)
         if (name is not None and self.is_secret_name(name)) or looks_like_token(value):
-            self.remember_secret(value)
+            secret = self.secret_of(key, value)
+            # a value whose secret is short ("Bearer ab") is still masked whole elsewhere
+            self.remember_secret(secret, value if len(secret) < MIN_KNOWN_LENGTH else None)
             return True
         self._learn(value, memo)
         return False
@@ -477,7 +507,8 @@ class Redactor:
         elif secret or value in self._known or self._secret_flag_value(fact.key, value):
             if isinstance(fact.provenance.get("possible"), list):
                 provenance = self._digest_possible(fact.provenance, provenance)
-            return Fact(subject, key, self.digest(value), provenance, secret=True)
+            secret_value = self.secret_of(fact.key, value)
+            return Fact(subject, key, self.digest(secret_value), provenance, secret=True)
         else:
             masked = self._mask_memo(value, memo)
         if (

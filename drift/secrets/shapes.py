@@ -36,17 +36,27 @@ is not secret, ``PRIVATE_KEY`` is), ``KEYBOARD``/``KEYMAP``/``KEYWORD``,
 
 Each function here is pure: a text in, spans (start, end, secret) out. The
 `Redactor` decides what to do with them.
+
+The secret of a span is the value itself, its quoting or encoding undone as
+the context declares it (`decoded`): a JSON string's escapes (``\\u002f``,
+``\\/``), a shell double-quoted word's backslashes, a URL's percent-encoding.
+One secret then reads as one tag whether it arrived bare in argv, quoted in a
+script, escaped in JSON or encoded in a URL. Only a layer the context shows
+is undone, and each decoding is one-to-one on its own encodings: two
+different secrets never become one (no case folding, no guessing).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 from drift.secrets.markers import ALREADY_REDACTED
 
-Span = tuple[int, int, str]  # start, end, the secret text (== text[start:end])
+Span = tuple[int, int, str]  # start, end, the secret (text[start:end] with its encoding undone)
 
 
 # Roots of secret words; a cheap test on the whole name before it is split.
@@ -191,14 +201,14 @@ _CONTEXT_SCAN = re.compile(
     ),
     re.MULTILINE,
 )
-# (name group, value group, value may be a shell $reference left alone)
+# (name group, value group, value may be a shell $reference left alone, its syntax)
 _CONTEXT_GROUPS = (
-    ("jf", "jfv", False),
-    ("jef", "jefv", False),
-    ("sf", "sfv", True),
-    ("jk", "jkv", False),
-    ("yk", "ykv", True),
-    ("an", "av", True),
+    ("jf", "jfv", False, "json"),
+    ("jef", "jefv", False, "json"),
+    ("sf", "sfv", True, "shell"),
+    ("jk", "jkv", False, "json"),
+    ("yk", "ykv", True, "yaml"),
+    ("an", "av", True, "shell"),
 )
 # Tools whose short option takes a password: mysql's -pSECRET (attached; a
 # separate word after -p is the database), redis-cli's -a SECRET, sshpass's
@@ -280,6 +290,64 @@ def looks_random(token: str) -> bool:
     return any(c.isupper() for c in token[1:]) and any(c.islower() for c in token)
 
 
+# --- undoing an encoding -----------------------------------------------------
+
+_SHELL_ESCAPE = re.compile(r"\\([\\\"$`])|\\\r?\n")
+_SHELL_BARE_ESCAPE = re.compile(r"\\(.)|\\\r?\n", re.DOTALL)
+_PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
+_PERCENT_ENCODED = re.compile(r"(?:[^%]|%[0-9A-Fa-f]{2})*", re.DOTALL)
+
+
+def json_decoded(body: str) -> str:
+    """The string a JSON string literal's body (between its quotes) stands for; as it is if
+    it is not a valid body (a lone backslash), so nothing is guessed."""
+    if "\\" not in body:
+        return body
+    try:
+        decoded = json.loads(f'"{body}"')
+    except ValueError:
+        return body
+    return decoded if isinstance(decoded, str) else body
+
+
+def shell_decoded(word: str, quote: str) -> str:
+    """A shell word's value: inside double quotes only a backslash before a backslash, a
+    double quote, ``$``, a backquote or a newline escapes it (as bash reads them), inside
+    single quotes nothing, in a bare word every character."""
+    if "\\" not in word or quote == "'":
+        return word
+    if quote == '"':
+        return _SHELL_ESCAPE.sub(lambda m: m.group(1) or "", word)
+    return _SHELL_BARE_ESCAPE.sub(lambda m: m.group(1) or "", word)
+
+
+def percent_decoded(text: str) -> str:
+    """A URL part's value: each ``%XX`` decoded (as UTF-8); as it is if they are not UTF-8."""
+    if not _PERCENT.search(text) or not _PERCENT_ENCODED.fullmatch(text):
+        return text  # a lone "%" is no encoding: nothing is guessed
+    try:
+        return unquote(text, errors="strict")
+    except UnicodeDecodeError:
+        return text
+
+
+def whole_secret(value: str, json_text: bool = False) -> str:
+    """The secret a whole value holds: a JSON string (when the value is JSON text) decoded,
+    surrounding white space and an auth scheme (``Bearer``, ``Basic``, ``Token``) taken off."""
+    if json_text and len(value) >= 2 and value[0] == value[-1] == '"':
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, str):
+            value = decoded
+    secret = value.strip()
+    scheme = _AUTH_SCHEME.match(secret)
+    if scheme and scheme.end() < len(secret):
+        secret = secret[scheme.end() :]
+    return secret or value
+
+
 # --- finding them ----------------------------------------------------------
 
 
@@ -338,7 +406,7 @@ def scan_shapes(text: str) -> Sequence[Span]:
         spans.extend((m.start(), m.end(), m.group()) for m in _PEM_SCAN.finditer(text))
     if url:
         spans.extend(
-            (m.start("urlpw"), m.end("urlpw"), m.group("urlpw"))
+            (m.start("urlpw"), m.end("urlpw"), percent_decoded(m.group("urlpw")))
             for m in _URL_SCAN.finditer(text)
             if not ALREADY_REDACTED.fullmatch(m.group("urlpw"))
         )
@@ -391,11 +459,12 @@ def context_spans(text: str, is_secret_name: Callable[[str], bool]) -> list[Span
     """The values `text` gives to secret names: ``--token X``, ``API_KEY=X``, ``"key": "X"`` ...
 
     Quotes around a value and an auth scheme before it (``Bearer``) stay
-    readable; a shell ``$reference`` names a secret, it is not one.
+    readable; a shell ``$reference`` names a secret, it is not one. Each
+    span's secret is the value decoded as its context says (`_decoded`).
     """
     spans: list[Span] = []
     for m in _CONTEXT_SCAN.finditer(text):
-        for name_group, value_group, shell in _CONTEXT_GROUPS:
+        for name_group, value_group, shell, syntax in _CONTEXT_GROUPS:
             name = m.group(name_group)
             if name is None:
                 continue
@@ -414,6 +483,18 @@ def context_spans(text: str, is_secret_name: Callable[[str], bool]) -> list[Span
                 and not ALREADY_REDACTED.fullmatch(value)
                 and not (shell and quote != "'" and value.startswith("$"))
             ):
-                spans.append((start, end, value))
+                in_query = name_group == "an" and text[m.start() - 1 : m.start()] in ("?", "&")
+                spans.append((start, end, _decoded(value, syntax, quote, in_query)))
             break
     return spans
+
+
+def _decoded(value: str, syntax: str, quote: str, in_query: bool) -> str:
+    """A context's value with its quoting undone as its syntax says (`json_decoded` ...)."""
+    if syntax == "json" or (syntax == "yaml" and quote == '"'):
+        return json_decoded(value)
+    if in_query:  # ?token=X&...: a URL query's value
+        return percent_decoded(value)
+    if syntax == "shell":
+        return shell_decoded(value, quote if quote in "\"'" else "")
+    return value

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from drift.declaration import LINE_PLACE
 from drift.facts import CollectionError, Fact, FactBlock
+from drift.subjects import DECLARED
 
 if TYPE_CHECKING:
     from drift.scope import Scope
@@ -87,8 +89,9 @@ class PreviousState:
 
     `known_subjects` (every subject the host ever had, open or not) and
     `script_provenance` (the stored provenance, as JSON, of every open script
-    fact) are costly, so the writer reads them only when needs_known_subjects
-    and needs_script_provenance say so; None means not read.
+    fact and fact that moves with its line) are costly, so the writer reads
+    them only when needs_known_subjects and needs_script_provenance say so;
+    None means not read.
     """
 
     open_versions: dict[Ident, OpenVersion]
@@ -182,6 +185,29 @@ PROVENANCE_SQL = "(SELECT p.content FROM provenances p WHERE p.id = v.provenance
 """A version's provenance JSON (stored once in provenances), as a column of a query on `v`."""
 
 
+def _moving_sql() -> str:
+    """SQL on a fact `f`: its key is declared to move with its line (`DECLARED.movers`)."""
+    by_kind: dict[str, list[str]] = {}
+    for kind, key in DECLARED.movers:
+        if "'" in kind or "'" in key.key:  # pragma: no cover  (declared here, never so)
+            raise ValueError(f"{kind} {key.key}: a quote in a declared key")
+        test = (
+            f"substr(f.key, 1, {len(key.key)}) = '{key.key}'"
+            if key.placeholder
+            else f"f.key = '{key.key}'"
+        )
+        by_kind.setdefault(kind, []).append(test)
+    kinds = [
+        f"(substr(f.subject, 1, {len(kind) + 1}) = '{kind}:' AND ({' OR '.join(tests)}))"
+        for kind, tests in by_kind.items()
+    ]
+    return f"({' OR '.join(kinds) or 'FALSE'})"
+
+
+MOVING_SQL = _moving_sql()
+"""SQL: fact `f` may move with its line, its value staying (`drift.declaration.Moves`)."""
+
+
 def provenance_json(provenance: dict[str, Any]) -> str | None:
     """A provenance as the store keeps it: sorted JSON, None when there is none."""
     return (
@@ -213,41 +239,44 @@ def needs_known_subjects(
     )
 
 
-LINE_KEYS = ("unit:environment:", "unit:disk_environment:", "unit:envfile:")
-"""Keys outside scripts whose provenance names a line (a unit's variables): a line moved
-with the value unchanged is stored too, as a script's is."""
+def place_text(subject: str, key: str, provenance: dict[str, Any]) -> str | None:
+    """Where a fact that moves with its line is written, as text; None if it does not move.
 
-
-def _has_line(ident: Ident) -> bool:
-    return ident[0].startswith("script:") or ident[1].startswith(LINE_KEYS)
+    What the state digest adds for such a fact: a record whose only change
+    is a move is a change of state, to be stored.
+    """
+    moves = DECLARED.moves(subject, key)
+    if not moves:
+        return None
+    if moves == "provenance":
+        return provenance_json(provenance) or ""
+    return json.dumps([provenance.get(k) for k in LINE_PLACE], ensure_ascii=False, default=str)
 
 
 def _same_place(ident: Ident, stored: str | None, provenance: dict[str, Any]) -> bool:
-    """Whether a value with an unchanged value stays where it was stored.
-
-    A script fact's whole provenance is its place; a unit's variable is only
-    its file, line and text (its provenance also lists the unit's drop-ins,
-    which an unrelated drop-in changes).
-    """
-    if ident[0].startswith("script:"):
+    """Whether a fact whose value stayed is still where it was stored (`Moves`)."""
+    if DECLARED.moves(*ident) == "provenance":
         return stored == provenance_json(provenance)
     old = json.loads(stored) if stored else {}
-    return all(old.get(k) == provenance.get(k) for k in ("file", "line", "text"))
+    return all(old.get(k) == provenance.get(k) for k in LINE_PLACE)
 
 
 def needs_script_provenance(items: Sequence[Fact | FactBlock], config_changed: bool) -> bool:
-    """Whether the delta needs the stored provenance of open script facts.
+    """Whether the delta needs the stored provenance of open script facts and of facts that
+    move with their line.
 
-    A script fact's line is part of what it says (a move is stored), and a
+    Such a fact's line is part of what it says (a move is stored), and a
     sourced file's provenance names the service whose scope covers it.
     """
     if config_changed:
         return True
     for item in items:
         if isinstance(item, Fact):
-            if item.subject.startswith("script:") or item.key.startswith(LINE_KEYS):
+            if DECLARED.moves(item.subject, item.key):
                 return True
-        elif any(subject.startswith("script:") for subject in item.subjects):
+        elif any(map(DECLARED.key_may_move, item.keys)) and any(
+            map(DECLARED.may_move, item.subjects)
+        ):
             return True
     return False
 
@@ -396,9 +425,9 @@ def _compare(
     """(versions to open, versions to close, reopened, moved) for the facts compared one by one.
 
     A new value of a fact with an open version closes it and opens another:
-    one change (`reopened` counts them). A script fact whose value stayed
-    while its line moved gets a new version too, so the current line is
-    known, but it is no change (`moved`).
+    one change (`reopened` counts them). A fact whose value stayed while its
+    line moved (declared to move, `drift.declaration.Moves`) gets a new
+    version too, so the current line is known, but it is no change (`moved`).
     """
     open_versions = previous.open_versions
     placed = previous.script_provenance
@@ -416,7 +445,7 @@ def _compare(
             # A line added above an export moves it without changing its value;
             # the new line is stored, or drift would keep naming the old one.
             # A script's content has no line.
-            if ident[1] == "content" or not _has_line(ident):
+            if not DECLARED.moves(*ident):
                 continue
             if placed is None:
                 raise ValueError(

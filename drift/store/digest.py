@@ -1,7 +1,9 @@
 """The state digest: 16 bytes that tell whether a record collected exactly what the last one did.
 
 Equal to the last snapshot's, nothing changed, and the record writes one
-snapshot row without reading or comparing a single stored fact.
+snapshot row without reading or comparing a single stored fact. The place of
+a value that moves with its line (`drift.declaration.Moves`) is part of the
+state: a line added above it is a move the store keeps.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from array import array
 from typing import Any
 
 from drift.facts import Fact, FactBlock
+from drift.store.delta import place_text
+from drift.subjects import DECLARED
 
 
 def state_digest(items: list[Fact | FactBlock]) -> bytes:
@@ -67,6 +71,14 @@ def _digest_facts(h: Any, facts: list[Fact]) -> None:
         h, [[f.subject for f in facts], [f.key for f in facts], [f.value for f in facts]]
     )
     h.update(bytes([f.secret for f in facts]))
+    _digest_places(h, [place_text(f.subject, f.key, f.provenance) for f in facts])
+
+
+def _digest_places(h: Any, places: list[str | None]) -> None:
+    """The places of the facts that move with their line, if any does (None: it does not)."""
+    if any(place is not None for place in places):
+        h.update(b"P")
+        _digest_columns(h, [[place or "" for place in places]])
 
 
 def _digest_blocks(h: Any, blocks: list[FactBlock]) -> None:
@@ -74,6 +86,7 @@ def _digest_blocks(h: Any, blocks: list[FactBlock]) -> None:
     if not blocks:
         return
     first = blocks[0]
+    order: list[int] | None = None
     if len(blocks) == 1 and _in_order(first.subjects):
         subjects, columns = first.subjects, first.columns
     else:
@@ -88,6 +101,16 @@ def _digest_blocks(h: Any, blocks: list[FactBlock]) -> None:
         columns = [[column[i] for i in order] for column in merged]
     h.update(b"B%d\0" % len(subjects))
     _digest_columns(h, [subjects, list(first.keys), *columns])
+    if any(map(DECLARED.key_may_move, first.keys)):  # never for a block of file hashes
+        provenances = [p for block in blocks for p in block.provenances]
+        if order is not None:
+            provenances = [provenances[i] for i in order]
+        places = [
+            place_text(subject, key, provenance)
+            for subject, provenance in zip(subjects, provenances, strict=True)
+            for key in first.keys
+        ]
+        _digest_places(h, places)
 
 
 def _in_order(subjects: list[str]) -> bool:

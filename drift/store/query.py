@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from drift.errors import NoHistoryError, StoreError, TimeSpecError
 from drift.names import did_you_mean
 from drift.store.db import DbapiConnection, connect_dbapi
-from drift.store.delta import PROVENANCE_SQL, TEXT_KEYS
+from drift.store.delta import MOVING_SQL, PROVENANCE_SQL, TEXT_KEYS
 from drift.store.schema import check_revision, current_revision_dbapi
 from drift.store.urls import DbUrl
 from drift.timespec import When, describe_when, from_us, quote_when, to_us
@@ -457,7 +457,7 @@ class History:
 
         Only the facts asked for are counted: the stories' own, a few hundred
         at most, where every fact of a host would walk every version ever
-        written of its script lines to take their moves off.
+        written of its script and unit lines to take their moves off.
         """
         wanted = set(idents)
         if not wanted:
@@ -491,8 +491,8 @@ class History:
 
         Each fact's count is a range of the covering index ix_versions_fact_first,
         never a row of versions: a fact that changed every minute for a year
-        is counted in 30 ms, not read. Only script facts can have moves, and
-        only theirs are read to take the moves off.
+        is counted in 30 ms, not read. Only the keys declared to move with
+        their line can have moves, and only theirs are read to take them off.
         """
         only = "" if fact_ids is None else f"AND f.id IN ({_marks(len(fact_ids))}) "
         ids = tuple(fact_ids or ())
@@ -508,7 +508,7 @@ class History:
         }
         moves = self.rows(
             "SELECT f.subject, f.key, count(*) FROM facts f JOIN versions v ON v.fact_id = f.id "
-            f"WHERE f.host_id = ? {only}AND substr(f.subject, 1, 7) = 'script:' "
+            f"WHERE f.host_id = ? {only}AND {MOVING_SQL} "
             f"AND v.first_snapshot_id > ? AND v.first_snapshot_id <= ? AND NOT {self.not_a_move()} "
             "GROUP BY f.id, f.subject, f.key",
             (self.host_id, *ids, after_id, upto_id),
@@ -521,14 +521,15 @@ class History:
         return counts
 
     def not_a_move(self) -> str:
-        """SQL: version v of fact f is not a script fact whose value stayed while its line moved.
+        """SQL: version v of fact f is not a move: a value that stayed while its line moved.
 
         The writer stores such a move as a new version with the same value (so
-        the current line is known); it is no change of value.
+        the current line is known); it is no change of value. Only the keys
+        declared to move (`drift.declaration.Moves`) have moves.
         """
         same = "IS" if self.conn.dialect == "sqlite" else "IS NOT DISTINCT FROM"
         return (
-            "(substr(f.subject, 1, 7) <> 'script:' OR NOT EXISTS (SELECT 1 FROM versions p "
+            f"(NOT {MOVING_SQL} OR NOT EXISTS (SELECT 1 FROM versions p "
             "WHERE p.fact_id = v.fact_id AND p.until_snapshot_id = v.first_snapshot_id "
             f"AND p.value {same} v.value AND p.blob_sha256 {same} v.blob_sha256 "
             "AND p.secret = v.secret))"

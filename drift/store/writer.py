@@ -26,6 +26,7 @@ from drift.facts import PROCESS_KEYS, CachedStat, CollectionError, Fact, FactBlo
 from drift.store.apply import apply_delta
 from drift.store.db import DbapiConnection, connect_dbapi, write_transaction
 from drift.store.delta import (
+    MOVING_SQL,
     PROVENANCE_SQL,
     Ident,
     OpenVersion,
@@ -480,8 +481,8 @@ class HistoryWriter:
             rows = self.conn.execute(
                 f"SELECT f.subject, f.key, {PROVENANCE_SQL} FROM facts f "
                 "JOIN versions v ON v.fact_id = f.id WHERE f.host_id = ? "
-                "AND v.until_snapshot_id IS NULL AND (f.subject LIKE ? OR f.key LIKE ?)",
-                (host_id, "script:%", "unit:%"),
+                f"AND v.until_snapshot_id IS NULL AND (f.subject LIKE ? OR {MOVING_SQL})",
+                (host_id, "script:%"),
             )
             previous.script_provenance = {(r[0], r[1]): r[2] for r in rows}
         return previous
