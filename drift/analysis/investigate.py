@@ -54,11 +54,13 @@ from drift.analysis.scope import ConfigSwitch, ScopeSplit, split_scope
 from drift.analysis.story import Story
 from drift.analysis.timeline import timeline_entries
 from drift.analysis.unit_history import service_runs
-from drift.analysis.values import Values, where
+from drift.analysis.values import Values, service_pids, where_read
 from drift.analysis.windows import Span, clock_steps, given_why, resolve_span
 from drift.store.query import History, SnapshotInfo, StoredVersion
 from drift.store.window import WindowRecords, state_after, window_records, window_versions
 from drift.timespec import When, iso, local_time
+
+Pids = Mapping[str, str]
 
 DEFAULT_TOP = 10  # suspects shown unless --top N or --all
 # How far back before the baseline a fact's churn is counted: a month says how
@@ -126,7 +128,9 @@ def investigate(
     ranked = _ranked(history, span, window, stories, flapped, options.service, failures)
     shown = ranked if options.top is None else ranked[: options.top]
     spots = blind_spots(first, window, (records.usual_us or 0, records.gaps))
-    suspects = [_suspect(r, values) for r in shown]
+    # The processes the two ends' values are in: a value kept across a restart names both.
+    pids = (service_pids(before), service_pids(after))
+    suspects = [_suspect(r, values, pids) for r in shown]
     marks = history.marks()
     return Investigation(
         command=options.command,
@@ -237,7 +241,7 @@ def _touches(ranked: RankedStory, service: str) -> bool:
     return False
 
 
-def _suspect(ranked: RankedStory, values: Values) -> Suspect:
+def _suspect(ranked: RankedStory, values: Values, pids: tuple[Pids, Pids]) -> Suspect:
     story = ranked.story
     return Suspect(
         rank=ranked.rank,
@@ -260,7 +264,8 @@ def _suspect(ranked: RankedStory, values: Values) -> Suspect:
         ],
         changes=[
             SuspectChange(
-                **_change_fields(c, values), role="root" if c is story.root else "evidence"
+                **_change_fields(c, values, pids),
+                role="root" if c is story.root else "evidence",
             )
             for c in story.changes
         ],
@@ -269,7 +274,9 @@ def _suspect(ranked: RankedStory, values: Values) -> Suspect:
     )
 
 
-def _change_fields(change: Change, values: Values) -> dict[str, Any]:
+def _change_fields(change: Change, values: Values, pids: tuple[Pids, Pids]) -> dict[str, Any]:
+    """A change as reports show it; `pids` are the services' processes at the baseline and
+    the current record, where its before and after values are."""
     latest = change.after or change.before
     assert latest is not None
     return {
@@ -282,7 +289,7 @@ def _change_fields(change: Change, values: Values) -> dict[str, Any]:
         "secret": latest.secret,
         "changed_at": iso(change.changed_us),
         "changed_local": local_time(change.changed_us),
-        "where": where(latest.provenance),
+        "where": where_read(latest, pids[1] if change.after is not None else pids[0]),
         "provenance": latest.provenance,
         "diff": values.diff(change),
     }
