@@ -14,8 +14,8 @@ from drift.analysis.claims import Claims, value_of
 from drift.analysis.diff import Change
 from drift.analysis.failures import failing_status
 from drift.analysis.origins import Attribution, attribute, possibilities
-from drift.analysis.story import Status
-from drift.analysis.timing import Order, parse_time_us, start_span
+from drift.analysis.story import LiveStart, Status
+from drift.analysis.timing import Order, Span, parse_time_us, start_span
 from drift.analysis.titles import NOT_APPLIED, about_the_same_time
 from drift.store.query import StoredVersion
 from drift.timespec import clock
@@ -74,7 +74,7 @@ class Applied(Claims):
             status, label = self.restarted_status(service, source)
             return status, label, mirror if status == "live" else None
         if applied_now:
-            label = self.live_label(service, removed=source.after is None, source=source)
+            label = self.live_label(service, source, removed=source.after is None, live=mirror)
             if now is not None and now.single is not None and now.single.when:
                 label += f" (branch taken: {now.single.when})"
             return "live", label, mirror
@@ -168,31 +168,84 @@ class Applied(Claims):
         order = self.start_order(service, source)
         if order == "before":
             return "pending", NOT_APPLIED
-        label = self.live_label(service, removed=False, source=source)
+        label = self.live_label(service, source)
         if order == "unknown":
             # Counted as live: an edit and a restart in the same minute usually go together.
             label += f", if it started after the change: it started {self.about(service, source)}"
         return "live", label
 
-    def live_label(self, service: str, *, removed: bool, source: Change | None = None) -> str:
-        """Live in (or gone from) the service's process, with its restart and how it fared since.
+    def live_label(
+        self, service: str, source: Change, *, removed: bool = False, live: Change | None = None
+    ) -> str:
+        """Live in (or gone from) the service's process, since the start that took it, and how
+        it fared since.
 
-        A restart the file times of `source` put after the edit says so.
+        `live` is the service's own fact that shows the change (a variable, a flag,
+        its command line), if any: the first record to read its current value
+        says which start took it (`live_start`). A start the file times of
+        `source` put after the edit says so.
         """
         pid = value_of(self.after.get((f"service:{service}", "pid")))
         where = f"{service} (pid {pid})" if pid else service
         text = f"gone from {where}" if removed else f"live in {where}"
         restart = self.restarts.get(service)
-        if restart is not None:
-            text += f" since restart {clock(restart.at_us)}"
-            if source is not None:
-                by = self.records.span(source).by
-                if by and self.start_order(service, source) == "after":
-                    text += f", started after the edit{by}"
+        start = self.live_start(service, source, live)
+        self.live_starts[id(source)] = start
+        if restart is not None and start is not None and self.in_window(start.at_us):
+            text += f" since restart {clock(start.at_us)}"
+            if start.pid and start.pid != pid:
+                text += f" (pid {start.pid})"
+            changed = self.records.span(source)
+            if changed.by and start.span.order(changed) == "after":
+                text += f", started after the edit{changed.by}"
+            kept = [t for t in restart.times if t > start.span.latest_us]
+            if kept:
+                text += f", unchanged through the {_restarts(len(kept))} since"
         failure = self.failures.get(service)
         if failure is not None and not failure.ongoing:
             text += f"; {service} {failure.summary()}"
         return text
+
+    def live_start(self, service: str, source: Change, live: Change | None) -> LiveStart | None:
+        """The start of the process a change first ran in, across the restarts that kept it.
+
+        With the service's live fact that shows it: the process of the first
+        record that read its current value (or first missed a removed one), so
+        a restart that kept the value is no new start of it and one that
+        changed it is. Without: the window's first start not known to come
+        before the change. None when the service did not restart.
+        """
+        restart = self.restarts.get(service)
+        if restart is None:
+            return None
+        runs = self.runs.get(service)
+        if live is not None and runs is not None:
+            if live.after is not None:
+                seen: int | None = live.after.first_snapshot_id
+            else:
+                assert live.before is not None
+                seen = live.before.until_snapshot_id
+            started = runs.at("started_at", seen) if seen is not None else None
+            at, span = parse_time_us(value_of(started)), start_span(started)
+            if seen is not None and at is not None and span is not None:
+                return LiveStart(at, span, value_of(runs.at("pid", seen)))
+        changed = self.records.span(source)
+        latest = restart.started or Span.start(restart.at_us)
+        for moment in restart.times:
+            span = latest if moment == restart.at_us else Span.start(moment)
+            if span.order(changed) != "before":
+                pid = restart.after_pid if moment == restart.at_us else None
+                return LiveStart(moment, span, pid)
+        return LiveStart(restart.at_us, latest, restart.after_pid)
+
+    def in_window(self, at_us: int) -> bool:
+        """Whether a moment is after the baseline record (a start inside the window)."""
+        snapshots = self.records.snapshots
+        return not snapshots or at_us > snapshots[0].taken_us
+
+
+def _restarts(count: int) -> str:
+    return "restart" if count == 1 else f"{count} restarts"
 
 
 def _holes(version: StoredVersion | None) -> bool:

@@ -18,7 +18,7 @@ from drift.analysis.failures import Failure
 from drift.analysis.kinds import service_name
 from drift.analysis.restarts import Restart
 from drift.analysis.sources import ServiceSources
-from drift.analysis.story import Status, Story
+from drift.analysis.story import LiveStart, Status, Story
 from drift.analysis.timing import Records, Span, start_span
 from drift.analysis.unit_history import ServiceRuns
 from drift.store.query import StoredVersion
@@ -53,6 +53,9 @@ class Claims:
         self.failures: dict[str, Failure] = {}
         # Reads a stored text in full (a blob); set by the caller that has the store.
         self.text: Callable[[StoredVersion], str] = lambda v: v.value or ""
+        # The start each live label named, by the id of its story's root: a story's
+        # timing then goes by the start its words give (`Applied.live_start`).
+        self.live_starts: dict[int, LiveStart | None] = {}
 
     # ------------------------------------------------------------ bookkeeping
 

@@ -135,7 +135,8 @@ class EndpointStories(Applied):
         if order == "unknown":
             # The process started between the record that read the old value and the
             # one that read the new: the server came up with it.
-            return "live", f"{self.live_label(service, removed=False)}: came with its start {start}"
+            label = self.live_label(service, change, live=change)
+            return "live", f"{label}: came with its start {start}"
         if order == "after":
             return "live", (
                 f"live in {where}; served already before its start {start}, "

@@ -154,13 +154,22 @@ class _Grouper(
                 self.restarts[restart.service] = restart
 
     def attach_restarts(self, story: Story) -> Story:
-        """Restarts explain stories that are in a running process (or failing), not pending ones."""
+        """Restarts explain stories that are in a running process (or failing), not pending ones;
+        a live one's value ran from the first start that took it (`Applied.live_start`)."""
         if story.status not in ("live", "unsourced", "failing") or story.restarts:
             return story
         found = tuple(self.restarts[s] for s in story.services if s in self.restarts)
         if not found:
             return story
-        return replace(story, restarts=found)
+        starts = [
+            self.live_starts[id(story.root)]
+            if len(found) == 1 and id(story.root) in self.live_starts
+            else self.live_start(r.service, story.root, _shown_in(story, r.service))
+            for r in found
+        ]
+        known = [s for s in starts if s is not None]
+        first = max(known, key=lambda s: s.at_us) if len(known) == len(starts) else None
+        return replace(story, restarts=found, live_from=first)
 
     # ------------------------------------------------------------ files, repos, commands
 
@@ -295,4 +304,13 @@ def _by_number(_: Story, n: int) -> str:
     return f"#{n}"
 
 
+def _shown_in(story: Story, service: str) -> Change | None:
+    """The service's own fact among a story's changes (a variable, a flag, its command line
+    or a mapped library): what shows the change in its process, if any."""
+    subject = f"service:{service}"
+    return next((c for c in story.changes if c.subject == subject and c.key not in _RUN_KEYS), None)
+
+
+_RUN_KEYS = frozenset({"running", "pid", "ppid", "started_at"})
+_FILE_ROOTS = (*FILE_IDENTITY_KEYS, "mode", "size")
 _REPO_ROOTS = ("head", "branch", "state", "shallow")

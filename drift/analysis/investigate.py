@@ -56,12 +56,14 @@ from drift.analysis.story import Side, Story, change_spots
 from drift.analysis.structured import Hunk
 from drift.analysis.timeline import timeline_entries
 from drift.analysis.unit_history import service_runs
-from drift.analysis.values import ValueDiff, Values, where
+from drift.analysis.values import ValueDiff, Values, service_pids, where_read
 from drift.analysis.windows import Baseline, Span, clock_steps, given_why, resolve_span
 from drift.names import check_known
 from drift.store.query import History, SnapshotInfo, StoredVersion
 from drift.store.window import WindowRecords, state_after, window_records, window_versions
 from drift.timespec import When, iso, local_time
+
+Pids = Mapping[str, str]
 
 DEFAULT_TOP = 10  # suspects shown unless --top N or --all
 # How far back before the baseline a fact's churn is counted: a month says how
@@ -130,7 +132,9 @@ def investigate(
     shown = ranked if options.top is None else ranked[: options.top]
     spots = blind_spots(first, window, (records.usual_us or 0, records.gaps))
     texts = TextOwners([r.story for r in ranked])
-    suspects = [_suspect(r, values, texts) for r in shown]
+    # The processes the two ends' values are in: a value kept across a restart names both.
+    pids = (service_pids(before), service_pids(after))
+    suspects = [_suspect(r, values, texts, pids) for r in shown]
     marks = history.marks()
     return Investigation(
         command=options.command,
@@ -255,7 +259,9 @@ def _touches(ranked: RankedStory, service: str) -> bool:
     return False
 
 
-def _suspect(ranked: RankedStory, values: Values, texts: TextOwners) -> Suspect:
+def _suspect(
+    ranked: RankedStory, values: Values, texts: TextOwners, pids: tuple[Pids, Pids]
+) -> Suspect:
     story = ranked.story
     return Suspect(
         rank=ranked.rank,
@@ -278,7 +284,7 @@ def _suspect(ranked: RankedStory, values: Values, texts: TextOwners) -> Suspect:
         ],
         changes=[
             SuspectChange(
-                **_change_fields(c, values, texts.diff(story, c, values)),
+                **_change_fields(c, values, pids, texts.diff(story, c, values)),
                 role="root" if c is story.root else "evidence",
             )
             for c in story.changes
@@ -288,7 +294,12 @@ def _suspect(ranked: RankedStory, values: Values, texts: TextOwners) -> Suspect:
     )
 
 
-def _change_fields(change: Change, values: Values, diff: ValueDiff | None = None) -> dict[str, Any]:
+def _change_fields(
+    change: Change, values: Values, pids: tuple[Pids, Pids], diff: ValueDiff | None = None
+) -> dict[str, Any]:
+    """A change as reports show it; `pids` are the services' processes at the baseline and
+    the current record, where its before and after values are; `diff` its diff when it is
+    not the change's whole diff."""
     latest = change.after or change.before
     assert latest is not None
     return {
@@ -301,7 +312,7 @@ def _change_fields(change: Change, values: Values, diff: ValueDiff | None = None
         "secret": latest.secret,
         "changed_at": iso(change.changed_us),
         "changed_local": local_time(change.changed_us),
-        "where": where(latest.provenance),
+        "where": where_read(latest, pids[1] if change.after is not None else pids[0]),
         "provenance": latest.provenance,
         "diff": diff if diff is not None else values.diff(change),
     }

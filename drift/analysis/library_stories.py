@@ -64,7 +64,7 @@ class LibraryStories(Applied):
             gone = [self.free(subject, LIB_DISK + c.key[len(LIB) :]) for c in group]
             status: Status = "live"
             if self._at_restart(service, group[0]):
-                label = self.live_label(service, removed=False)
+                label = self.live_label(service, group[0], live=group[0])
                 title = f"{_names(group)} changed: {label}"
             else:
                 pid = value_of(self.after.get((subject, "pid")))

@@ -167,7 +167,7 @@ class ProcessStories(Applied):
         if line:
             root, *rest = line
             if not_running is None:
-                status, label = "live", self.live_label(service, removed=False)
+                status, label = "live", self.live_label(service, root, live=root)
             else:
                 status, label = "changed", not_running
             self.add(root, rest, status, label, live_title(root, service), [service])

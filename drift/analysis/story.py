@@ -121,6 +121,10 @@ class Story:
     changed: Span | None = None
     # The failing service the change reached (a crash loop), if any.
     failure: Failure | None = None
+    # When its value first ran in the service: the start of the process the first
+    # record to see it read it from, kept through the restarts since that did not
+    # change it (None: not known; the latest restart then stands for it).
+    live_from: LiveStart | None = None
 
     @property
     def category(self) -> str:
@@ -133,20 +137,42 @@ class Story:
 
     @property
     def effective_us(self) -> int:
-        """When the change could first have mattered: for a live one, the restart that took it."""
+        """When the change could first have mattered: for a live one, the start that took it."""
         moment = self.root.changed_us
-        if self.status in ("live", "unsourced") and self.restarts:
-            moment = max(moment, max(r.at_us for r in self.restarts))
-        return moment
+        start = self._start()
+        return moment if start is None else max(moment, start.at_us)
 
     @property
     def effective_span(self) -> Span:
-        """`effective_us` as an interval: the change's, or the restart's if that came later."""
+        """`effective_us` as an interval: the change's, or the start's if that came later."""
         moment = self.changed or Span(self.root.changed_us, self.root.changed_us)
-        if self.status in ("live", "unsourced") and self.restarts:
-            latest = max(self.restarts, key=lambda r: r.at_us)
-            start = latest.started or Span.start(latest.at_us)
+        start = self._start()
+        if start is not None:
             moment = Span(
-                max(moment.earliest_us, start.earliest_us), max(moment.latest_us, start.latest_us)
+                max(moment.earliest_us, start.span.earliest_us),
+                max(moment.latest_us, start.span.latest_us),
             )
         return moment
+
+    def _start(self) -> LiveStart | None:
+        """The start that took a live change: its first one, else the latest restart."""
+        if self.status not in ("live", "unsourced"):
+            return None
+        if self.live_from is not None:
+            return self.live_from
+        if not self.restarts:
+            return None
+        latest = max(self.restarts, key=lambda r: r.at_us)
+        return LiveStart(latest.at_us, latest.started or Span.start(latest.at_us), latest.after_pid)
+
+
+@dataclass(frozen=True)
+class LiveStart:
+    """The start of the process a value was first live in: when, as precisely as known, and its pid.
+
+    A restart that kept the value is no new start of it; one that changed it is.
+    """
+
+    at_us: int
+    span: Span
+    pid: str | None

@@ -61,7 +61,8 @@ class UnitStories(Applied):
                 if status == "pending":
                     flags, argv = [], None  # the process still runs the old command line
             elif flags or argv is not None:
-                status, label = "live", self.live_label(service, removed=False)
+                shown = argv if argv is not None else flags[0]
+                status, label = "live", self.live_label(service, exec_start, live=shown)
             else:
                 status, label = self.launched_status(service, exec_start)
             first.append(
@@ -258,7 +259,8 @@ class UnitStories(Applied):
         new = forms(change.after.value or "") if change.after is not None else None
         old = forms(change.before.value or "") if change.before is not None else None
         if new is not None and live.value in new:
-            return "live", self.live_label(service, removed=False)
+            shown = self.by_ident.get((subject, live_key))
+            return "live", self.live_label(service, change, live=shown)
         if new is not None and old is not None and live.value in old:
             pid = value_of(self.after.get((subject, "pid")))
             where = f"{service} (pid {pid})" if pid else service

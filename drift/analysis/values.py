@@ -8,7 +8,7 @@ receive the strings made here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +17,7 @@ from drift.analysis.structured import Hunk, KeyChange, diff_content, select_hunk
 from drift.display import SHORT_VALUE
 from drift.secrets.markers import shown_secret
 from drift.store.query import History, StoredVersion
+from drift.timespec import clock
 
 DIFF_LINES = 40  # unified diff lines kept for one change
 
@@ -30,6 +31,36 @@ def where(provenance: dict[str, Any]) -> str:
     if spot and isinstance(container, str):
         return f"{spot} in container {container}"
     return spot
+
+
+def where_read(version: StoredVersion, pids: Mapping[str, str]) -> str:
+    """`where` for a version shown at a record whose service's process is `pids` there:
+    a value of a process that carried over unchanged into a later one is
+    ``read from pid A at T, unchanged in pid B (/proc/A/environ)``.
+
+    A store keeps a value unchanged across a restart as the version the old
+    process gave, with its provenance; that pid is gone, and the one the
+    value lives in now is the service's pid at the record shown.
+    """
+    provenance = version.provenance
+    now = pids.get(version.subject)
+    read = provenance.get("pid")
+    if now is None or read is None or str(read) == now or version.key.startswith("unit:"):
+        return where(provenance)
+    source = provenance.get("source") or provenance.get("found_by")
+    text = f"read from pid {read} at {clock(version.first_taken_us)}, unchanged in pid {now}"
+    text += f" ({source})" if source else ""
+    container = provenance.get("container")
+    return f"{text} in container {container}" if isinstance(container, str) else text
+
+
+def service_pids(state: Mapping[tuple[str, str], StoredVersion]) -> dict[str, str]:
+    """Each service's pid in a state, by subject (see `where_read`)."""
+    return {
+        subject: v.value
+        for (subject, key), v in state.items()
+        if key == "pid" and subject.startswith("service:") and v.value is not None
+    }
 
 
 def _spot(provenance: dict[str, Any]) -> str:

@@ -6,11 +6,12 @@ are the keys of the JSON output and what the templates read (see `plain`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from drift.analysis.investigation import SnapshotRef, snapshot_ref
-from drift.analysis.values import Values, where
+from drift.analysis.values import Values, where_read
 from drift.names import no_fact_matches
 from drift.store.query import History, StoredVersion
 from drift.timespec import When, iso, local_time, refuse_future
@@ -61,6 +62,7 @@ def state_view(history: History, at: When | None, pattern: str | None) -> StateV
         # No fact at any time: a typo, not a state without it.
         raise no_fact_matches(pattern, history.host, history.fact_idents())
     values = Values(history)
+    pids = history.pids_at(snap.id)
     subjects: dict[str, list[StateFact]] = {}
     for (subject, key), version in sorted(state.items()):
         subjects.setdefault(subject, []).append(
@@ -70,7 +72,7 @@ def state_view(history: History, at: When | None, pattern: str | None) -> StateV
                 secret=version.secret,
                 since=iso(version.first_taken_us),
                 since_local=local_time(version.first_taken_us),
-                where=where(version.provenance),
+                where=where_read(version, pids),
                 provenance=version.provenance,
             )
         )
@@ -136,6 +138,7 @@ def fact_history(history: History, pattern: str, limit: int | None = HISTORY_LIM
     versions = [v for page in pages for v in page.versions]
     history.load_texts(versions)
     untracked = _left_scope(history, versions)
+    pids = _pids_at_ends(history, versions)
     return FactHistory(
         host=history.host,
         pattern=pattern,
@@ -144,7 +147,10 @@ def fact_history(history: History, pattern: str, limit: int | None = HISTORY_LIM
             FactVersions(
                 subject=page.subject,
                 key=page.key,
-                versions=[_fact_version(v, values, untracked) for v in page.versions],
+                versions=[
+                    _fact_version(v, values, untracked, pids.get(v.until_snapshot_id, {}))
+                    for v in page.versions
+                ],
                 older=page.older,
             )
             for page in pages
@@ -153,8 +159,20 @@ def fact_history(history: History, pattern: str, limit: int | None = HISTORY_LIM
     )
 
 
+def _pids_at_ends(
+    history: History, versions: list[StoredVersion]
+) -> dict[int | None, dict[str, str]]:
+    """The services' pids at the last record of each service version, by its end (None:
+    still open): the process the value was in when it was last seen."""
+    ends = {v.until_snapshot_id for v in versions if v.subject.startswith("service:")}
+    latest = history.latest().id if None in ends else 0
+    # A version ending at snapshot U was last read by this host's record before U, and
+    # no record of this host lies between that one and U: the state at U - 1 is its.
+    return {end: history.pids_at(latest if end is None else end - 1) for end in ends}
+
+
 def _fact_version(
-    v: StoredVersion, values: Values, untracked: set[tuple[str, str, int]]
+    v: StoredVersion, values: Values, untracked: set[tuple[str, str, int]], pids: Mapping[str, str]
 ) -> FactVersion:
     return FactVersion(
         value=values.show(v),
@@ -166,7 +184,7 @@ def _fact_version(
         until_local=local_time(v.until_taken_us) if v.until_taken_us else None,
         until_snapshot=v.until_snapshot_id,
         untracked=(v.subject, v.key, v.first_snapshot_id) in untracked,
-        where=where(v.provenance),
+        where=where_read(v, pids),
         provenance=v.provenance,
     )
 

@@ -350,6 +350,15 @@ class History:
             for r in self.rows("SELECT subject, key FROM facts WHERE host_id = ?", (self.host_id,))
         ]
 
+    def pids_at(self, snapshot_id: int) -> dict[str, str]:
+        """Each service's pid at a snapshot (or at any moment between two of this host's
+        records), by subject: the process a value unchanged since an earlier one is in now."""
+        out: dict[str, str] = {}
+        for chunk in _chunks(self.fact_ids_with("service:", "pid")):
+            rows = self.rows(*self.state_sql(snapshot_id, chunk))
+            out.update({r[0]: r[2] for r in rows if r[2] is not None})
+        return out
+
     def matching_facts(self, pattern: str) -> list[int]:
         """The ids of this host's facts matching PATTERN, by subject and key.
 
