@@ -7,7 +7,12 @@ line assigned each variable. drift reads the same script, attributes every
 live value the way ``drift since`` does, and each answer is counted as a
 right single line, a wrong single line, unsure (several candidate lines)
 or unknown (no line can give it). Flags are checked against the lines
-``case.json`` names; the exec line against the line bash launched.
+``case.json`` names; the exec line against the line bash launched (a line
+drift names that bash did not launch is wrong).
+
+The corpus is split (``"split"`` in case.json): ``tuned`` cases the reader
+may be worked on against, and ``heldout`` ones it must not be tuned on; the
+table shows both parts and the whole (tests/shell_corpus/README).
 
     .venv/bin/python benchmarks/bench_scripts.py [--corpus DIR] [--json FILE] [-v]
 
@@ -26,9 +31,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the bash oracle is test code
@@ -64,8 +70,11 @@ class Count:
 @dataclass
 class CaseResult:
     name: str
+    split: str = "tuned"
+    idiom: str = ""
     env: Count = field(default_factory=Count)
     flags: Count = field(default_factory=Count)
+    exec: Count = field(default_factory=Count)  # one answer: the line that launched the server
     exec_right: bool = False
     evaluate_ms: float = 0.0
     lines: int = 0
@@ -73,8 +82,61 @@ class CaseResult:
     # the same run, drift not told the folder bash started the script in
     env_untold: Count = field(default_factory=Count)
     flags_untold: Count = field(default_factory=Count)
+    exec_untold: Count = field(default_factory=Count)
     exec_right_untold: bool = False
     notes_untold: list[str] = field(default_factory=list)
+
+    @property
+    def wrong(self) -> int:
+        """Every wrong claim of the case, told or not where the script starts."""
+        return sum(
+            c.wrong
+            for c in (self.env, self.flags, self.exec, self.env_untold)
+            + (self.flags_untold, self.exec_untold)
+        )
+
+
+@dataclass
+class Totals:
+    """The answers of several cases added up: one column of the table."""
+
+    cases: int = 0
+    env: Count = field(default_factory=Count)
+    flags: Count = field(default_factory=Count)
+    exec: Count = field(default_factory=Count)
+
+    @classmethod
+    def of(cls, results: list[CaseResult], untold: bool = False) -> Totals:
+        totals = cls(len(results))
+        for r in results:
+            totals.env.add(r.env_untold if untold else r.env)
+            totals.flags.add(r.flags_untold if untold else r.flags)
+            totals.exec.add(r.exec_untold if untold else r.exec)
+        return totals
+
+    def summary(self) -> dict[str, int]:
+        out = {"cases": self.cases}
+        for kind in ("env", "flags", "exec"):
+            count: Count = getattr(self, kind)
+            out |= {f"{kind}_{n}": getattr(count, n) for n in ("right", "wrong", "unsure")}
+            out |= {f"{kind}_unknown": count.unknown, f"{kind}_total": count.total}
+        return out
+
+    ROWS: ClassVar[list[tuple[str, Callable[[Totals], str]]]] = [
+        ("exported variables linked to the right file:line", lambda t: _rate(t.env)),
+        ("... unsure (several lines named) / source unknown", lambda t: _other(t.env)),
+        ("**wrong** single-line claims (variables)", lambda t: str(t.env.wrong)),
+        ("live flags linked to the line that produced them", lambda t: _rate(t.flags)),
+        ("... unsure / unknown", lambda t: _other(t.flags)),
+        ("**wrong** single-line claims (flags)", lambda t: str(t.flags.wrong)),
+        ("exec command picked right", lambda t: _rate(t.exec)),
+        ("... unsure / unknown", lambda t: _other(t.exec)),
+        ("**wrong** exec lines (bash launched another)", lambda t: str(t.exec.wrong)),
+    ]
+
+
+def _other(count: Count) -> str:
+    return f"{count.unsure} / {count.unknown}"
 
 
 def _version(fact: Fact) -> StoredVersion:
@@ -157,7 +219,12 @@ def run_case(case: Path, work: Path) -> CaseResult:
     folder = work / case.name
     shutil.copytree(case, folder)
     script = folder / "serve.sh"
-    result = CaseResult(case.name, lines=len(script.read_text().splitlines()))
+    result = CaseResult(
+        case.name,
+        split=spec.get("split", "tuned"),
+        idiom=spec.get("idiom", ""),
+        lines=len(script.read_text().splitlines()),
+    )
 
     data = script.read_bytes()
     start = StartFolder(str(folder), "the folder bash ran it in")
@@ -181,9 +248,16 @@ def run_case(case: Path, work: Path) -> CaseResult:
         env=spec.get("env", {}),
         cwd=folder,
     ) as run:
-        result.exec_right = _score(told, run, spec, folder, result.env, result.flags, result.notes)
+        result.exec_right = _score(
+            told, run, spec, folder, (result.env, result.flags, result.exec), result.notes
+        )
         result.exec_right_untold = _score(
-            untold, run, spec, folder, result.env_untold, result.flags_untold, result.notes_untold
+            untold,
+            run,
+            spec,
+            folder,
+            (result.env_untold, result.flags_untold, result.exec_untold),
+            result.notes_untold,
         )
     return result
 
@@ -193,11 +267,15 @@ def _score(
     run: Any,
     spec: dict[str, Any],
     folder: Path,
-    env: Count,
-    flags: Count,
+    counts: tuple[Count, Count, Count],
     notes: list[str],
 ) -> bool:
-    """Judge drift's facts against what bash did: counts and notes; True if the exec is right."""
+    """Judge drift's facts against what bash did: counts (variables, flags, exec) and notes.
+
+    True if the exec is right. An exec line drift names that is not the one
+    bash launched is wrong; several candidates unsure; none unknown.
+    """
+    env, flags, execs = counts
     script = folder / "serve.sh"
     found = attribute_live(facts, run.argv, run.env)
     for name in sorted(run.exported):
@@ -231,9 +309,16 @@ def _score(
     right = exec_line == run.launch[1] and os.path.realpath(
         str(exec_file or "")
     ) == os.path.realpath(run.launch[0])
+    if right:
+        verdict = "right"
+    elif exec_line is not None:
+        verdict = "wrong"
+    else:
+        verdict = "unsure" if picked is not None else "unknown"
+    setattr(execs, verdict, getattr(execs, verdict) + 1)
     if not right:
-        notes.append(f"exec: drift line {exec_line}, bash launched {run.launch}")
-    return right
+        notes.append(f"{verdict}: exec: drift line {exec_line}, bash launched {run.launch}")
+    return bool(right)
 
 
 def generated_script(lines: int, seed: int = 1) -> bytes:
@@ -314,51 +399,32 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {case.name}", file=sys.stderr)
             results.append(run_case(case, Path(tmp)))
 
-    env, flags, env_untold, flags_untold = Count(), Count(), Count(), Count()
-    for r in results:
-        env.add(r.env)
-        flags.add(r.flags)
-        env_untold.add(r.env_untold)
-        flags_untold.add(r.flags_untold)
-    execs = sum(r.exec_right for r in results)
-    execs_untold = sum(r.exec_right_untold for r in results)
+    parts = {
+        "all": Totals.of(results),
+        "tuned": Totals.of([r for r in results if r.split != "heldout"]),
+        "heldout": Totals.of([r for r in results if r.split == "heldout"]),
+    }
+    untold = Totals.of(results, untold=True)
     timing: dict[str, float] = {}
     timings = [r.evaluate_ms for r in results]
     print(f"\n{len(results)} scripts ({sum(r.lines for r in results)} lines)\n")
-    print("| measure | drift | drift not told where the script starts |")
-    print("| --- | --- | --- |")
-    rows = [
-        ("exported variables linked to the right file:line", _rate(env), _rate(env_untold)),
-        (
-            "... unsure (several lines named) / source unknown",
-            f"{env.unsure} / {env.unknown}",
-            f"{env_untold.unsure} / {env_untold.unknown}",
-        ),
-        ("**wrong** single-line claims (variables)", env.wrong, env_untold.wrong),
-        ("live flags linked to the line that produced them", _rate(flags), _rate(flags_untold)),
-        (
-            "... unsure / unknown",
-            f"{flags.unsure} / {flags.unknown}",
-            f"{flags_untold.unsure} / {flags_untold.unknown}",
-        ),
-        ("**wrong** single-line claims (flags)", flags.wrong, flags_untold.wrong),
-        (
-            "exec command picked right",
-            f"{execs} of {len(results)}",
-            f"{execs_untold} of {len(results)}",
-        ),
-    ]
-    for measure, told, untold in rows:
-        print(f"| {measure} | {told} | {untold} |")
+    columns = [parts["all"], parts["tuned"], parts["heldout"], untold]
+    print(
+        f"| measure | all ({parts['all'].cases}) | tuned ({parts['tuned'].cases}) "
+        f"| held out ({parts['heldout'].cases}) | all, drift not told where the script starts |"
+    )
+    print("| --- | --- | --- | --- | --- |")
+    for measure, show in Totals.ROWS:
+        print(f"| {measure} | " + " | ".join(show(t) for t in columns) + " |")
     print(
         f"| read and evaluate one script (median, max) | {statistics.median(timings):.1f} ms, "
-        f"{max(timings):.1f} ms | |"
+        f"{max(timings):.1f} ms | | | |"
     )
     for lines in (100, 1000):
         drift_ms, bash_ms = time_reading(lines)
         print(
             f"| read a generated {lines}-line script / `bash -n` | {drift_ms:.1f} ms / "
-            f"{bash_ms:.1f} ms ({drift_ms / bash_ms:.1f}x) | |"
+            f"{bash_ms:.1f} ms ({drift_ms / bash_ms:.1f}x) | | | |"
         )
         timing[f"generated_{lines}_ms"] = round(drift_ms, 1)
     if args.verbose:
@@ -367,27 +433,24 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {r.name}: {note}")
             for note in r.notes_untold:
                 print(f"  {r.name} (not told where it starts): {note}")
+        for split in ("tuned", "heldout"):
+            missed = [r for r in results if r.split == split and r.wrong]
+            print(f"\n{split}: {len(missed)} cases with a wrong claim")
+            for r in missed:
+                print(f"  {r.name} ({r.idiom or 'original'}): {r.wrong} wrong")
     summary: dict[str, Any] = {
         "scripts": len(results),
-        "env_right": env.right,
-        "env_total": env.total,
-        "env_wrong": env.wrong,
-        "flags_right": flags.right,
-        "flags_total": flags.total,
-        "flags_wrong": flags.wrong,
-        "exec_right": execs,
-        "untold_env_right": env_untold.right,
-        "untold_env_wrong": env_untold.wrong,
-        "untold_flags_right": flags_untold.right,
-        "untold_flags_wrong": flags_untold.wrong,
-        "untold_exec_right": execs_untold,
+        **parts["all"].summary(),
+        **{f"untold_{k}": v for k, v in untold.summary().items()},
+        "tuned": parts["tuned"].summary(),
+        "heldout": parts["heldout"].summary(),
         "evaluate_ms_median": round(statistics.median(timings), 2),
         **timing,
     }
     print(json.dumps(summary))
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in results], indent=2))
-    return 1 if env.wrong or flags.wrong or env_untold.wrong or flags_untold.wrong else 0
+    return 1 if any(r.wrong for r in results) else 0
 
 
 if __name__ == "__main__":

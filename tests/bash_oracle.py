@@ -76,7 +76,9 @@ class Launch:
     assigning word starts (``export A=1 \\`` / ``B=2``: A on the first line, B on the second);
     for ``: "${X:=v}"``, ``read``, ``export $(grep ... | xargs)`` it is the command's first line.
     A value bash took from a ``bash -c "..."`` string is placed on the string's own line when
-    the string is written in the file, else on the ``bash -c`` line. ``K=V cmd`` and
+    the string is written in the file, else on the ``bash -c`` line; so is a value from an
+    ``eval`` of a string not written there (``eval "$CMD"``, ``eval "$(helper)"``: bash numbers
+    its lines on from the eval's, the oracle puts them all on the eval's). ``K=V cmd`` and
     ``env K=V cmd`` on the launch put K on the launch line. Variables that only came from the
     starting environment, and `BASH_OWN`, are left out.
 
@@ -1112,6 +1114,7 @@ class _Trace:
         last_real: _Place | None = None
         last_command: _Place | None = None
         c_origin: tuple[str, int, int] | None = None  # file, line the string starts on, last
+        evals: dict[str, tuple[str, int, int]] = {}  # shell -> eval of a string not in the file
         for rec in timeline:
             if rec.kind == "I":
                 c_origin = None
@@ -1131,6 +1134,15 @@ class _Trace:
                 if path is not None and not os.path.isabs(rec.file):
                     first_seen[rec.file] = path
             place: _Place | None
+            if path is not None and rec.inc in evals:
+                place = self._in_eval(rec, path, evals)
+                if place is not None:
+                    places.append(place)
+                    continue
+            if path is not None and rec.kind == "X":
+                opened = self._eval_opened(rec, path)
+                if opened is not None:
+                    evals[rec.inc] = opened
             if path is not None:
                 place = (path, rec.line, False)
                 last_real = place
@@ -1144,6 +1156,43 @@ class _Trace:
                 place = last_real
             places.append(place)
         return places
+
+    def _eval_opened(self, rec: _Rec, path: str) -> tuple[str, int, int] | None:
+        """``eval "$CMD"`` / ``eval "$(helper)"``: the string is not written in the file, yet
+        bash numbers its lines on from the eval's line. (file, eval line, last such number)."""
+        words = xtrace_words(rec.text)
+        if words[:1] != ["eval"]:
+            return None
+        src = self._source(path)
+        first, last = src.span(rec.line)
+        text = "\n".join(src.text(k) for k in range(first, last + 1))
+        after = text[text.find("eval") + 4 :] if "eval" in text else ""
+        if "$" not in after:
+            return None  # a literal string: its lines are the file's own
+        body = " ".join(words[1:])
+        return (path, first, rec.line + body.count("\n"))
+
+    def _in_eval(
+        self, rec: _Rec, path: str, evals: dict[str, tuple[str, int, int]]
+    ) -> _Place | None:
+        """A record run from an eval'd string (its line number is not a line of the file):
+        placed on the eval's line; None for a record of the file itself, which ends the eval."""
+        file, at, last = evals[rec.inc]
+        if path != file:
+            return None  # a file it sources, a function of the file: lines of their own
+        if not at <= rec.line <= last:
+            if rec.line > last:
+                del evals[rec.inc]
+            return None
+        if rec.kind == "D":
+            return (file, at, True) if rec.line > at else None
+        words = xtrace_words(rec.text)
+        names = _assignment_names(words) or words[:1]
+        source_line = self._source(file).text(rec.line)
+        if rec.line > at and names and all(n in source_line for n in names):
+            del evals[rec.inc]  # the file's own next command
+            return None
+        return (file, at, True)
 
     def _string_start(self, file: str, line: int) -> tuple[str, int, int] | None:
         """Where the string of a ``bash -c '...'`` command starts, when it is written there."""

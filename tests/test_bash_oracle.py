@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 import textwrap
@@ -97,14 +98,20 @@ def test_corpus_case_launches_as_annotated(name: str, tmp_path: Path) -> None:
             assert var in run.assigned, f"{var} has no origin"
             file, line = run.assigned[var]
             text = line_text(file, line)
-            assert var in text or file in run.sourced or "$(" in text, (var, file, line, text)
+            # a line that names it, a sourced file, what a command printed: $(...), <(...),
+            # a string it runs: eval "$CMD", the launch (K=V in a variable: exec $CMD)
+            runs = " eval " in f" {text.strip()} " or (file, line) == run.launch
+            made = "$(" in text or "<(" in text
+            assert var in text or file in run.sourced or made or runs, (var, line, text)
         expected = {var: where(ref, work) for var, ref in case["assigned"].items()}
         assert {k: v for k, v in run.assigned.items() if k not in BASH_OWN} == expected
 
         assert flag_names(run.argv) == set(case["flags"])
         for flag, ref in case["flags"].items():
             text = line_text(*where(ref, work))
-            assert flag in text or "$@" in text, (flag, ref, text)
+            # a line that names it, or (a flag the caller gave) one that takes the arguments
+            caller = flag in case["args"] and re.search(r"\$\{?[1-9@*]", text)
+            assert flag in text or "$@" in text or caller, (flag, ref, text)
         assert case["about"] and "\n" not in case["about"]
     assert not alive(run.pid)
     assert run._proc is not None and not in_session(run._proc.pid)
@@ -159,6 +166,13 @@ SMALL: dict[str, tuple[str, dict[str, str], dict[str, str], dict[str, int | str]
         {"MODE": "slow"},
         {"OPT": 1},
         2,
+    ),
+    "eval of a helper's lines: each value on the eval's line, not a line after it": (
+        "eval \"$(printf 'export A=1\\nexport B=2\\n')\"\nexport C=3\nexec vllm serve /m\n",
+        {},
+        {},
+        {"A": 1, "B": 1, "C": 2},
+        3,
     ),
     "K=V exec cmd": (
         "export K=outer\nK=inner exec python3 -m vllm.entrypoints.openai.api_server --port 1\n",
