@@ -76,7 +76,7 @@ def prune_once(original: Path, keep_days: int, folder: Path) -> dict[str, object
     drift = Path(sys.executable).with_name("drift")
     started = time.monotonic()
     out = subprocess.run(
-        [str(drift), "prune", "--keep", f"{seconds}s", "--db", str(db)],
+        [str(drift), "prune", "--yes", "--keep", f"{seconds}s", "--db", str(db)],
         capture_output=True,
         text=True,
         check=True,
@@ -115,7 +115,9 @@ def prune_on_postgres(original: Path, keep_days: int) -> dict[str, object]:
         seconds = (time.time_ns() // 1000 - last_us) // 1_000_000 + keep_days * 86_400 - 30
         started = time.monotonic()
         subprocess.run(
-            [drift, "prune", "--keep", f"{seconds}s", "--db", url], check=True, capture_output=True
+            [drift, "prune", "--yes", "--keep", f"{seconds}s", "--db", url],
+            check=True,
+            capture_output=True,
         )
         wall = time.monotonic() - started
         with psycopg.connect(url) as pg:
