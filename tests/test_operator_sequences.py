@@ -2,7 +2,8 @@
 
 Hypothesis draws what an on-call operator does around one bad change: records,
 stable marks before it, unstable and note marks after it (at now or back-dated
-with --at), restarts of the wedged service with and without a change, and
+with --at), restarts of the wedged service with and without a change (another
+value of the same knob among them), and
 typos in --service. Everything is real: the incident's services as processes,
 a health command that fails while decode's live environment has the bad
 variable, and the `drift` command run as the operator runs it. Whatever the
@@ -24,7 +25,7 @@ from hypothesis import strategies as st
 from drift.demo import IncidentSandbox
 
 CULPRIT_KEY = "export:SGLANG_SM120_MMA_TARGET_CTAS"
-RECORD_EXITS = {0, 1}  # 1: a health check failed (the snapshot is stored all the same)
+RECORD_EXITS = {0}  # a failing health check is a fact recorded, not a failed record
 
 # What the operator may do before the break, and after it.
 BEFORE = st.sampled_from(["record", "mark stable", "mark stable --at last", "note", "restart"])
@@ -33,6 +34,7 @@ AFTER = st.sampled_from(
         "record",
         "restart",
         "restart changed",
+        "restart new value",
         "mark unstable",
         "mark unstable --at last",
         "note",
@@ -81,6 +83,16 @@ class Operator:
             script.write_text(script.read_text() + f"# tried at {time.time()}\n")
             box.stop("decode")
             box.start("decode")
+        elif move == "restart new value":
+            # the operator tries another value of the same knob
+            script = box.script("decode")
+            text = script.read_text()
+            value = "256" if "CTAS=512" in text else "512"
+            script.write_text(
+                text.replace("CTAS=512", f"CTAS={value}").replace("CTAS=256", f"CTAS={value}")
+            )
+            box.stop("decode")
+            box.start("decode")
         elif move == "typo":
             result = self.drift("since", "--service", "decoder")
             assert result.returncode == 2, (result.stdout, result.stderr)
@@ -90,7 +102,7 @@ class Operator:
 
 
 @settings(
-    max_examples=6,
+    max_examples=10,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -145,6 +145,10 @@ def test_a_restart_that_changed_the_value_is_a_new_start_of_the_new_value(
     assert env["after"] == "256"
     assert env["where"].startswith(f"read from pid {second} at ")
     assert f"unchanged in pid {third}" in env["where"]
+    # 512 was live before the first failure: the knob's change began then, whatever its
+    # value now, so 256 is never "after the first unhealthy record"
+    assert not any("cannot have caused it" in r for r in story["reasons"]), story["reasons"]
+    assert any("first live with a new value" in r for r in story["reasons"]), story["reasons"]
 
 
 # ---------------------------------------------------------------- any sequence of restarts

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import partial
 from typing import Any
 
@@ -127,6 +127,7 @@ def investigate(
     stories, events = group_changes(
         scope.changes, after, [first, *window], runs=runs, failures=failures, text=history.text
     )
+    stories = with_departures(stories, inside.versions)
     flapped = flapping(before, after, inside.counts)
     ranked = _ranked(history, span, window, stories, flapped, options.service, failures)
     shown = ranked if options.top is None else ranked[: options.top]
@@ -203,6 +204,28 @@ def _ranked(
     if service is not None:
         ranked = [r for r in ranked if _touches(r, service)]
     return ranked
+
+
+def with_departures(stories: list[Story], versions: Sequence[StoredVersion]) -> list[Story]:
+    """Each story with when a running process first held a new value of one of its live facts.
+
+    A variable set to 512 before the first failure and to 256 after it began
+    to change before the failure: the story of 256 must not read as begun
+    after it.
+    """
+    first: dict[tuple[str, str], int] = {}
+    for v in versions:
+        if v.subject.startswith("service:") and v.key.startswith(_LIVE_VALUE_KEYS):
+            ident = (v.subject, v.key)
+            first[ident] = min(first.get(ident, v.first_taken_us), v.first_taken_us)
+    out = []
+    for story in stories:
+        times = [first[(c.subject, c.key)] for c in story.changes if (c.subject, c.key) in first]
+        out.append(replace(story, departed_us=min(times)) if times else story)
+    return out
+
+
+_LIVE_VALUE_KEYS = ("env:", "flag:")
 
 
 def flapping(

@@ -347,6 +347,20 @@ def _timing(
     story: Story, unhealthy_at_us: int, unhealthy_until_us: int, weights: Weights
 ) -> tuple[float, str]:
     at = story.effective_us
+    first = story.departed_us
+    if first is not None and first < at and first <= unhealthy_at_us:
+        # Live with an earlier value before the failure: the knob changed then.
+        before = unhealthy_at_us - first
+        value = max(weights.timing_floor, 0.5 ** (before / weights.timing_half_life_us))
+        when = (
+            f"{duration_text(before)} before the first unhealthy record"
+            if before
+            else "at the first unhealthy record"
+        )
+        return value, (
+            f"first live with a new value {when} ({clock(unhealthy_at_us)}); "
+            "its value changed again since"
+        )
     if at > unhealthy_at_us:
         if story.effective_span.earliest_us > unhealthy_until_us:
             return (

@@ -125,6 +125,10 @@ class Story:
     # record to see it read it from, kept through the restarts since that did not
     # change it (None: not known; the latest restart then stands for it).
     live_from: LiveStart | None = None
+    # When a running process first held another value than the baseline's for one of the
+    # story's live facts, if that was before its current value (512, then 256): the change
+    # of the knob began then, whatever value it has now.
+    departed_us: int | None = None
 
     @property
     def category(self) -> str:
