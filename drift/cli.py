@@ -256,7 +256,7 @@ def record(obj: DriftContext, quiet: bool) -> None:
                 err=True,
             )
     _say_config_change(result.config_change, quiet)
-    if result.errors:
+    if any(not err.lasting for err in result.errors):
         sys.exit(EXIT_COLLECTION_ERRORS)
 
 

@@ -73,6 +73,9 @@ class CollectionError:
     subject: str
     key: str | None
     message: str
+    # A limit nothing on the host can lift (a process that rewrote its title): a blind spot
+    # all the same, but no failed record, or a timer would read as failed for good.
+    lasting: bool = False
 
     def covers(self, subject: str, key: str) -> bool:
         """True if a fact (subject, key) falls inside what this error failed to collect."""

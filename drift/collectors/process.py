@@ -270,7 +270,7 @@ def _title(subject: str, pid: int, title: str, proc_root: str) -> list[Result]:
     message = f"pid {pid} rewrote its title: its live command line and environment cannot be read"
     return [
         Fact(subject, "title", title, provenance),
-        CollectionError(subject, LIVE_UNREADABLE, message),
+        CollectionError(subject, LIVE_UNREADABLE, message, lasting=True),
     ]
 
 

@@ -451,6 +451,7 @@ class Redactor:
                         self._mask_name_memo(item.subject, memo),
                         None if item.key is None else self._mask_key(item.key, memo),
                         self.mask_text(item.message),
+                        lasting=item.lasting,
                     )
                 )
         return out
