@@ -390,6 +390,9 @@ def _after_mark(story: Story, marked_us: int, weights: Weights) -> tuple[float, 
     it is not ranked by how long before.
     """
     span = story.effective_span
+    first = story.departed_us
+    if first is not None and first <= marked_us:
+        return None  # live with an earlier value by the mark: the knob changed before it
     if span.earliest_us > marked_us:
         return (
             weights.timing_after,
