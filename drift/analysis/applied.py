@@ -148,7 +148,7 @@ class Applied(Claims):
         _live, _sep, condition = label.partition(", if it started after the change")
         if _sep:
             text += _sep + condition
-        return status, (
+        return "launched", (
             f"{text}; pid {pid} rewrote its title: its live command line and "
             "environment cannot be read"
         )

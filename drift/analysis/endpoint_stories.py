@@ -190,7 +190,7 @@ def _service_of(change: Change) -> str | None:
     return service if isinstance(service, str) and service else None
 
 
-_IN_A_PROCESS: frozenset[Status] = frozenset({"live", "unsourced", "failing"})
+_IN_A_PROCESS: frozenset[Status] = frozenset({"live", "launched", "unsourced", "failing"})
 
 
 def _port(url: object) -> str | None:

@@ -156,7 +156,7 @@ class _Grouper(
     def attach_restarts(self, story: Story) -> Story:
         """Restarts explain stories that are in a running process (or failing), not pending ones;
         a live one's value ran from the first start that took it (`Applied.live_start`)."""
-        if story.status not in ("live", "unsourced", "failing") or story.restarts:
+        if story.status not in ("live", "launched", "unsourced", "failing") or story.restarts:
             return story
         found = tuple(self.restarts[s] for s in story.services if s in self.restarts)
         if not found:

@@ -60,6 +60,8 @@ class Weights:
             {
                 "live": 1.0,
                 "failing": 1.0,
+                # started after the change, but the process hides what it runs with
+                "launched": 0.9,
                 "unsourced": 0.9,
                 "changed": 0.5,
                 "on-disk": 0.4,
@@ -281,6 +283,7 @@ def _liveness(story: Story, weights: Weights) -> tuple[float, str]:
 _LIVENESS_WORDS = {
     "live": "in a running process: {}",
     "failing": "in the runs that failed: {}",
+    "launched": "launched with it, not verified in the process: {}",
     "unsourced": "in a running process, no changed source: {}",
     "pending": "only on disk: {}",
     "on-disk": "changed on disk; whether a process loaded it is not recorded",
@@ -419,7 +422,7 @@ def _failure(story: Story, failures: Sequence[Failure], weights: Weights) -> tup
             weights.failure_after,
             f"changed after {name} began to fail ({began}): cannot have caused it",
         )
-    if story.failure is not None and story.status in ("failing", "live", "unsourced"):
+    if story.failure is not None and story.status in ("failing", "live", "launched", "unsourced"):
         if order == "before":
             return (
                 weights.failure_cause,

@@ -41,8 +41,16 @@ from drift.analysis.timing import Span
 from drift.analysis.titles import joined_names
 from drift.store.query import StoredVersion
 
-Status = Literal["live", "failing", "pending", "unsourced", "on-disk", "changed"]
-STATUSES: tuple[Status, ...] = ("live", "failing", "pending", "unsourced", "on-disk", "changed")
+Status = Literal["live", "launched", "failing", "pending", "unsourced", "on-disk", "changed"]
+STATUSES: tuple[Status, ...] = (
+    "live",
+    "launched",
+    "failing",
+    "pending",
+    "unsourced",
+    "on-disk",
+    "changed",
+)
 # A change read by several services takes the strongest of its statuses there:
 # in a process (or failing with it) over unknown over known not applied yet.
 Side = Literal["old", "new"]
@@ -80,7 +88,15 @@ def change_spots(change: Change) -> set[tuple[str, Side, int]]:
     return found
 
 
-STRENGTH: tuple[Status, ...] = ("failing", "live", "unsourced", "on-disk", "changed", "pending")
+STRENGTH: tuple[Status, ...] = (
+    "failing",
+    "live",
+    "launched",
+    "unsourced",
+    "on-disk",
+    "changed",
+    "pending",
+)
 
 
 def combined(outcomes: Sequence[tuple[str | None, Status, str]]) -> tuple[Status, str]:
@@ -160,7 +176,7 @@ class Story:
 
     def _start(self) -> LiveStart | None:
         """The start that took a live change: its first one, else the latest restart."""
-        if self.status not in ("live", "unsourced"):
+        if self.status not in ("live", "launched", "unsourced"):
             return None
         if self.live_from is not None:
             return self.live_from

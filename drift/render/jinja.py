@@ -42,6 +42,7 @@ _STYLES: dict[str, dict[str, Any]] = {
     "live": {"fg": "red", "bold": True},
     "failing": {"fg": "red", "bold": True},
     "unsourced": {"fg": "red"},
+    "launched": {"fg": "red"},
     "pending": {"fg": "yellow", "bold": True},
     "on-disk": {"fg": "yellow"},
     "changed": {},

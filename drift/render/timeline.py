@@ -45,6 +45,7 @@ STATUS_WORDS = {
     "failing": "FAILING",
     "pending": "PENDING",
     "unsourced": "UNSOURCED",
+    "launched": "LAUNCHED",
     "on-disk": "ON DISK",
     "changed": "CHANGED",
 }
