@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -27,9 +27,9 @@ from drift.shell.commands import (
 )
 from drift.shell.fields import split_fields
 from drift.shell.model import Launch
-from drift.shell.patterns import shown
-from drift.shell.state import State, better_launches, environment
-from drift.shell.syntax import Node, command_text, node_text
+from drift.shell.patterns import ELSE, Hole, Pattern, literal, matches, shown
+from drift.shell.state import State, assign_state, better_launches, environment, merge_paths
+from drift.shell.syntax import Node, command_text, node_text, short_text
 from drift.shell.values import Alt, Binding, Field, Origin, Prefix, Seg, field_literal
 from drift.shell.walk import MAX_DEPTH
 from drift.shell.words import written_value
@@ -111,10 +111,59 @@ class Launches(Builtins):
         if name == "shift":
             st.args = st.args[1:] if st.args else st.args
             return
+        if self.depth < MAX_DEPTH and self._built_name_call(node, variants, prefix, st, how):
+            return
         if name in self.functions and self.depth < MAX_DEPTH:
             self._call(name, args, st, how)
             return
         self._candidate(variants, prefix, origin, st, how, source=command_text(node))
+
+    def _built_name_call(
+        self,
+        node: Node,
+        variants: list[tuple[Field, ...]],
+        prefix: list[Prefix],
+        st: State,
+        how: str,
+    ) -> bool:
+        """``"start_$ROLE" "$@"``: a command whose name is built, run as each function it may name.
+
+        Each function the name may spell is a path of its own (the live
+        command line and environment tell which ran). A name with a written
+        part (``start_``) is built to reach those functions; a name that is
+        all unknown (``"$1" "$@"``), or a value naming no function, may as
+        well run a program, on one more path. False if the command has one
+        written name, or its name can spell no function.
+        """
+        heads = [v[0] for v in variants if v]
+        if len(heads) != len(variants) or any(h.spread for h in heads):
+            return False
+        if len({field_literal(h) for h in heads} - {None}) == 1 and all(
+            field_literal(h) is not None for h in heads
+        ):
+            return False  # one written name: a call or a program, as usual
+        reached = {f: [v for v in variants if matches(v[0].pattern, f)] for f in self.functions}
+        reached = {f: vs for f, vs in reached.items() if vs}
+        if not reached:
+            return False
+        others = [v for v in variants if _may_name_program(v[0].pattern, reached)]
+        spelled = " | ".join(dict.fromkeys(shown(h.pattern) for h in heads))
+        labels = {f: short_text(f"if {spelled} names function {f}") for f in reached}
+        paths: list[State] = []
+        for function, label in labels.items():
+            # one name, one function: each path says the others did not run
+            branch = st.fork(label)
+            branch.conds += tuple(ELSE + other for other in labels.values() if other != label)
+            self._call(function, reached[function][0][1:], branch, how)
+            paths.append(branch)
+        if others:
+            other = st.fork(short_text(f"if {spelled} names no function"))
+            other.conds += tuple(ELSE + label for label in labels.values())
+            origin = self.origin(node)
+            self._candidate(others, prefix, origin, other, how, source=command_text(node))
+            paths.append(other)
+        assign_state(st, merge_paths(paths, st))
+        return True
 
     def _change_folder(self, name: str, args: Sequence[Field], st: State) -> None:
         """``cd DIR``, ``pushd DIR``: the new working folder (relative while the start is unknown).
@@ -453,6 +502,21 @@ class Launches(Builtins):
                     return
         if body is not None:
             self.statement(body, st, how)
+
+
+def _may_name_program(name: Pattern, functions: Collection[str]) -> bool:
+    """Whether a built command name may run a program rather than one of `functions`.
+
+    A written name that is no function does; so does a name that is all
+    unknown (``"$1"``); a name with a written part (``start_$ROLE``) was
+    built to reach the functions it can spell. A choice is each of its values.
+    """
+    if len(name) == 1 and isinstance(name[0], Hole) and name[0].kind == "choice":
+        return any(_may_name_program(option[0], functions) for option in name[0].options)
+    text = literal(name)
+    if text is not None:
+        return text not in functions
+    return all(isinstance(part, Hole) for part in name)
 
 
 def _cannot_run(st: State, via_exec: bool) -> None:

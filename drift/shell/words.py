@@ -219,8 +219,9 @@ class Words:
             else:
                 results = combined(results, self._alts(piece, st, quoted), MAX_ALTERNATIVES + 1)
         if quoted:
-            # "" is a word even when empty
-            results = [r if r.segs else Alt((Seg("", origin),), r.conds) for r in results]
+            # "" is a word even when empty; "$@" or "${A[@]}" of nothing is none
+            spread = any(_every_element(c) for c in children)
+            results = [r if r.segs or spread else Alt((Seg("", origin),), r.conds) for r in results]
         return results
 
 
@@ -387,3 +388,13 @@ def _utf8(number: int) -> bytes:
         limit >>= 1
     lead = (0xFF << (8 - len(tail) - 1)) & 0xFF
     return bytes([lead | number, *reversed(tail)])
+
+
+_EVERY_ELEMENT = re.compile(r"\$(?:@|\{@\}|\{[A-Za-z_][A-Za-z0-9_]*\[@\]\})")
+
+
+def _every_element(node: Node) -> bool:
+    """``$@``, ``${@}``, ``${A[@]}``: quoted, one word per element, and no word for none."""
+    return node.type in ("simple_expansion", "expansion") and bool(
+        _EVERY_ELEMENT.fullmatch(node_text(node))
+    )
