@@ -30,6 +30,11 @@ LAUNCHES = (
     "bg_wait_n",
     "bg_wait_pid",
     "nohup_tee",
+    "eval",
+    "eval_env",
+    "exec_unquoted",
+    "bare",
+    "bash_c_bg",
 )
 DISPATCHES = ("none", "case_arg", "built_name", "if_role", "nargs")
 
@@ -40,6 +45,9 @@ def launch_lines(script: Script, role: str, form: str, indent: str) -> None:
     """The server started for `role` in the shape `form`; its flag lines noted."""
     port = "3000" + str(ROLES.index(role) + 1)
     words = f'python3 -m sglang.serve_{role} --port {port} --role {role} "${{ARGS[@]}}"'
+    if form in STRINGS:
+        command_string(script, role, port, form, indent)
+        return
     if form == "exec":
         line = script.add(f"{indent}exec {words}")
     elif form == "nohup_tee":
@@ -54,6 +62,27 @@ def launch_lines(script: Script, role: str, form: str, indent: str) -> None:
             ]
         )
     script.flag_lines[port] = script.flag_lines[role] = line
+
+
+STRINGS = {
+    "eval": ['eval "$CMD"'],
+    "eval_env": ['eval "$CMD"'],
+    "exec_unquoted": ["exec ${CMD}"],
+    "bare": ["$CMD"],
+    "bash_c_bg": ['bash -c "$CMD" &', "wait"],
+}
+
+
+def command_string(script: Script, role: str, port: str, form: str, indent: str) -> None:
+    """The server's command line built in a string, then run by `form` (`STRINGS`)."""
+    local = "local " if indent else ""
+    env = f"E{role}=e{role} " if form in ("eval_env", "bash_c_bg") else ""
+    first = script.add(f'{indent}{local}CMD="{env}python3 -m sglang.serve_{role} --port {port}"')
+    second = script.add(f'{indent}CMD+=" --role {role} ${{ARGS[*]}}"')
+    for line in STRINGS[form]:
+        script.add(indent + line)
+    script.flag_lines[port] = script.flag_lines[f"sglang.serve_{role}"] = first
+    script.flag_lines[role] = second
 
 
 def build_flow(

@@ -218,24 +218,28 @@ class Builtins(StartFolder):
         for f in args:
             value = field_literal(f)
             if value is None:
-                origin = self.origin(node)
-                self._unknown_assignments(st, origin, "eval of a value drift cannot know")
-                if st.stop is None:
-                    launch = Launch(
-                        tuple(variants),
-                        environment(st, []),
-                        origin,
-                        st.conds,
-                        "foreground",
-                        False,
-                        tuple(variants),
-                    )
-                    st.last = better_launches(st.last, (1, launch))
+                self._eval_unknown(node, variants, st)
                 return
             text.append(value)
         if self.depth >= MAX_DEPTH:
             return
         self._walk_string(" ".join(text), self.origin(node), st, how)
+
+    def _eval_unknown(self, node: Node, variants: list[tuple[Field, ...]], st: State) -> None:
+        """``eval`` of code drift cannot know: it may set anything, and may be the launch."""
+        origin = self.origin(node)
+        self._unknown_assignments(st, origin, "eval of a value drift cannot know")
+        if st.stop is None:
+            launch = Launch(
+                tuple(variants),
+                environment(st, []),
+                origin,
+                st.conds,
+                "foreground",
+                False,
+                tuple(variants),
+            )
+            st.last = better_launches(st.last, (1, launch))
 
 
 def path_folders(bindings: Sequence[Binding] | None) -> list[tuple[str, bool]]:

@@ -30,7 +30,7 @@ from drift.shell.model import Launch
 from drift.shell.patterns import ELSE, Hole, Pattern, literal, matches, shown
 from drift.shell.state import State, assign_state, better_launches, environment, merge_paths
 from drift.shell.syntax import Node, command_text, node_text, short_text
-from drift.shell.values import Alt, Binding, Field, Origin, Prefix, Seg, field_literal
+from drift.shell.values import Alt, Binding, Field, Origin, Prefix, Seg, dedupe, field_literal
 from drift.shell.walk import MAX_DEPTH
 from drift.shell.words import written_value
 from drift.shell.wrappers import EnvChanges, after_exec_options, strip_wrappers
@@ -94,7 +94,8 @@ class Launches(Builtins):
             self._set_builtin(args, st)
             return
         if name == "eval":
-            self._eval(node, variants, st, how)
+            if not self._eval_placed(node, variants, st, how):
+                self._eval(node, variants, st, how)
             return
         if name in ("cd", "pushd", "popd"):
             self._change_folder(name, args, st)
@@ -117,6 +118,70 @@ class Launches(Builtins):
             self._call(name, args, st, how)
             return
         self._candidate(variants, prefix, origin, st, how, source=command_text(node))
+
+    def _eval_placed(
+        self, node: Node, variants: list[tuple[Field, ...]], st: State, how: str
+    ) -> bool:
+        """``eval "$CMD"``: its code run here for each value drift knows, each word where written.
+
+        bash joins eval's words with blanks and runs the text as code: what
+        it assigns and launches happens at the eval line, while a word of
+        the command (a flag) keeps the line of the string that wrote it
+        (``CMD+=" --port 8000"``). Each value of the words (a branch that
+        built CMD its own way) is a path under that branch's conditions. A
+        part drift does not know (``$(nproc)``, the caller's value) stays
+        one unknown value, split into words as bash splits it; where it is
+        code (``eval "$CMD"`` of the caller's CMD) that path is a gap: it
+        may set anything. False if the values are too many (then `_eval`
+        notes a gap).
+        """
+        if self.depth >= MAX_DEPTH:
+            return False
+        texts: list[tuple[str, list[tuple[int, int, Origin]], dict[str, Seg], tuple[str, ...]]]
+        texts = [("", [], {}, ())]
+        unknown: list[
+            tuple[str, ...]
+        ] = []  # the conditions of values that are code drift cannot know
+        for word in _argument_nodes(node):
+            alts = self.alts(word, st)
+            if (len(texts) + len(unknown)) * len(alts) > MAX_EVAL_TEXTS:
+                return False
+            joined: list[tuple[str, list[tuple[int, int, Origin]], dict[str, Seg], tuple[str, ...]]]
+            joined = []
+            for text, places, holes, conds in texts:
+                for alt in alts:
+                    one = _eval_text(text, places, holes, conds, alt)
+                    if one is None:
+                        unknown.append(dedupe(conds + alt.conds))
+                    else:
+                        joined.append(one)
+            texts = joined
+        if not unknown and all(not text.strip() for text, *_rest in texts):
+            return True  # eval of nothing does nothing
+        origin = self.origin(node)
+        key = (self.file, origin.line - 1, self.depth + 1)
+        paths: list[State] = []
+        saved = self.written_at
+        try:
+            for text, places, holes, conds in texts:
+                path = st.fork()
+                path.conds = dedupe(path.conds + conds)
+                for name, seg in holes.items():
+                    path.vars[name] = (Binding((Alt((seg,)),), seg.origin, False),)
+                self.written_at = (key, places)
+                self._walk_string(text, origin, path, how)
+                for name in holes:
+                    path.vars.pop(name, None)
+                paths.append(path)
+        finally:
+            self.written_at = saved
+        for conds in dict.fromkeys(unknown):
+            path = st.fork()
+            path.conds = dedupe(path.conds + conds)
+            self._eval_unknown(node, variants, path)
+            paths.append(path)
+        assign_state(st, merge_paths(paths, st))
+        return True
 
     def _built_name_call(
         self,
@@ -502,6 +567,81 @@ class Launches(Builtins):
                     return
         if body is not None:
             self.statement(body, st, how)
+
+
+MAX_EVAL_TEXTS = 8
+"""Values of an eval'd string run one by one; more, and the eval is a gap."""
+
+
+def _eval_text(
+    text: str,
+    places: list[tuple[int, int, Origin]],
+    holes: dict[str, Seg],
+    conds: tuple[str, ...],
+    alt: Alt,
+) -> tuple[str, list[tuple[int, int, Origin]], dict[str, Seg], tuple[str, ...]] | None:
+    """One more word of an eval: the text so far with `alt` after a blank, and where each part is.
+
+    A part drift does not know becomes ``$__drift_eval_N``, a variable
+    holding it (`holes`), so that the code run again splits it as bash
+    splits an unquoted expansion.
+    """
+    pieces = [text, " "] if text else [""]
+    size = len(text.encode("utf-8", "surrogateescape")) + (1 if text else 0)
+    places = list(places)
+    holes = dict(holes)
+    for seg in alt.segs:
+        if isinstance(seg.part, Hole):
+            before = "".join(pieces)
+            if _in_single_quotes(before) or _code_starts(before):
+                return None  # bash reads the value there as code: it may do anything
+            name = f"__drift_eval_{len(holes)}"
+            holes[name] = replace(seg, split=True)
+            piece = "${" + name + "}"
+        else:
+            piece = " " if seg.brk else seg.part
+            if seg.split:
+                piece = re.sub(r"[ \t\n]+", " ", piece)
+        data = piece.encode("utf-8", "surrogateescape")
+        if seg.origin is not None and not isinstance(seg.part, Hole):
+            places.append((size, size + len(data), seg.origin))
+        pieces.append(piece)
+        size += len(data)
+    return "".join(pieces), places, holes, dedupe(conds + alt.conds)
+
+
+_CODE_STARTS = re.compile(r"(?:^|[;&|(){}\n`]|(?:^|\s)(?:then|do|else|elif|if|while|until|!))\s*$")
+
+
+def _code_starts(code: str) -> bool:
+    """Whether a command starts at the end of `code` (not an argument of one)."""
+    return bool(_CODE_STARTS.search(code))
+
+
+def _in_single_quotes(code: str) -> bool:
+    """Whether the end of `code` is inside single quotes (as bash reads quotes and escapes)."""
+    single = double = escaped = False
+    for char in code:
+        if escaped:
+            escaped = False
+        elif single:
+            single = char != "'"
+        elif char == "\\":
+            escaped = True
+        elif char == '"':
+            double = not double
+        elif char == "'" and not double:
+            single = True
+    return single
+
+
+def _argument_nodes(node: Node) -> list[Node]:
+    """The words after a command's name (not its redirections)."""
+    return [
+        child
+        for i, child in enumerate(node.children)
+        if node.field_name_for_child(i) == "argument" and child.is_named
+    ]
 
 
 def _may_name_program(name: Pattern, functions: Collection[str]) -> bool:
