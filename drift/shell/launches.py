@@ -114,6 +114,8 @@ class Launches(Builtins):
         if name in self.functions and self.depth < MAX_DEPTH:
             self._call(name, args, st, how)
             return
+        if self._activates(name, args, st, origin):
+            return
         self._candidate(variants, prefix, origin, st, how, source=command_text(node))
 
     def _change_folder(self, name: str, args: Sequence[Field], st: State) -> None:
