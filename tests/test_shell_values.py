@@ -86,3 +86,52 @@ def test_variables_from_conda_activate_are_set_by_that_line_not_inherited(
         assert labels[f"env:{name}"] == (
             f"unsure: perhaps set by {hook}, {activate} (not followed)"
         ), labels
+
+
+def test_an_option_the_caller_gives_through_a_parsing_loop_is_linked_to_its_line(
+    tmp_path: Path,
+) -> None:
+    """``for arg in "$@"; case --tp=*) TP="${arg#*=}"``: restarted with another --tp.
+
+    Each run of the loop may take another arm; the value of one arm is not
+    tied to the arms of other runs, so the live --tp (the caller's) is
+    the exec line's, its value from the arm that took it.
+    """
+    root = tmp_path / "box"
+    root.mkdir()
+    svc = Service(
+        root,
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        MODEL=/models/default
+        TP=1
+        PORT=30000
+        for arg in "$@"; do
+          case "$arg" in
+            --model=*) MODEL="${arg#*=}" ;;
+            --tp=*) TP="${arg#*=}" ;;
+            --port=*) PORT="${arg#*=}" ;;
+            *) echo "ignored: $arg" ;;
+          esac
+        done
+        exec SLEEPER --model $MODEL --tp $TP --port $PORT
+        """,
+    )
+    try:
+        svc.args = ("--tp=2",)
+        _baseline(svc, tmp_path)
+        svc.args = ("--model=/models/b", "--tp=4", "--port=30001")
+        svc.restart()
+        _record(svc, tmp_path)
+        data = _since(svc, tmp_path)
+    finally:
+        svc.stop()
+    labels = {
+        change["key"]: suspect["label"]
+        for suspect in data["suspects"]
+        for change in suspect["changes"]
+    }
+    exec_line = svc.line_of("exec ")
+    for flag in ("--model", "--tp", "--port"):
+        assert labels[f"flag:{flag}"].startswith(f"from {svc.script}:{exec_line}"), labels
