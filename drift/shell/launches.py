@@ -117,6 +117,8 @@ class Launches(Builtins):
         if name in self.functions and self.depth < MAX_DEPTH:
             self._call(name, args, st, how)
             return
+        if self._activates(name, args, st, origin):
+            return
         self._candidate(variants, prefix, origin, st, how, source=command_text(node))
 
     def _eval_placed(
