@@ -33,6 +33,7 @@ class Service:
         self.script = root / "decode.sh"
         self.pidfile = root / "decode.pid"
         self.env = env or {}
+        self.args: tuple[str, ...] = ()  # what starts it gives the script (ExecStart= options)
         self.proc: subprocess.Popen[bytes] | None = None
         self.write(script)
         (root / "drift.toml").write_text(
@@ -52,7 +53,7 @@ class Service:
         self.pidfile.unlink(missing_ok=True)
         env = {"PATH": os.environ["PATH"], "HOME": str(self.root), "LANG": "C.UTF-8", **self.env}
         self.proc = subprocess.Popen(
-            ["bash", str(self.script)],
+            ["bash", str(self.script), *self.args],
             cwd=self.root,
             env=env,
             start_new_session=True,

@@ -25,10 +25,7 @@ CORPUS = ROOT / "tests" / "shell_corpus"
 CASES = sorted(p for p in CORPUS.iterdir() if (p / "case.json").exists())
 
 # case -> the idiom the reader does not yet get right (a wrong claim today)
-KNOWN_MISSES = {
-    "eval_local_case_arm": "flags of a local CMD string eval'd in a function (claims the eval)",
-    "dispatch_by_name": 'a function called by a built name "start_$ROLE" (claims the call as exec)',
-}
+KNOWN_MISSES = {}
 
 
 def _param(case: Path) -> object:

@@ -397,7 +397,7 @@ def test_since_says_unsure_where_the_start_folder_decides(tmp_path: Path, starte
     if started == "elsewhere":
         assert "COMMON=1 in the live environment of decode" in out
         assert f"from {common}" not in out  # the line bash never read
-        assert f"unsure: perhaps from {script}:3, a line drift could not follow" in out
+        assert f"unsure: perhaps set by {script}:3 (not followed)" in out
     else:
         assert f"export COMMON=2 at {common} (was 1)" in out
         assert f"(branch taken: if started in {script.parent})" in out

@@ -70,10 +70,12 @@ class Attribution:
         if self.caller:
             names.append("the value the script was given")
         if self.unsure:
-            unread = "".join(f"{s}, " for s in self.unread)
-            names.append(f"{unread}a line drift could not follow")
+            if self.unread:
+                names += [f"set by {s} (not followed)" for s in self.unread]
+            else:
+                names.append("a line drift could not follow")
         if not self.spots and self.unsure and not self.caller:
-            return "unsure: perhaps from " + names[-1]
+            return "unsure: perhaps " + ("" if self.unread else "from ") + ", ".join(names)
         if not self.spots and self.caller:
             return "inherited: not set by the script (from the unit or the shell that started it)"
         if not self.spots:

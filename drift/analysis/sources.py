@@ -65,7 +65,8 @@ class ServiceSources:
             if owner == service
         )
         if not exported:
-            return True
+            # A line drift did not follow may have set it: not known to be inherited.
+            return not self.unread(service)
         if change.after is None:
             return False
         found = self.script_origin(service, f"export:{name}", change.after)
@@ -86,12 +87,31 @@ class ServiceSources:
             return f"{found.words()} (unchanged since the baseline)"
         source = self.systemd_source(service, name)
         if source is None:
+            unread = self.unread(service)
+            if unread:
+                return f"unsure: perhaps set by {', '.join(unread)} (not followed)"
             return SOURCE_UNKNOWN
         words = source_words(*source)
         if _same(source[1], change.after):
             return f"from {words}"
         # The strongest source says otherwise: none weaker can have given it.
         return f"{SOURCE_UNKNOWN} ({words} sets {shown(source[1])} now)"
+
+    def unread(self, service: str) -> list[str]:
+        """FILE:LINE of each line of the service's scripts drift did not follow.
+
+        Such a line (``conda activate``, a file written while the script
+        runs) may have exported any variable the service has.
+        """
+        out: list[str] = []
+        for script, owner in sorted(self.script_service.items()):
+            version = self.after.get((script, "exec"))
+            if owner != service or version is None:
+                continue
+            for spot in version.provenance.get("unread") or ():
+                if isinstance(spot, dict) and spot.get("file") and spot.get("line"):
+                    out.append(f"{spot['file']}:{spot['line']}")
+        return list(dict.fromkeys(out))
 
     def systemd_source(self, service: str, name: str) -> tuple[str, StoredVersion] | None:
         """The strongest systemd source that sets `name` for the service now, and its value.

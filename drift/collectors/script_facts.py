@@ -161,6 +161,11 @@ def _exec_fact(subject: str, model: Any, where: dict[str, Any]) -> Fact:
             for launch in model.launches
             for variant in launch.variants
         ]
+    unread = _unread_lines(model)
+    if unread:
+        # Lines drift did not follow (a conda hook, a file not there yet) that may have
+        # exported anything: a live variable no line sets may come from them.
+        provenance["unread"] = unread
     if model.tests:
         # Tests on variables the service inherits: its live environment says which way they went.
         provenance["tests"] = {storable(c): t for c, t in model.tests.items()}
@@ -173,6 +178,19 @@ def _exec_fact(subject: str, model: Any, where: dict[str, Any]) -> Fact:
     if len(conds) == 1 and (only := conds.pop()):
         provenance["when"] = " and ".join(only)
     return Fact(subject, "exec", storable(value), provenance)
+
+
+def _unread_lines(model: Any) -> list[dict[str, Any]]:
+    """The lines drift did not follow that may have exported anything the launch receives."""
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for launch in model.launches:
+        for b in launch.env.get("\0unknown", ()):
+            if b.origin is not None:
+                out.setdefault(
+                    (b.origin.file, b.origin.line),
+                    {"file": b.origin.file, "line": b.origin.line, "text": storable(b.origin.text)},
+                )
+    return list(out.values())
 
 
 def _flags(model: Any) -> dict[str, list[Possibility]]:

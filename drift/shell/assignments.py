@@ -228,6 +228,8 @@ class Assignments(Walker):
             kind="unknown",
         )
         for name in list(st.vars):
-            st.vars[name] = dedupe((*st.vars[name], unknown))[-MAX_ALTERNATIVES:]
-        st.vars["\0unknown"] = (unknown,)
+            if not name.startswith("\0"):
+                st.vars[name] = dedupe((*st.vars[name], unknown))[-MAX_ALTERNATIVES:]
+        # every such line is a place a variable no line sets may come from
+        st.vars["\0unknown"] = dedupe((*st.vars.get("\0unknown", ()), unknown))
         self.opaque = True  # any variable may have changed: no test can be read off the process

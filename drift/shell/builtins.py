@@ -20,6 +20,9 @@ from drift.shell.syntax import Node, is_name
 from drift.shell.values import Alt, Binding, Field, Origin, Seg, field_literal
 from drift.shell.walk import MAX_DEPTH, unreadable
 
+ACTIVATORS = frozenset({"conda", "mamba", "micromamba"})
+"""Environment managers whose ``activate`` is a shell function their hook defines."""
+
 SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 """The folders a PATH drift does not know stands for: systemd's default PATH, and a login's."""
 
@@ -211,6 +214,26 @@ class Builtins(StartFolder):
                     st, var, (Alt((Seg(Hole(f"{name} {var}", "command"), origin),)),), origin
                 )
 
+    def _activates(
+        self, name: str | None, args: Sequence[Field], st: State, origin: Origin
+    ) -> bool:
+        """``conda activate ENV`` after a line drift did not follow: code it cannot read.
+
+        ``conda`` (``mamba``, ``micromamba``) activates as a shell function
+        its hook defines (``eval "$(conda shell.bash hook)"``, a profile
+        script); after a line drift did not follow, that function may exist
+        and export anything. Without one, bash runs the program, which
+        cannot change this shell.
+        """
+        if name not in ACTIVATORS or not args or "\0unknown" not in st.vars:
+            return False
+        if field_literal(args[0]) not in ("activate", "deactivate"):
+            return False
+        self._unknown_assignments(
+            st, origin, f"{name} {field_literal(args[0])}: code drift does not read"
+        )
+        return True
+
     def _eval(self, node: Node, variants: list[tuple[Field, ...]], st: State, how: str) -> None:
         """``eval`` of known words is code read again here; of anything else, a gap."""
         text: list[str] = []
@@ -218,24 +241,28 @@ class Builtins(StartFolder):
         for f in args:
             value = field_literal(f)
             if value is None:
-                origin = self.origin(node)
-                self._unknown_assignments(st, origin, "eval of a value drift cannot know")
-                if st.stop is None:
-                    launch = Launch(
-                        tuple(variants),
-                        environment(st, []),
-                        origin,
-                        st.conds,
-                        "foreground",
-                        False,
-                        tuple(variants),
-                    )
-                    st.last = better_launches(st.last, (1, launch))
+                self._eval_unknown(node, variants, st)
                 return
             text.append(value)
         if self.depth >= MAX_DEPTH:
             return
         self._walk_string(" ".join(text), self.origin(node), st, how)
+
+    def _eval_unknown(self, node: Node, variants: list[tuple[Field, ...]], st: State) -> None:
+        """``eval`` of code drift cannot know: it may set anything, and may be the launch."""
+        origin = self.origin(node)
+        self._unknown_assignments(st, origin, "eval of a value drift cannot know")
+        if st.stop is None:
+            launch = Launch(
+                tuple(variants),
+                environment(st, []),
+                origin,
+                st.conds,
+                "foreground",
+                False,
+                tuple(variants),
+            )
+            st.last = better_launches(st.last, (1, launch))
 
 
 def path_folders(bindings: Sequence[Binding] | None) -> list[tuple[str, bool]]:

@@ -12,7 +12,13 @@ from drift.shell.assignments import Assignments
 from drift.shell.conditions import Conditions, case_verdict
 from drift.shell.model import Launch
 from drift.shell.patterns import ELSE, Hole
-from drift.shell.state import State, assign_state, better_launches, merge_paths
+from drift.shell.state import (
+    State,
+    assign_state,
+    better_launches,
+    forget_iterations,
+    merge_paths,
+)
 from drift.shell.syntax import Node, child_index, node_text, short_text
 from drift.shell.values import Alt, Seg
 
@@ -242,6 +248,7 @@ class ControlFlow(Conditions, Assignments):
         self.block(body.children, once)
         if once.stop == "exec":
             once.stop = None  # a loop body that execs: the launch counts, and so does skipping
+        forget_iterations(once, st)
         merged = merge_paths([once, st.fork()], st)
         assign_state(st, merged)
 

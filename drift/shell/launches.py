@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -27,10 +27,10 @@ from drift.shell.commands import (
 )
 from drift.shell.fields import split_fields
 from drift.shell.model import Launch
-from drift.shell.patterns import shown
-from drift.shell.state import State, better_launches, environment
-from drift.shell.syntax import Node, command_text, node_text
-from drift.shell.values import Alt, Binding, Field, Origin, Prefix, Seg, field_literal
+from drift.shell.patterns import ELSE, Hole, Pattern, literal, matches, shown
+from drift.shell.state import State, assign_state, better_launches, environment, merge_paths
+from drift.shell.syntax import Node, command_text, node_text, short_text
+from drift.shell.values import Alt, Binding, Field, Origin, Prefix, Seg, dedupe, field_literal
 from drift.shell.walk import MAX_DEPTH
 from drift.shell.words import written_value
 from drift.shell.wrappers import EnvChanges, after_exec_options, strip_wrappers
@@ -94,7 +94,8 @@ class Launches(Builtins):
             self._set_builtin(args, st)
             return
         if name == "eval":
-            self._eval(node, variants, st, how)
+            if not self._eval_placed(node, variants, st, how):
+                self._eval(node, variants, st, how)
             return
         if name in ("cd", "pushd", "popd"):
             self._change_folder(name, args, st)
@@ -111,10 +112,125 @@ class Launches(Builtins):
         if name == "shift":
             st.args = st.args[1:] if st.args else st.args
             return
+        if self.depth < MAX_DEPTH and self._built_name_call(node, variants, prefix, st, how):
+            return
         if name in self.functions and self.depth < MAX_DEPTH:
             self._call(name, args, st, how)
             return
+        if self._activates(name, args, st, origin):
+            return
         self._candidate(variants, prefix, origin, st, how, source=command_text(node))
+
+    def _eval_placed(
+        self, node: Node, variants: list[tuple[Field, ...]], st: State, how: str
+    ) -> bool:
+        """``eval "$CMD"``: its code run here for each value drift knows, each word where written.
+
+        bash joins eval's words with blanks and runs the text as code: what
+        it assigns and launches happens at the eval line, while a word of
+        the command (a flag) keeps the line of the string that wrote it
+        (``CMD+=" --port 8000"``). Each value of the words (a branch that
+        built CMD its own way) is a path under that branch's conditions. A
+        part drift does not know (``$(nproc)``, the caller's value) stays
+        one unknown value, split into words as bash splits it; where it is
+        code (``eval "$CMD"`` of the caller's CMD) that path is a gap: it
+        may set anything. False if the values are too many (then `_eval`
+        notes a gap).
+        """
+        if self.depth >= MAX_DEPTH:
+            return False
+        texts: list[tuple[str, list[tuple[int, int, Origin]], dict[str, Seg], tuple[str, ...]]]
+        texts = [("", [], {}, ())]
+        unknown: list[
+            tuple[str, ...]
+        ] = []  # the conditions of values that are code drift cannot know
+        for word in _argument_nodes(node):
+            alts = self.alts(word, st)
+            if (len(texts) + len(unknown)) * len(alts) > MAX_EVAL_TEXTS:
+                return False
+            joined: list[tuple[str, list[tuple[int, int, Origin]], dict[str, Seg], tuple[str, ...]]]
+            joined = []
+            for text, places, holes, conds in texts:
+                for alt in alts:
+                    one = _eval_text(text, places, holes, conds, alt)
+                    if one is None:
+                        unknown.append(dedupe(conds + alt.conds))
+                    else:
+                        joined.append(one)
+            texts = joined
+        if not unknown and all(not text.strip() for text, *_rest in texts):
+            return True  # eval of nothing does nothing
+        origin = self.origin(node)
+        key = (self.file, origin.line - 1, self.depth + 1)
+        paths: list[State] = []
+        saved = self.written_at
+        try:
+            for text, places, holes, conds in texts:
+                path = st.fork()
+                path.conds = dedupe(path.conds + conds)
+                for name, seg in holes.items():
+                    path.vars[name] = (Binding((Alt((seg,)),), seg.origin, False),)
+                self.written_at = (key, places)
+                self._walk_string(text, origin, path, how)
+                for name in holes:
+                    path.vars.pop(name, None)
+                paths.append(path)
+        finally:
+            self.written_at = saved
+        for conds in dict.fromkeys(unknown):
+            path = st.fork()
+            path.conds = dedupe(path.conds + conds)
+            self._eval_unknown(node, variants, path)
+            paths.append(path)
+        assign_state(st, merge_paths(paths, st))
+        return True
+
+    def _built_name_call(
+        self,
+        node: Node,
+        variants: list[tuple[Field, ...]],
+        prefix: list[Prefix],
+        st: State,
+        how: str,
+    ) -> bool:
+        """``"start_$ROLE" "$@"``: a command whose name is built, run as each function it may name.
+
+        Each function the name may spell is a path of its own (the live
+        command line and environment tell which ran). A name with a written
+        part (``start_``) is built to reach those functions; a name that is
+        all unknown (``"$1" "$@"``), or a value naming no function, may as
+        well run a program, on one more path. False if the command has one
+        written name, or its name can spell no function.
+        """
+        heads = [v[0] for v in variants if v]
+        if len(heads) != len(variants) or any(h.spread for h in heads):
+            return False
+        if len({field_literal(h) for h in heads} - {None}) == 1 and all(
+            field_literal(h) is not None for h in heads
+        ):
+            return False  # one written name: a call or a program, as usual
+        reached = {f: [v for v in variants if matches(v[0].pattern, f)] for f in self.functions}
+        reached = {f: vs for f, vs in reached.items() if vs}
+        if not reached:
+            return False
+        others = [v for v in variants if _may_name_program(v[0].pattern, reached)]
+        spelled = " | ".join(dict.fromkeys(shown(h.pattern) for h in heads))
+        labels = {f: short_text(f"if {spelled} names function {f}") for f in reached}
+        paths: list[State] = []
+        for function, label in labels.items():
+            # one name, one function: each path says the others did not run
+            branch = st.fork(label)
+            branch.conds += tuple(ELSE + other for other in labels.values() if other != label)
+            self._call(function, reached[function][0][1:], branch, how)
+            paths.append(branch)
+        if others:
+            other = st.fork(short_text(f"if {spelled} names no function"))
+            other.conds += tuple(ELSE + label for label in labels.values())
+            origin = self.origin(node)
+            self._candidate(others, prefix, origin, other, how, source=command_text(node))
+            paths.append(other)
+        assign_state(st, merge_paths(paths, st))
+        return True
 
     def _change_folder(self, name: str, args: Sequence[Field], st: State) -> None:
         """``cd DIR``, ``pushd DIR``: the new working folder (relative while the start is unknown).
@@ -453,6 +569,96 @@ class Launches(Builtins):
                     return
         if body is not None:
             self.statement(body, st, how)
+
+
+MAX_EVAL_TEXTS = 8
+"""Values of an eval'd string run one by one; more, and the eval is a gap."""
+
+
+def _eval_text(
+    text: str,
+    places: list[tuple[int, int, Origin]],
+    holes: dict[str, Seg],
+    conds: tuple[str, ...],
+    alt: Alt,
+) -> tuple[str, list[tuple[int, int, Origin]], dict[str, Seg], tuple[str, ...]] | None:
+    """One more word of an eval: the text so far with `alt` after a blank, and where each part is.
+
+    A part drift does not know becomes ``$__drift_eval_N``, a variable
+    holding it (`holes`), so that the code run again splits it as bash
+    splits an unquoted expansion.
+    """
+    pieces = [text, " "] if text else [""]
+    size = len(text.encode("utf-8", "surrogateescape")) + (1 if text else 0)
+    places = list(places)
+    holes = dict(holes)
+    for seg in alt.segs:
+        if isinstance(seg.part, Hole):
+            before = "".join(pieces)
+            if _in_single_quotes(before) or _code_starts(before):
+                return None  # bash reads the value there as code: it may do anything
+            name = f"__drift_eval_{len(holes)}"
+            holes[name] = replace(seg, split=True)
+            piece = "${" + name + "}"
+        else:
+            piece = " " if seg.brk else seg.part
+            if seg.split:
+                piece = re.sub(r"[ \t\n]+", " ", piece)
+        data = piece.encode("utf-8", "surrogateescape")
+        if seg.origin is not None and not isinstance(seg.part, Hole):
+            places.append((size, size + len(data), seg.origin))
+        pieces.append(piece)
+        size += len(data)
+    return "".join(pieces), places, holes, dedupe(conds + alt.conds)
+
+
+_CODE_STARTS = re.compile(r"(?:^|[;&|(){}\n`]|(?:^|\s)(?:then|do|else|elif|if|while|until|!))\s*$")
+
+
+def _code_starts(code: str) -> bool:
+    """Whether a command starts at the end of `code` (not an argument of one)."""
+    return bool(_CODE_STARTS.search(code))
+
+
+def _in_single_quotes(code: str) -> bool:
+    """Whether the end of `code` is inside single quotes (as bash reads quotes and escapes)."""
+    single = double = escaped = False
+    for char in code:
+        if escaped:
+            escaped = False
+        elif single:
+            single = char != "'"
+        elif char == "\\":
+            escaped = True
+        elif char == '"':
+            double = not double
+        elif char == "'" and not double:
+            single = True
+    return single
+
+
+def _argument_nodes(node: Node) -> list[Node]:
+    """The words after a command's name (not its redirections)."""
+    return [
+        child
+        for i, child in enumerate(node.children)
+        if node.field_name_for_child(i) == "argument" and child.is_named
+    ]
+
+
+def _may_name_program(name: Pattern, functions: Collection[str]) -> bool:
+    """Whether a built command name may run a program rather than one of `functions`.
+
+    A written name that is no function does; so does a name that is all
+    unknown (``"$1"``); a name with a written part (``start_$ROLE``) was
+    built to reach the functions it can spell. A choice is each of its values.
+    """
+    if len(name) == 1 and isinstance(name[0], Hole) and name[0].kind == "choice":
+        return any(_may_name_program(option[0], functions) for option in name[0].options)
+    text = literal(name)
+    if text is not None:
+        return text not in functions
+    return all(isinstance(part, Hole) for part in name)
 
 
 def _cannot_run(st: State, via_exec: bool) -> None:

@@ -114,6 +114,39 @@ def merge_paths(states: Sequence[State], base: State) -> State:
     return out
 
 
+def forget_iterations(body: State, before: State) -> None:
+    """After a loop body walked once for any number of runs: branch conditions of one run go.
+
+    Each run of the body may take another branch (``case "$1" in --tp=*)``
+    on one argument, ``--port=*)`` on the next), so a value set inside it
+    cannot say which branch ran: kept, its conditions from inside the body
+    would make values of two runs exclude each other. What the path had
+    before the loop, and the loop's own condition, stay.
+    """
+    keep = set(body.conds)
+    for name, bindings in body.vars.items():
+        old = before.vars.get(name)
+        if bindings is old:
+            continue
+        known = keep | {c for b in old or () for c in b.conds}
+        body.vars[name] = dedupe(_only_conds(b, known) for b in bindings)
+
+
+def _only_conds(b: Binding, keep: set[str]) -> Binding:
+    conds = tuple(c for c in b.conds if c in keep)
+    alts = b.alts
+    if alts is not None:
+        alts = tuple(Alt(a.segs, tuple(c for c in a.conds if c in keep)) for a in alts)
+    elems = b.elems
+    if elems is not None:
+        elems = tuple(
+            tuple(Alt(a.segs, tuple(c for c in a.conds if c in keep)) for a in e) for e in elems
+        )
+    if conds == b.conds and alts is b.alts and elems is b.elems:
+        return b
+    return replace(b, conds=conds, alts=alts, elems=elems)
+
+
 def assign_state(target: State, source: State) -> None:
     """Make `target` the path `source` is (after a merge), in place: callers hold `target`."""
     target.vars = source.vars

@@ -54,10 +54,24 @@ class Words:
     origins: dict[tuple[str, int], Origin]
     keep_lines: bool
     touched: set[str]
+    depth: int
+    # the code being walked as a string run again, and where each of its byte ranges was written
+    written_at: tuple[tuple[str, int, int], Sequence[tuple[int, int, Origin]]] | None = None
     needs_start: bool  # a path was read from the folder the script was started in, unknown
 
     def origin(self, node: Node) -> Origin:
-        """Where `node` was written: its file, line and the line's text."""
+        """Where `node` was written: its file, line and the line's text.
+
+        A word of a string being run again (``eval "$CMD"``) was written
+        where that piece of the string was (`written_at`).
+        """
+        written = self.written_at
+        if written is not None and node.type in _WORD_NODES:
+            walked, places = written
+            if walked == (self.file, self.offset, self.depth):
+                for start, end, origin in places:
+                    if start <= node.start_byte < end:
+                        return origin
         line = node.start_point[0] + 1 + self.offset
         key = (self.file, line)
         found = self.origins.get(key)
@@ -219,8 +233,9 @@ class Words:
             else:
                 results = combined(results, self._alts(piece, st, quoted), MAX_ALTERNATIVES + 1)
         if quoted:
-            # "" is a word even when empty
-            results = [r if r.segs else Alt((Seg("", origin),), r.conds) for r in results]
+            # "" is a word even when empty; "$@" or "${A[@]}" of nothing is none
+            spread = any(_every_element(c) for c in children)
+            results = [r if r.segs or spread else Alt((Seg("", origin),), r.conds) for r in results]
         return results
 
 
@@ -387,3 +402,18 @@ def _utf8(number: int) -> bytes:
         limit >>= 1
     lead = (0xFF << (8 - len(tail) - 1)) & 0xFF
     return bytes([lead | number, *reversed(tail)])
+
+
+_WORD_NODES = frozenset(
+    "word number string raw_string ansi_c_string concatenation string_content".split()
+)
+"""Nodes that are words of a command (not the command, nor an assignment)."""
+
+_EVERY_ELEMENT = re.compile(r"\$(?:@|\{@\}|\{[A-Za-z_][A-Za-z0-9_]*\[@\]\})")
+
+
+def _every_element(node: Node) -> bool:
+    """``$@``, ``${@}``, ``${A[@]}``: quoted, one word per element, and no word for none."""
+    return node.type in ("simple_expansion", "expansion") and bool(
+        _EVERY_ELEMENT.fullmatch(node_text(node))
+    )

@@ -1,0 +1,154 @@
+"""Differential tests of control flow: dispatch into functions, command strings, launchers.
+
+The statements of tests/test_shell_oracle.py, placed in the shapes launch
+scripts give their control flow: one function per role (``start_ra``,
+``start_rb``) each with its own launch, reached by ``case "$1"``, by a
+built name ``"start_$ROLE" "$@"``, by ``if`` on a caller variable or on
+``$#``; the launch itself written as ``exec``, ``... &`` then ``wait`` /
+``wait -n`` / ``wait $PID``, ``nohup ... | tee log &``, or as a command
+string (``CMD="..."; CMD+=" ..."``) run by ``eval``, ``bash -c``, ``exec
+$CMD`` or a bare ``$CMD``, with ``K=V`` before the program in the string.
+bash runs each script; every single-line claim drift makes must be the
+line bash ran, and the exec line the one bash launched (or left unpicked).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_shell_oracle import Script, check, render, simple, workdir
+
+ROLES = ("ra", "rb")
+LAUNCHES = (
+    "exec",
+    "bg_wait",
+    "bg_wait_n",
+    "bg_wait_pid",
+    "nohup_tee",
+    "eval",
+    "eval_env",
+    "exec_unquoted",
+    "bare",
+    "bash_c_bg",
+)
+DISPATCHES = ("none", "case_arg", "built_name", "if_role", "nargs")
+
+__all__ = ["workdir"]  # the fixture, shared with the statements' own oracle test
+
+
+def launch_lines(script: Script, role: str, form: str, indent: str) -> None:
+    """The server started for `role` in the shape `form`; its flag lines noted."""
+    port = "3000" + str(ROLES.index(role) + 1)
+    words = f'python3 -m sglang.serve_{role} --port {port} --role {role} "${{ARGS[@]}}"'
+    if form in STRINGS:
+        command_string(script, role, port, form, indent)
+        return
+    if form == "exec":
+        line = script.add(f"{indent}exec {words}")
+    elif form == "nohup_tee":
+        line = script.add(f"{indent}nohup {words} 2>&1 | tee {role}.log &")
+        script.add(f"{indent}wait")
+    else:
+        line = script.add(f"{indent}{words} &")
+        script.add(
+            indent
+            + {"bg_wait": "wait", "bg_wait_n": "wait -n", "bg_wait_pid": 'PID=$!; wait "$PID"'}[
+                form
+            ]
+        )
+    script.flag_lines[port] = script.flag_lines[role] = line
+
+
+STRINGS = {
+    "eval": ['eval "$CMD"'],
+    "eval_env": ['eval "$CMD"'],
+    "exec_unquoted": ["exec ${CMD}"],
+    "bare": ["$CMD"],
+    "bash_c_bg": ['bash -c "$CMD" &', "wait"],
+}
+
+
+def command_string(script: Script, role: str, port: str, form: str, indent: str) -> None:
+    """The server's command line built in a string, then run by `form` (`STRINGS`)."""
+    local = "local " if indent else ""
+    env = f"E{role}=e{role} " if form in ("eval_env", "bash_c_bg") else ""
+    first = script.add(f'{indent}{local}CMD="{env}python3 -m sglang.serve_{role} --port {port}"')
+    second = script.add(f'{indent}CMD+=" --role {role} ${{ARGS[*]}}"')
+    for line in STRINGS[form]:
+        script.add(indent + line)
+    script.flag_lines[port] = script.flag_lines[f"sglang.serve_{role}"] = first
+    script.flag_lines[role] = second
+
+
+def build_flow(
+    top: list[Any], bodies: list[list[Any]], dispatch: str, forms: list[str]
+) -> tuple[Script, list[str], dict[str, str]]:
+    """The script, the arguments and the environment that pick role rb (ra when undispatched)."""
+    script = Script()
+    render(top, script)
+    if dispatch == "none":
+        render(bodies[0], script)
+        launch_lines(script, "ra", forms[0], "")
+        return script, [], {}
+    for role, body, form in zip(ROLES, bodies, forms, strict=True):
+        script.add(f"start_{role}() {{")
+        script.add("  :")
+        render(body, script, "  ")
+        launch_lines(script, role, form, "  ")
+        script.add("}")
+    if dispatch == "case_arg":
+        script.add('case "${1:-ra}" in')
+        script.add('  ra) shift || true; start_ra "$@" ;;')
+        script.add('  rb) shift; start_rb "$@" ;;')
+        script.add('  *) echo "usage: $0 {ra|rb}" >&2; exit 1 ;;')
+        script.add("esac")
+        return script, ["rb"], {}
+    if dispatch == "built_name":
+        script.add('ROLE="${ROLE:-ra}"')
+        script.add('"start_$ROLE" "$@"')
+        return script, [], {"ROLE": "rb"}
+    if dispatch == "if_role":
+        script.add('if [ "$ROLE" = ra ]; then')
+        script.add("  start_ra")
+        script.add("else")
+        script.add("  start_rb")
+        script.add("fi")
+        return script, [], {"ROLE": "rb"}
+    script.add('if [ "$#" -eq 0 ]; then')
+    script.add("  start_ra")
+    script.add("else")
+    script.add('  start_rb "$@"')
+    script.add("fi")
+    return script, ["x"], {}
+
+
+@settings(
+    max_examples=int(os.environ.get("DRIFT_ORACLE_EXAMPLES", "40")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    top=st.lists(simple, max_size=3),
+    bodies=st.lists(st.lists(simple, max_size=3), min_size=2, max_size=2),
+    dispatch=st.sampled_from(DISPATCHES),
+    forms=st.lists(st.sampled_from(LAUNCHES), min_size=2, max_size=2),
+    mode=st.sampled_from([None, "x", "y"]),
+)
+def test_the_branch_that_ran_is_the_one_drift_names(
+    workdir: Path,
+    top: list[Any],
+    bodies: list[list[Any]],
+    dispatch: str,
+    forms: list[str],
+    mode: str | None,
+) -> None:
+    folder = workdir / "flow"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
+    script, args, env = build_flow(top, bodies, dispatch, forms)
+    check(folder, script, mode, None, args=args, given=env, unsure_exec=True)
