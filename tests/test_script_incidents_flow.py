@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from conftest import changes_by_fact
 from test_script_incidents import _baseline, _record, _since, service
 
 __all__ = ["service"]  # the fixture
@@ -72,3 +73,34 @@ def test_a_flag_edited_in_a_function_called_by_a_built_name_points_at_its_exec(
     assert top["status"] == "live"
     # two functions write the flag: the live command line says which one ran
     assert f"decode.sh:{svc.line_of('requests 128')}" in top["title"]
+
+
+def test_an_env_value_edited_in_a_command_string_points_at_its_line(
+    service, tmp_path: Path
+) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        NET="NCCL_P2P_LEVEL=NVL"
+        DEV="CUDA_VISIBLE_DEVICES=${GPU_IDS:-0,1}"
+        ENVCMD="env $NET $DEV"
+        exec $ENVCMD SLEEPER --port 8200
+        """,
+        env={"GPU_IDS": "2,3"},
+    )
+    _baseline(svc, tmp_path)
+    svc.write(svc.script.read_text().replace("LEVEL=NVL", "LEVEL=SYS"))
+    svc.restart()
+    _record(svc, tmp_path)
+
+    data = _since(svc, tmp_path)
+    top = data["suspects"][0]
+    root = top["changes"][0]
+    # bash ran the env words at the exec line; the edit is the NET line
+    assert root["key"] == "export:NCCL_P2P_LEVEL"
+    assert top["status"] == "live"
+    live = changes_by_fact(data)[("service:decode", "env:NCCL_P2P_LEVEL")]
+    assert live["suspect"]["rank"] == 1
+    # the caller's GPU_IDS, through a default, reaches the server unchanged: not a suspect
+    assert ("service:decode", "env:CUDA_VISIBLE_DEVICES") not in changes_by_fact(data)

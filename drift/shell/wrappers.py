@@ -55,6 +55,9 @@ def _after_options(base: str, argv: tuple[Field, ...], k: int, changes: EnvChang
     while k < len(argv):
         w = field_literal(argv[k])
         if w is None:
+            if base == "env" and _env_assignment(argv[k], changes):
+                k += 1  # K=$VALUE: a value drift may not know, still env's own word
+                continue
             break
         if base == "env":
             used = _env_words(argv, k, w, changes)
@@ -103,6 +106,17 @@ def _env_words(argv: tuple[Field, ...], k: int, w: str, changes: EnvChanges) -> 
         changes.added.append((match.group(1), replace(f, pattern=value)))
         return 1
     return 0
+
+
+def _env_assignment(f: Field, changes: EnvChanges) -> bool:
+    """``env K=$V``: True (noted in `changes`) if the word's literal start is ``NAME=``."""
+    head = f.pattern[0] if f.pattern and not f.spread else None
+    match = re.match(r"([A-Za-z_][A-Za-z0-9_]*)=", head) if isinstance(head, str) else None
+    if match is None:
+        return False
+    value = _pattern_after(f.pattern, len(match.group(0)))
+    changes.added.append((match.group(1), replace(f, pattern=value)))
+    return True
 
 
 def after_exec_options(argv: tuple[Field, ...]) -> tuple[tuple[Field, ...], bool]:
