@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import changes_by_fact
+from conftest import changes_by_fact, run_drift
 from test_script_incidents import _baseline, _record, _since, service
 
 __all__ = ["service"]  # the fixture
@@ -104,3 +104,36 @@ def test_an_env_value_edited_in_a_command_string_points_at_its_line(
     assert live["suspect"]["rank"] == 1
     # the caller's GPU_IDS, through a default, reaches the server unchanged: not a suspect
     assert ("service:decode", "env:CUDA_VISIBLE_DEVICES") not in changes_by_fact(data)
+
+
+def test_a_variable_conda_run_sets_is_set_by_that_line_not_inherited(
+    service, tmp_path: Path
+) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        export HF_HOME=/data/hf
+        exec ./conda run -n chat --no-capture-output SLEEPER --port 8200
+        """
+    )
+    conda = svc.root / "conda"
+    # conda run: the environment's name and its activation scripts' exports, then the program
+    conda.write_text(
+        '#!/bin/sh\nexport CONDA_DEFAULT_ENV="$3" CUDA_HOME="/envs/$3"\nshift 4\nexec "$@"\n'
+    )
+    conda.chmod(0o755)
+    cfg = ["--config", str(svc.root / "drift.toml"), "--db", str(tmp_path / "drift.db")]
+    svc.start()
+    for _ in range(2):  # the stable window; a line drift does not follow is reported (exit 4)
+        assert run_drift(["record", *cfg], tmp_path, check=False).returncode in (0, 4)
+    svc.write(svc.script.read_text().replace("-n chat", "-n chat2"))
+    svc.restart()
+    run_drift(["record", *cfg], tmp_path, check=False)
+
+    data = _since(svc, tmp_path)
+    line = f"decode.sh:{svc.line_of('conda run')}"
+    for name in ("CONDA_DEFAULT_ENV", "CUDA_HOME"):
+        label = changes_by_fact(data)[("service:decode", f"env:{name}")]["suspect"]["label"]
+        assert "inherited" not in label
+        assert label.endswith(f"{line} (not followed)"), label

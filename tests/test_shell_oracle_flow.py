@@ -8,7 +8,8 @@ built name ``"start_$ROLE" "$@"``, by ``if`` on a caller variable or on
 ``wait -n`` / ``wait $PID``, ``nohup ... | tee log &``, or as a command
 string (``CMD="..."; CMD+=" ..."``) run by ``eval``, ``bash -c``, ``exec
 $CMD`` or a bare ``$CMD``, with ``K=V`` or ``env $ENVP`` before the program
-in the string, or ``exec env K=V`` over continuation lines.
+in the string, or ``exec env K=V`` over continuation lines, or ``conda run`` (whose
+activation exports what bash does not trace).
 bash runs each script; every single-line claim drift makes must be the
 line bash ran, and the exec line the one bash launched (or left unpicked).
 """
@@ -39,6 +40,7 @@ LAUNCHES = (
     "env_string",
     "env_string_bare",
     "env_lines",
+    "conda_run",
 )
 DISPATCHES = ("none", "case_arg", "built_name", "if_role", "nargs")
 
@@ -54,6 +56,9 @@ def launch_lines(script: Script, role: str, form: str, indent: str) -> None:
         return
     if form == "exec":
         line = script.add(f"{indent}exec {words}")
+    elif form == "conda_run":
+        # its activation may export anything, the script's names too (CONDA_SH)
+        line = script.add(f"{indent}exec ./conda run -n e{role} --no-capture-output {words}")
     elif form == "env_lines":
         # env K=V over continuation lines: bash places K on the command's first line
         script.add(f"{indent}exec env E{role}=e{role} \\")
@@ -72,6 +77,14 @@ def launch_lines(script: Script, role: str, form: str, indent: str) -> None:
         )
     script.flag_lines[port] = script.flag_lines[role] = line
 
+
+CONDA_SH = """#!/bin/sh
+export CONDA_DEFAULT_ENV="$3" A=conda
+shift 4
+exec "$@"
+"""
+"""``conda run -n ENV --no-capture-output CMD``: bash does not trace it (sh), as it does not
+trace a real conda's activation scripts."""
 
 STRINGS = {
     "eval": ['eval "$CMD"'],
@@ -174,6 +187,8 @@ def test_the_branch_that_ran_is_the_one_drift_names(
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir()
     script, args, env = build_flow(top, bodies, dispatch, forms)
+    (folder / "conda").write_text(CONDA_SH)
+    (folder / "conda").chmod(0o755)
     if caller_f:
         env = {**env, **{f"F{role}": "cf" for role in ROLES}}
     check(folder, script, mode, None, args=args, given=env, unsure_exec=True)

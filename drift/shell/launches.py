@@ -28,6 +28,7 @@ from drift.shell.commands import (
 from drift.shell.fields import split_fields
 from drift.shell.model import Launch
 from drift.shell.patterns import ELSE, Hole, Pattern, literal, matches, shown
+from drift.shell.start import unknown_binding
 from drift.shell.state import (
     State,
     assign_state,
@@ -303,6 +304,11 @@ class Launches(Builtins):
             origin,
             self._last_line(origin),
         )
+        if any(change.opaque for change in changes):
+            env = _opaque(env, origin, st.conds)
+            self.gaps.append(
+                f"{origin.file}:{origin.line}: runs it in an environment drift does not read"
+            )
         if head is not None and program_name(head) in SHELLS and self.depth < MAX_DEPTH:
             if self._shell_program(program, env, st, how, via_exec, origin):
                 return
@@ -729,6 +735,20 @@ def _with_changes(
                 bindings.extend(() if cleared else caller_bindings(key))
         out[key] = dedupe(bindings)
     return out, cleared
+
+
+def _opaque(
+    env: dict[str, tuple[Binding, ...]], origin: Origin, conds: tuple[str, ...]
+) -> dict[str, tuple[Binding, ...]]:
+    """The environment after ``conda run`` at `origin`: any variable may have been set there.
+
+    Its activation scripts export what drift does not read: every value
+    may have been replaced, and a variable no line sets may come from it.
+    """
+    unknown = unknown_binding(origin, conds)
+    out = {name: dedupe((*bs, unknown)) for name, bs in env.items() if name != "\0unknown"}
+    out["\0unknown"] = dedupe((*env.get("\0unknown", ()), unknown))
+    return out
 
 
 def _inert(words: Sequence[Node], functions: Mapping[str, Any]) -> bool:
