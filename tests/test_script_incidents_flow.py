@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from conftest import changes_by_fact, run_drift
 from test_script_incidents import _baseline, _record, _since, service
 
 __all__ = ["service"]  # the fixture
@@ -72,3 +73,67 @@ def test_a_flag_edited_in_a_function_called_by_a_built_name_points_at_its_exec(
     assert top["status"] == "live"
     # two functions write the flag: the live command line says which one ran
     assert f"decode.sh:{svc.line_of('requests 128')}" in top["title"]
+
+
+def test_an_env_value_edited_in_a_command_string_points_at_its_line(
+    service, tmp_path: Path
+) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        NET="NCCL_P2P_LEVEL=NVL"
+        DEV="CUDA_VISIBLE_DEVICES=${GPU_IDS:-0,1}"
+        ENVCMD="env $NET $DEV"
+        exec $ENVCMD SLEEPER --port 8200
+        """,
+        env={"GPU_IDS": "2,3"},
+    )
+    _baseline(svc, tmp_path)
+    svc.write(svc.script.read_text().replace("LEVEL=NVL", "LEVEL=SYS"))
+    svc.restart()
+    _record(svc, tmp_path)
+
+    data = _since(svc, tmp_path)
+    top = data["suspects"][0]
+    root = top["changes"][0]
+    # bash ran the env words at the exec line; the edit is the NET line
+    assert root["key"] == "export:NCCL_P2P_LEVEL"
+    assert top["status"] == "live"
+    live = changes_by_fact(data)[("service:decode", "env:NCCL_P2P_LEVEL")]
+    assert live["suspect"]["rank"] == 1
+    # the caller's GPU_IDS, through a default, reaches the server unchanged: not a suspect
+    assert ("service:decode", "env:CUDA_VISIBLE_DEVICES") not in changes_by_fact(data)
+
+
+def test_a_variable_conda_run_sets_is_set_by_that_line_not_inherited(
+    service, tmp_path: Path
+) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        export HF_HOME=/data/hf
+        exec ./conda run -n chat --no-capture-output SLEEPER --port 8200
+        """
+    )
+    conda = svc.root / "conda"
+    # conda run: the environment's name and its activation scripts' exports, then the program
+    conda.write_text(
+        '#!/bin/sh\nexport CONDA_DEFAULT_ENV="$3" CUDA_HOME="/envs/$3"\nshift 4\nexec "$@"\n'
+    )
+    conda.chmod(0o755)
+    cfg = ["--config", str(svc.root / "drift.toml"), "--db", str(tmp_path / "drift.db")]
+    svc.start()
+    for _ in range(2):  # the stable window; a line drift does not follow is reported (exit 4)
+        assert run_drift(["record", *cfg], tmp_path, check=False).returncode in (0, 4)
+    svc.write(svc.script.read_text().replace("-n chat", "-n chat2"))
+    svc.restart()
+    run_drift(["record", *cfg], tmp_path, check=False)
+
+    data = _since(svc, tmp_path)
+    line = f"decode.sh:{svc.line_of('conda run')}"
+    for name in ("CONDA_DEFAULT_ENV", "CUDA_HOME"):
+        label = changes_by_fact(data)[("service:decode", f"env:{name}")]["suspect"]["label"]
+        assert "inherited" not in label
+        assert label.endswith(f"{line} (not followed)"), label

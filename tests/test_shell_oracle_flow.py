@@ -7,7 +7,9 @@ built name ``"start_$ROLE" "$@"``, by ``if`` on a caller variable or on
 ``$#``; the launch itself written as ``exec``, ``... &`` then ``wait`` /
 ``wait -n`` / ``wait $PID``, ``nohup ... | tee log &``, or as a command
 string (``CMD="..."; CMD+=" ..."``) run by ``eval``, ``bash -c``, ``exec
-$CMD`` or a bare ``$CMD``, with ``K=V`` before the program in the string.
+$CMD`` or a bare ``$CMD``, with ``K=V`` or ``env $ENVP`` before the program
+in the string, or ``exec env K=V`` over continuation lines, or ``conda run`` (whose
+activation exports what bash does not trace).
 bash runs each script; every single-line claim drift makes must be the
 line bash ran, and the exec line the one bash launched (or left unpicked).
 """
@@ -35,6 +37,10 @@ LAUNCHES = (
     "exec_unquoted",
     "bare",
     "bash_c_bg",
+    "env_string",
+    "env_string_bare",
+    "env_lines",
+    "conda_run",
 )
 DISPATCHES = ("none", "case_arg", "built_name", "if_role", "nargs")
 
@@ -50,6 +56,14 @@ def launch_lines(script: Script, role: str, form: str, indent: str) -> None:
         return
     if form == "exec":
         line = script.add(f"{indent}exec {words}")
+    elif form == "conda_run":
+        # its activation may export anything, the script's names too (CONDA_SH)
+        line = script.add(f"{indent}exec ./conda run -n e{role} --no-capture-output {words}")
+    elif form == "env_lines":
+        # env K=V over continuation lines: bash places K on the command's first line
+        script.add(f"{indent}exec env E{role}=e{role} \\")
+        line = script.add(f"{indent}  F{role}=f{role} {words}")
+        script.flag_lines[f"sglang.serve_{role}"] = line
     elif form == "nohup_tee":
         line = script.add(f"{indent}nohup {words} 2>&1 | tee {role}.log &")
         script.add(f"{indent}wait")
@@ -64,12 +78,22 @@ def launch_lines(script: Script, role: str, form: str, indent: str) -> None:
     script.flag_lines[port] = script.flag_lines[role] = line
 
 
+CONDA_SH = """#!/bin/sh
+export CONDA_DEFAULT_ENV="$3" A=conda
+shift 4
+exec "$@"
+"""
+"""``conda run -n ENV --no-capture-output CMD``: bash does not trace it (sh), as it does not
+trace a real conda's activation scripts."""
+
 STRINGS = {
     "eval": ['eval "$CMD"'],
     "eval_env": ['eval "$CMD"'],
     "exec_unquoted": ["exec ${CMD}"],
     "bare": ["$CMD"],
     "bash_c_bg": ['bash -c "$CMD" &', "wait"],
+    "env_string": ["exec $CMD"],
+    "env_string_bare": ["$CMD"],
 }
 
 
@@ -77,11 +101,21 @@ def command_string(script: Script, role: str, port: str, form: str, indent: str)
     """The server's command line built in a string, then run by `form` (`STRINGS`)."""
     local = "local " if indent else ""
     env = f"E{role}=e{role} " if form in ("eval_env", "bash_c_bg") else ""
-    first = script.add(f'{indent}{local}CMD="{env}python3 -m sglang.serve_{role} --port {port}"')
+    if form.startswith("env_string"):
+        # ``env K=V ...`` assembled from strings, one value the caller's or a default
+        script.add(f'{indent}{local}ENVP="E{role}=e{role}  F{role}=${{F{role}:-f}}"')
+        program = script.add(f'{indent}{local}PROG="python3 -m sglang.serve_{role}"')
+        first = script.add(f'{indent}{local}CMD="env $ENVP $PROG --port {port}"')
+        script.flag_lines[f"sglang.serve_{role}"] = program
+    else:
+        first = script.add(
+            f'{indent}{local}CMD="{env}python3 -m sglang.serve_{role} --port {port}"'
+        )
+        script.flag_lines[f"sglang.serve_{role}"] = first
     second = script.add(f'{indent}CMD+=" --role {role} ${{ARGS[*]}}"')
     for line in STRINGS[form]:
         script.add(indent + line)
-    script.flag_lines[port] = script.flag_lines[f"sglang.serve_{role}"] = first
+    script.flag_lines[port] = first
     script.flag_lines[role] = second
 
 
@@ -138,6 +172,7 @@ def build_flow(
     dispatch=st.sampled_from(DISPATCHES),
     forms=st.lists(st.sampled_from(LAUNCHES), min_size=2, max_size=2),
     mode=st.sampled_from([None, "x", "y"]),
+    caller_f=st.booleans(),
 )
 def test_the_branch_that_ran_is_the_one_drift_names(
     workdir: Path,
@@ -146,9 +181,14 @@ def test_the_branch_that_ran_is_the_one_drift_names(
     dispatch: str,
     forms: list[str],
     mode: str | None,
+    caller_f: bool,
 ) -> None:
     folder = workdir / "flow"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir()
     script, args, env = build_flow(top, bodies, dispatch, forms)
+    (folder / "conda").write_text(CONDA_SH)
+    (folder / "conda").chmod(0o755)
+    if caller_f:
+        env = {**env, **{f"F{role}": "cf" for role in ROLES}}
     check(folder, script, mode, None, args=args, given=env, unsure_exec=True)

@@ -28,7 +28,15 @@ from drift.shell.commands import (
 from drift.shell.fields import split_fields
 from drift.shell.model import Launch
 from drift.shell.patterns import ELSE, Hole, Pattern, literal, matches, shown
-from drift.shell.state import State, assign_state, better_launches, environment, merge_paths
+from drift.shell.start import unknown_binding
+from drift.shell.state import (
+    State,
+    assign_state,
+    better_launches,
+    caller_bindings,
+    environment,
+    merge_paths,
+)
 from drift.shell.syntax import Node, command_text, node_text, short_text
 from drift.shell.values import Alt, Binding, Field, Origin, Prefix, Seg, dedupe, field_literal
 from drift.shell.walk import MAX_DEPTH
@@ -232,6 +240,14 @@ class Launches(Builtins):
         assign_state(st, merge_paths(paths, st))
         return True
 
+    def _last_line(self, origin: Origin) -> int:
+        """The last line of the command starting at `origin`, its backslash-newlines followed."""
+        lines = self.lines.get(origin.file) or []
+        last = origin.line
+        while 0 < last <= len(lines) and lines[last - 1].rstrip("\r").endswith("\\"):
+            last += 1
+        return last
+
     def _change_folder(self, name: str, args: Sequence[Field], st: State) -> None:
         """``cd DIR``, ``pushd DIR``: the new working folder (relative while the start is unknown).
 
@@ -282,8 +298,17 @@ class Launches(Builtins):
         if not via_exec and not nested and (score == 0 or score < best):
             return  # not the service on this path: skip building its environment
         env, cleared = _with_changes(
-            {} if cleared else environment(st, prefix), changes, cleared, origin
+            {} if cleared else environment(st, prefix),
+            changes,
+            cleared,
+            origin,
+            self._last_line(origin),
         )
+        if any(change.opaque for change in changes):
+            env = _opaque(env, origin, st.conds)
+            self.gaps.append(
+                f"{origin.file}:{origin.line}: runs it in an environment drift does not read"
+            )
         if head is not None and program_name(head) in SHELLS and self.depth < MAX_DEPTH:
             if self._shell_program(program, env, st, how, via_exec, origin):
                 return
@@ -672,25 +697,58 @@ def _with_changes(
     changes: Sequence[EnvChanges],
     cleared: bool,
     origin: Origin,
+    last: int,
 ) -> tuple[dict[str, tuple[Binding, ...]], bool]:
-    """The environment after ``env``'s changes in each command line; True if one emptied it."""
-    for change in changes:
-        if change.cleared and not cleared:
-            cleared = True
-            env = {}
-        for key, f in change.added:
-            env[key] = (
-                Binding(
-                    (Alt(tuple(Seg(p, f.origin) for p in f.pattern)),),
-                    f.origin,
-                    True,
-                    f.conds,
-                    export_origin=f.origin,
-                ),
-            )
-        for key in change.removed:
-            env[key] = (Binding(None, origin, False),)
-    return env, cleared
+    """The environment after ``env``'s changes in each command line; True if one emptied it.
+
+    A name one command line sets (``env K=V``) and another leaves holds
+    either value. ``K=V`` written in the command (lines `origin` to `last`)
+    is placed on its own line; one that came from a string expanded there
+    (``exec $CMD``) on the command's first line, where bash ran it.
+    """
+    if any(change.cleared for change in changes) and not cleared:
+        cleared, env = True, {}
+    out = dict(env)
+    names = dict.fromkeys(
+        key for change in changes for key in (*(k for k, _ in change.added), *change.removed)
+    )
+    for key in names:
+        bindings: list[Binding] = []
+        for change in changes:
+            added = [f for k, f in change.added if k == key]
+            if key in change.removed:
+                bindings.append(Binding(None, origin, False))
+            elif added:
+                f = added[-1]
+                where = origin
+                if (
+                    f.origin
+                    and f.origin.file == origin.file
+                    and origin.line <= f.origin.line <= last
+                ):
+                    where = f.origin
+                alts = (Alt(tuple(Seg(p, f.origin) for p in f.pattern)),)
+                bindings.append(Binding(alts, where, True, f.conds, export_origin=where))
+            elif key in env:
+                bindings.extend(env[key])
+            else:
+                bindings.extend(() if cleared else caller_bindings(key))
+        out[key] = dedupe(bindings)
+    return out, cleared
+
+
+def _opaque(
+    env: dict[str, tuple[Binding, ...]], origin: Origin, conds: tuple[str, ...]
+) -> dict[str, tuple[Binding, ...]]:
+    """The environment after ``conda run`` at `origin`: any variable may have been set there.
+
+    Its activation scripts export what drift does not read: every value
+    may have been replaced, and a variable no line sets may come from it.
+    """
+    unknown = unknown_binding(origin, conds)
+    out = {name: dedupe((*bs, unknown)) for name, bs in env.items() if name != "\0unknown"}
+    out["\0unknown"] = dedupe((*env.get("\0unknown", ()), unknown))
+    return out
 
 
 def _inert(words: Sequence[Node], functions: Mapping[str, Any]) -> bool:

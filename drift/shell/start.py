@@ -86,7 +86,7 @@ class StartFolder(Assignments):
         self, st: State, taken: State, skipped: State, origin: Origin, launched: bool
     ) -> None:
         """On `skipped`, a file drift cannot see did what the one read on `taken` did: unknown."""
-        unknown = _unknown_binding(origin, skipped.conds)
+        unknown = unknown_binding(origin, skipped.conds)
         extra = tuple(c for c in skipped.conds if c not in st.conds)
         for name, bindings in taken.vars.items():
             if not name.startswith("\0") and bindings is not st.vars.get(name):
@@ -98,7 +98,7 @@ class StartFolder(Assignments):
 
     def _unknown_launch(self, st: State, origin: Origin, how: str) -> None:
         """A command drift cannot read runs here: it may launch anything, with any environment."""
-        unknown = _unknown_binding(origin, st.conds)
+        unknown = unknown_binding(origin, st.conds)
         env = {
             # what reaches this launch reaches it on this path only
             name: dedupe((*(replace(b, conds=dedupe(b.conds + st.conds)) for b in bs), unknown))
@@ -123,7 +123,7 @@ class StartFolder(Assignments):
             st.last = better_launches(st.last, (2, launch))
 
 
-def _unknown_binding(origin: Origin, conds: tuple[str, ...]) -> Binding:
+def unknown_binding(origin: Origin, conds: tuple[str, ...]) -> Binding:
     """A value a file drift cannot see may have set (exported: it may export it too)."""
     hole = Alt((Seg(Hole(origin.text or "?", "unread"), origin, split=True),))
     return Binding((hole,), origin, True, conds, kind="unknown", export_origin=origin)

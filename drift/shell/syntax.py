@@ -118,8 +118,14 @@ def pieces_between(
     base = node.start_byte
     cursor = start
     for child in children:
-        if child.start_byte > cursor:
-            yield data[cursor - base : child.start_byte - base].decode("utf-8", "surrogateescape")
+        # tree-sitter-bash puts the blanks before a ``$`` inside a double-quoted string
+        # into the expansion's first token (``"$A $B"``: `` $B``): they are the gap's
+        begins = child.start_byte
+        if child.children and child.children[0].start_byte == begins:
+            lead = data[begins - base : child.children[0].end_byte - base]
+            begins += len(lead) - len(lead.lstrip(b" \t\n"))
+        if begins > cursor:
+            yield data[cursor - base : begins - base].decode("utf-8", "surrogateescape")
         cursor = child.end_byte
         yield child
     if end > cursor:

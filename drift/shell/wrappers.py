@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from drift.shell.commands import WRAPPER_VALUED, WRAPPERS, program_name
-from drift.shell.patterns import Part, Pattern, pattern
+from drift.shell.patterns import Hole, Part, Pattern, pattern
 from drift.shell.values import Field, field_literal
 
 
@@ -22,6 +22,7 @@ class EnvChanges:
     added: list[tuple[str, Field]] = field(default_factory=list)  # env K=V
     removed: list[str] = field(default_factory=list)  # env -u K
     cleared: bool = False  # env -i
+    opaque: bool = False  # conda run: an environment drift does not read
 
 
 def strip_wrappers(argv: tuple[Field, ...]) -> tuple[tuple[Field, ...], EnvChanges]:
@@ -33,10 +34,53 @@ def strip_wrappers(argv: tuple[Field, ...]) -> tuple[tuple[Field, ...], EnvChang
     k = 0
     while k < len(argv):
         word = field_literal(argv[k])
+        if _runs_in_env(argv, k):
+            # the environment's activation scripts may export anything
+            changes.opaque = True
+            k = _after_env_options(argv, k + 2)
+            continue
         if word is None or not _is_wrapper(program_name(word), argv, k):
             break
         k = _after_options(program_name(word), argv, k + 1, changes)
     return argv[k:], changes
+
+
+ENV_RUNNERS = frozenset({"conda", "mamba", "micromamba"})
+"""Environment managers whose ``run`` runs a program inside an environment they activate."""
+
+_ENV_RUN_VALUED = frozenset("-n --name -p --prefix --cwd -a --attach -e --env --label".split())
+
+
+def _runs_in_env(argv: tuple[Field, ...], k: int) -> bool:
+    """True for ``conda run`` (``mamba run``, ``"$CONDA" run`` where CONDA may be conda)."""
+    if k + 1 >= len(argv) or field_literal(argv[k + 1]) != "run":
+        return False
+    return any(program_name(text) in ENV_RUNNERS for text in _texts(argv[k].pattern))
+
+
+def _texts(item: object) -> list[str]:
+    """Every literal text in a pattern, the options of its choices included."""
+    if isinstance(item, str):
+        return [item]
+    if isinstance(item, Hole):
+        return [t for option in item.options for t in _texts(option)]
+    if isinstance(item, tuple | list):
+        return [t for part in item for t in _texts(part)]
+    return []
+
+
+def _after_env_options(argv: tuple[Field, ...], k: int) -> int:
+    """Where the program after ``conda run``'s options (from `k`) starts."""
+    while k < len(argv):
+        w = field_literal(argv[k])
+        if w is None or not w.startswith("-"):
+            break
+        k += 1
+        if w == "--":
+            break
+        if w in _ENV_RUN_VALUED:
+            k += 1
+    return k
 
 
 def _is_wrapper(base: str, argv: tuple[Field, ...], k: int) -> bool:
@@ -55,6 +99,9 @@ def _after_options(base: str, argv: tuple[Field, ...], k: int, changes: EnvChang
     while k < len(argv):
         w = field_literal(argv[k])
         if w is None:
+            if base == "env" and _env_assignment(argv[k], changes):
+                k += 1  # K=$VALUE: a value drift may not know, still env's own word
+                continue
             break
         if base == "env":
             used = _env_words(argv, k, w, changes)
@@ -103,6 +150,17 @@ def _env_words(argv: tuple[Field, ...], k: int, w: str, changes: EnvChanges) -> 
         changes.added.append((match.group(1), replace(f, pattern=value)))
         return 1
     return 0
+
+
+def _env_assignment(f: Field, changes: EnvChanges) -> bool:
+    """``env K=$V``: True (noted in `changes`) if the word's literal start is ``NAME=``."""
+    head = f.pattern[0] if f.pattern and not f.spread else None
+    match = re.match(r"([A-Za-z_][A-Za-z0-9_]*)=", head) if isinstance(head, str) else None
+    if match is None:
+        return False
+    value = _pattern_after(f.pattern, len(match.group(0)))
+    changes.added.append((match.group(1), replace(f, pattern=value)))
+    return True
 
 
 def after_exec_options(argv: tuple[Field, ...]) -> tuple[tuple[Field, ...], bool]:
