@@ -41,7 +41,13 @@ sys.path.insert(0, str(ROOT / "tests"))  # the bash oracle is test code
 
 from bash_oracle import launched  # noqa: E402
 
-from drift.analysis.origins import Attribution, attribute_together, branches_from_env  # noqa: E402
+from drift.analysis.origins import (  # noqa: E402
+    Attribution,
+    attribute_together,
+    branches_from_env,
+    either,
+    passed_flags,
+)
 from drift.collectors.flags import parse_flags  # noqa: E402
 from drift.collectors.scripts import collect_script, script_model  # noqa: E402
 from drift.collectors.start_folder import StartFolder  # noqa: E402
@@ -176,7 +182,12 @@ def attribute_live(
     if "exec" in facts:
         pairs["exec"] = (_version(facts["exec"]), _live("argv", " ".join(argv)))
         decided = branches_from_env(_version(facts["exec"]), env)
-    return attribute_together(pairs, decided)
+    found = attribute_together(pairs, decided)
+    if "exec" in facts:
+        # flags the caller passed through "$@" (or a word like it) that no line writes
+        for name, passed in passed_flags(_version(facts["exec"]), argv, decided).items():
+            found[f"flag:{name}"] = either(found.get(f"flag:{name}"), passed)
+    return found
 
 
 def _judge(

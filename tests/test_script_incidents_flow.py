@@ -137,3 +137,31 @@ def test_a_variable_conda_run_sets_is_set_by_that_line_not_inherited(
         label = changes_by_fact(data)[("service:decode", f"env:{name}")]["suspect"]["label"]
         assert "inherited" not in label
         assert label.endswith(f"{line} (not followed)"), label
+
+
+def test_a_flag_the_caller_passes_through_args_is_placed_at_the_line_that_passes_it(
+    service, tmp_path: Path
+) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        case "${1:-serve}" in
+            serve) shift || true
+                exec SLEEPER --port 8200 \\
+                    "$@" ;;
+            *) exec SLEEPER --port 9 "$@" ;;
+        esac
+        """
+    )
+    svc.args = ("serve", "--max-num-seqs", "32")
+    _baseline(svc, tmp_path)
+    svc.args = ("serve", "--max-num-seqs", "64")  # the unit's ExecStart= gives another value
+    svc.restart()
+    _record(svc, tmp_path)
+
+    top = _since(svc, tmp_path)["suspects"][0]
+    assert top["changes"][0]["key"] == "flag:--max-num-seqs"
+    # no line writes the flag: the caller gave it, through the "$@" of the branch that ran
+    line = svc.line_of('"$@" ;;')
+    assert top["label"].startswith(f'passed by the caller through "$@" at {svc.script}:{line}')

@@ -47,6 +47,8 @@ class Script:
     tokens: int = 0
     flag_names: dict[str, int] = field(default_factory=dict)  # flag -> the line writing it
     in_strings: int = 0  # options in the OPTS string
+    passed: dict[str, int] = field(default_factory=dict)  # a caller's flag -> the line passing it
+    sure: set[str] = field(default_factory=set)  # caller's flags only one script word can hold
 
     def linked(self, flag: str) -> bool:
         """True if drift must link the flag: an option, in a string of few enough values.
@@ -55,7 +57,7 @@ class Script:
         branches soon has more values than drift tells apart (MAX_ALTERNATIVES):
         unsure, rightly.
         """
-        return flag in self.flag_names and self.in_strings <= 1
+        return (flag in self.flag_names and self.in_strings <= 1) or flag in self.sure
 
     def add(self, line: str) -> int:
         self.lines.append(line)
@@ -250,7 +252,9 @@ def check(
             if spot is None:
                 TALLY["flag"].unsure += 1
                 continue
-            expected = script.flag_names.get(flag, script.flag_lines.get(value))
+            expected = script.passed.get(flag) or script.flag_names.get(
+                flag, script.flag_lines.get(value)
+            )
             if flag == "-m" and expected is None:
                 expected = run.launch[1]
             assert spot.line == expected, f"{flag} {value}: drift says {spot}, not line {expected}"

@@ -23,7 +23,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_shell_oracle import Script, check, render, simple, workdir
+from test_shell_oracle import OPTIONS, Script, check, render, simple, workdir
 
 ROLES = ("ra", "rb")
 LAUNCHES = (
@@ -43,6 +43,13 @@ LAUNCHES = (
     "conda_run",
 )
 DISPATCHES = ("none", "case_arg", "built_name", "if_role", "nargs")
+
+EXAMPLES = settings(
+    max_examples=int(os.environ.get("DRIFT_ORACLE_EXAMPLES", "40")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+"""Each script runs under bash: a few dozen examples by default."""
 
 __all__ = ["workdir"]  # the fixture, shared with the statements' own oracle test
 
@@ -161,11 +168,7 @@ def build_flow(
     return script, ["x"], {}
 
 
-@settings(
-    max_examples=int(os.environ.get("DRIFT_ORACLE_EXAMPLES", "40")),
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@EXAMPLES
 @given(
     top=st.lists(simple, max_size=3),
     bodies=st.lists(st.lists(simple, max_size=3), min_size=2, max_size=2),
@@ -192,3 +195,106 @@ def test_the_branch_that_ran_is_the_one_drift_names(
     if caller_f:
         env = {**env, **{f"F{role}": "cf" for role in ROLES}}
     check(folder, script, mode, None, args=args, given=env, unsure_exec=True)
+
+
+PASSES = (
+    "exec_args",
+    "string_args",
+    "string_star",
+    "function",
+    "array",
+    "case_shift",
+    "while",
+    "unread",
+)
+"""How a script forwards the flags its caller gives to the server (see build_passing)."""
+
+
+def build_passing(top: list[Any], form: str, given: list[str]) -> tuple[Script, list[str]]:
+    """A script that passes its arguments to the server in the shape `form`; the arguments.
+
+    Each flag the caller gives is expected at the line where the arguments
+    enter the command line (``"$@"``, ``$1``); a flag the script writes too
+    (``--port``) comes from two lines, so no single one may be named.
+    """
+    script = Script()
+    script.lines += [f"O{k}=d{k}" for k in OPTIONS]  # the options' defaults, as build() has them
+    render(top, script)
+    launch = 'python3 -m sglang.serve --port 30000 "${ARGS[@]}"'
+    args = [*given]
+    if form == "exec_args":
+        line = port = script.add(f'exec {launch} "$@"')
+    elif form == "unread":
+        # a file drift cannot know the path of sets $EXTRA: its flags are not the caller's
+        script.add('source "./role_${ROLE:-a}.sh"')
+        line = port = script.add(f'exec {launch} $EXTRA "$@"')
+    elif form in ("string_args", "string_star"):
+        line = script.add(
+            f'CMD="python3 -m sglang.serve --port 30000 {"$@" if form == "string_args" else "$*"}"'
+        )
+        port = line
+        script.add("exec $CMD")
+    elif form == "function":
+        script.add("start() {")
+        line = port = script.add(f'  exec {launch} "$@"')
+        script.add("}")
+        script.add('start "$@"')
+    elif form == "array":
+        line = script.add('ARGS+=("$@")')
+        port = script.add(f"exec {launch}")
+    elif form == "case_shift":
+        args = ["serve", *given]
+        script.add('case "${1:-serve}" in')
+        script.add("  serve) shift")
+        line = port = script.add(f'    exec {launch} "$@" ;;')
+        script.add(f'  *) exec {launch} --other "$@" ;;')
+        script.add("esac")
+    else:
+        script.add('EXTRA=""')
+        script.add("while [ $# -gt 0 ]; do")
+        script.add("  case $1 in")
+        script.add("    --keep) ;;")
+        line = script.add('    *) EXTRA="$EXTRA $1" ;;')
+        script.add("  esac")
+        script.add("  shift")
+        script.add("done")
+        port = script.add(f"exec {launch} $EXTRA")
+    script.flag_lines["30000"] = script.flag_lines["sglang.serve"] = port
+    for word in given:
+        flag = word.partition("=")[0]
+        if flag == "--port" and port != line:
+            continue  # written at one line, given through another: no single line
+        if flag == "--keep" and form == "while":
+            continue  # the loop takes it
+        if flag.startswith("--"):
+            script.passed[flag] = line
+        if flag.startswith("--c") and form not in ("string_args", "string_star", "while", "unread"):
+            # one quoted "$@" holds them; a string or a split value could hold a value's words
+            script.sure.add(flag)
+    return script, args
+
+
+caller_flags = st.lists(
+    st.sampled_from(["--c1 w1", "--c2=w2", "--c3", "--port 1", "--keep", "x y"]),
+    max_size=4,
+    unique=True,
+)
+
+
+@EXAMPLES
+@given(
+    top=st.lists(simple, max_size=3),
+    form=st.sampled_from(PASSES),
+    given_flags=caller_flags,
+    mode=st.sampled_from([None, "x", "y"]),
+)
+def test_a_flag_the_caller_passes_is_placed_at_the_line_that_passes_it(
+    workdir: Path, top: list[Any], form: str, given_flags: list[str], mode: str | None
+) -> None:
+    folder = workdir / "passing"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
+    given = [w for item in given_flags for w in (item.split(" ") if item != "x y" else [item])]
+    script, args = build_passing(top, form, given)
+    (folder / "role_a.sh").write_text('EXTRA="--c9 w9 --c1 w8"\n')
+    check(folder, script, mode, None, args=args)

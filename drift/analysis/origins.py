@@ -13,11 +13,13 @@ decode.sh:12"); several are named as candidates; none is "source unknown".
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+import os
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from drift.shell.patterns import ELSE, feasible, from_json, is_literal, matches
+from drift.collectors.flags import PYTHON, flag_words
+from drift.shell.patterns import ELSE, feasible, from_json, is_literal, literal, matches
 from drift.store.query import StoredVersion
 
 K = TypeVar("K")
@@ -32,6 +34,7 @@ class Spot:
     when: str | None = None
     value: str | None = None  # FILE:LINE of a flag's value when another line wrote it
     given: bool = False  # the value the script was given, kept by this line (`${X:=d}`)
+    through: str | None = None  # a live flag the caller passed, through this word (`"$@"`)
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}"
@@ -64,6 +67,8 @@ class Attribution:
         spot = self.single
         if spot is not None:
             taken = f" (branch taken: {spot.when})" if spot.when else ""
+            if spot.through:
+                return f"passed by the caller through {spot.through} at {spot}{taken}"
             given = " (the value the service was started with)" if spot.given else ""
             return f"from {spot}{given}{taken}"
         names = [str(s) for s in self.spots]
@@ -227,6 +232,216 @@ def attribute_together(
             break
         known = learnt
     return out
+
+
+def passed_flags(
+    exec_fact: StoredVersion | None, argv: Sequence[str], known: Collection[str] = ()
+) -> dict[str, Attribution]:
+    """Live flags a word the script does not write may be (``"$@"``, ``$EXTRA``), by name.
+
+    The exec fact keeps, word by word, each command line the script may run
+    when one of its words may be such a flag (``argv``, see
+    `drift.collectors.script_facts`). Each command line that can be the
+    live argv is aligned with it in every way it can: a written word is one
+    live word equal to it, a choice one word equal to one of its values, a
+    spread word any number of words. A live flag's word is then held by the
+    script words some alignment gives it; the lines of those words are where
+    it can come from, one line a claim. A flag that only written words can
+    hold is left to its flag fact.
+    """
+    listed = exec_fact.provenance.get("argv") if exec_fact is not None else None
+    if not isinstance(listed, list) or exec_fact is None or exec_fact.secret:
+        return {}
+    occurrences: dict[str, list[int]] = {}
+    for name, index, _value, _inline in flag_words(range(len(argv)), lambda i: argv[i]):
+        occurrences.setdefault(name, []).append(index)
+    held: dict[str, list[tuple[dict[str, Any], str]]] = {}
+    for command in listed:
+        if not isinstance(command, dict) or not isinstance(command.get("file"), str):
+            continue
+        if not _possible_with(command, known):
+            continue
+        cover = _alignment(command.get("words"), argv, known)
+        if cover is None:
+            continue
+        for name, indexes in occurrences.items():
+            for index in indexes:
+                held.setdefault(name, []).extend((alt, command["file"]) for alt in cover[index])
+    # A line drift did not follow (a file sourced from a path it cannot know) may have set
+    # the variable or the arguments a word expands: then the caller is not sure to be the source.
+    unread = tuple(
+        Spot(u["file"], u["line"])
+        for u in exec_fact.provenance.get("unread") or ()
+        if isinstance(u, dict) and isinstance(u.get("file"), str) and isinstance(u.get("line"), int)
+    )
+    out: dict[str, Attribution] = {}
+    for name, alts in held.items():
+        if all("via" not in a and "kind" not in a for a, _ in alts):
+            continue  # written where the flag fact says
+        found = _held_by(alts)
+        if unread and any("via" in a for a, _ in alts):
+            found = replace(found, unsure=True, unread=unread)
+        out[name] = found
+    return out
+
+
+def _held_by(alts: list[tuple[dict[str, Any], str]]) -> Attribution:
+    """Where a live flag comes from, given every script word that can hold it."""
+    vias: dict[tuple[str, int], set[str | None]] = {}
+    unsure = False
+    for alt, file in alts:
+        unsure = unsure or alt.get("kind") == "unknown" or not isinstance(alt.get("line"), int)
+        if isinstance(alt.get("line"), int):
+            where = (alt["file"] if isinstance(alt.get("file"), str) else file, alt["line"])
+            via = alt.get("via") if isinstance(alt.get("via"), str) else None
+            vias.setdefault(where, set()).add(via)
+    # "passed by the caller through ..." only where that one word of the line can hold it
+    spots = {
+        where: Spot(*where, through=next(iter(v)) if len(v) == 1 else None)
+        for where, v in vias.items()
+    }
+    ordered = sorted(spots.values(), key=lambda s: (s.file, -s.line))
+    return Attribution(tuple(ordered), unsure=unsure)
+
+
+_Word = tuple[list[dict[str, Any]], bool]
+"""A stored script word: its values and whether it may be any number of words."""
+
+
+def _alignment(
+    words: Any, argv: Sequence[str], known: Collection[str]
+) -> list[list[dict[str, Any]]] | None:
+    """For each live word, the script words' values that can give it; None if none aligns.
+
+    The first script word is the program: the live argv may name it by its
+    path, or run it as a script of a Python interpreter (a console script).
+    """
+    if not isinstance(words, list) or not words or not argv:
+        return None
+    parsed = [_word_alts(w, known) for w in words]
+    fields = [w for w in parsed if w is not None]
+    if len(fields) != len(parsed):
+        return None
+    n, m = len(fields), len(argv)
+    ends = _program_ends(fields[0], argv)
+    first = 0 if ends is None else 1
+    forward = _forward(fields, argv, first, ends or set())
+    if not forward[n][m]:
+        return None
+    backward = _backward(fields, argv, first)
+    cover: list[list[dict[str, Any]]] = [[] for _ in range(m)]
+    for i in range(first, n):
+        alts, spread = fields[i]
+        for j in range(m):
+            if not forward[i][j]:
+                continue
+            if not spread:
+                if backward[i + 1][j + 1]:
+                    cover[j].extend(a for a in alts if matches(from_json(a["match"]), argv[j]))
+                continue
+            # a spread word from j holds every word up to the last end the rest can follow
+            last = max((k for k in range(j, m + 1) if backward[i + 1][k]), default=j)
+            for k in range(j, last):
+                cover[k].extend(a for a in alts if a not in cover[k])
+    return cover
+
+
+def _forward(
+    fields: list[_Word], argv: Sequence[str], first: int, ends: set[int]
+) -> list[list[bool]]:
+    """[i][j]: the first i script words can give the first j live words."""
+    m = len(argv)
+    forward = [[False] * (m + 1) for _ in fields] + [[False] * (m + 1)]
+    forward[0][0] = first == 0
+    for end in ends:
+        forward[1][end] = True
+    for i in range(first, len(fields)):
+        alts, spread = fields[i]
+        for j in range(m + 1):
+            if not forward[i][j]:
+                continue
+            if spread:
+                forward[i + 1][j:] = [True] * (m + 1 - j)
+                break
+            if j < m and _fits(alts, argv[j]):
+                forward[i + 1][j + 1] = True
+    return forward
+
+
+def _backward(fields: list[_Word], argv: Sequence[str], first: int) -> list[list[bool]]:
+    """[i][j]: the script words from i can give the live words from j."""
+    m = len(argv)
+    backward = [[False] * (m + 1) for _ in fields] + [[False] * m + [True]]
+    for i in range(len(fields) - 1, first - 1, -1):
+        alts, spread = fields[i]
+        later = False
+        for j in range(m, -1, -1):
+            later = later or backward[i + 1][j]
+            if spread:
+                backward[i][j] = later
+            else:
+                backward[i][j] = j < m and backward[i + 1][j + 1] and _fits(alts, argv[j])
+    return backward
+
+
+def _fits(alts: list[dict[str, Any]], text: str) -> bool:
+    return any(matches(from_json(a["match"]), text) for a in alts)
+
+
+def _word_alts(word: Any, known: Collection[str]) -> _Word | None:
+    """A stored script word: its values (those the known branches allow) and whether it spreads."""
+    if not isinstance(word, dict) or not isinstance(word.get("alts"), list):
+        return None
+    alts = [
+        a
+        for a in word["alts"]
+        if isinstance(a, dict) and isinstance(a.get("match"), list) and _possible_with(a, known)
+    ]
+    return alts, bool(word.get("spread"))
+
+
+def _program_ends(
+    program: tuple[list[dict[str, Any]], bool], argv: Sequence[str]
+) -> set[int] | None:
+    """Where the program's live words end, when the script writes it; None when it does not.
+
+    ``python3`` is ``/usr/bin/python3`` live; ``vllm`` may run as
+    ``python3 /usr/local/bin/vllm``.
+    """
+    alts, spread = program
+    names = {literal(from_json(a["match"])) for a in alts}
+    if spread or None in names:
+        return None
+    bases = {os.path.basename(n) for n in names if n}
+    ends: set[int] = set()
+    if os.path.basename(argv[0]) in bases:
+        ends.add(1)
+    if len(argv) > 1 and PYTHON.fullmatch(os.path.basename(argv[0])):
+        if os.path.basename(argv[1]) in bases:
+            ends.add(2)
+    return ends
+
+
+def either(found: Attribution | None, passed: Attribution | None) -> Attribution | None:
+    """A flag fact's answer beside where the live argv places the flag's word.
+
+    Both name the same one line: the flag fact's answer (it knows the
+    value's line too). Otherwise every line either names.
+    """
+    if passed is None:
+        return found
+    if found is None:
+        return passed
+    one, other = found.single, passed.single
+    if one is not None and other is not None and (one.file, one.line) == (other.file, other.line):
+        return found
+    spots = {(s.file, s.line): s for s in (*passed.spots, *found.spots)}
+    return Attribution(
+        tuple(sorted(spots.values(), key=lambda s: (s.file, -s.line))),
+        caller=found.caller,
+        unsure=found.unsure or passed.unsure,
+        unread=found.unread,
+    )
 
 
 def _value_spot(possible: Mapping[str, Any], file: str) -> str | None:

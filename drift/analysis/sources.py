@@ -27,6 +27,8 @@ from drift.analysis.origins import (
     attribute,
     attribute_together,
     branches_from_env,
+    either,
+    passed_flags,
 )
 from drift.analysis.titles import MANAGER, SOURCE_UNKNOWN, shown
 from drift.shell.patterns import feasible
@@ -161,14 +163,35 @@ class ServiceSources:
         return SOURCE_UNKNOWN
 
     def script_origin(self, service: str, key: str, live: StoredVersion) -> Attribution | None:
-        """The script lines of `service` that can give the live value of `key`, if any."""
+        """The script lines of `service` that can give the live value of `key`, if any.
+
+        A live flag is also placed by the live command line: a word the script
+        does not write (``"$@"``) may hold it (`passed_flags`).
+        """
+        argv = self.argv_words(service) if key.startswith("flag:") else None
         for script, owner in sorted(self.script_service.items()):
             if owner != service:
                 continue
             found = self.attribute(service, self.after.get((script, key)), live)
+            if argv is not None:
+                passed = passed_flags(
+                    self.after.get((script, "exec")), argv, self.known_branches(service)
+                )
+                found = either(found, passed.get(key.removeprefix("flag:")))
             if found is not None:
                 return found
         return None
+
+    def argv_words(self, service: str) -> list[str] | None:
+        """The service's live command line, word by word, if recorded and not secret."""
+        argv = self.after.get((f"service:{service}", "argv"))
+        if argv is None or argv.value is None or argv.secret:
+            return None
+        try:
+            words = json.loads(argv.value)
+        except ValueError:
+            return None
+        return [str(w) for w in words] if isinstance(words, list) else None
 
     def attribute(
         self, service: str, script: StoredVersion | None, live: StoredVersion | None

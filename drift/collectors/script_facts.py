@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from drift.collectors.flags import flag_words
 from drift.facts import Fact, storable
+from drift.shell.patterns import to_json
 
 if TYPE_CHECKING:
     from drift.shell.values import Field
@@ -148,7 +149,7 @@ def _exec_fact(subject: str, model: Any, where: dict[str, Any]) -> Fact:
                     "file": launch.origin.file,
                     "line": launch.origin.line,
                     "text": launch.origin.text,
-                    "match": to_json(_argv_pattern(variant)),
+                    "match": to_json(match),
                     **(
                         {"when": " and ".join(launch.conds), "conds": list(launch.conds)}
                         if launch.conds
@@ -160,7 +161,13 @@ def _exec_fact(subject: str, model: Any, where: dict[str, Any]) -> Fact:
             )
             for launch in model.launches
             for variant in launch.variants
+            for match in _argv_patterns(variant)
         ]
+    argv = _argv_words(model)
+    if argv:
+        # Words the script does not write ("$@", $EXTRA) that a live flag may be: the
+        # analysis places such a flag by aligning the live argv with these command lines.
+        provenance["argv"] = argv
     unread = _unread_lines(model)
     if unread:
         # Lines drift did not follow (a conda hook, a file not there yet) that may have
@@ -178,6 +185,90 @@ def _exec_fact(subject: str, model: Any, where: dict[str, Any]) -> Fact:
     if len(conds) == 1 and (only := conds.pop()):
         provenance["when"] = " and ".join(only)
     return Fact(subject, "exec", storable(value), provenance)
+
+
+def _argv_words(model: Any) -> list[dict[str, Any]]:
+    """Every command line the launches may run, word by word, if one word may be a flag unwritten.
+
+    Each word lists its values (``alts``: a pattern, its line and, for a
+    value the script was given or drift cannot know, ``via`` or ``kind``)
+    and whether it may be any number of words (``spread``). Empty when every
+    flag is written at a line (the flag facts say it all), when a launch
+    cannot be read, or when its command lines were too many to keep: a
+    command line left out could be the one that ran.
+    """
+    from drift.shell.patterns import feasible
+    from drift.shell.values import MAX_VARIANTS
+
+    launches = model.launches
+    if any(launch.unknown or len(launch.variants) >= MAX_VARIANTS for launch in launches):
+        return []
+    if not any(_open_word(f) for launch in launches for v in launch.variants for f in v):
+        return []
+    out: list[dict[str, Any]] = []
+    for launch in launches:
+        for variant in launch.variants:
+            conds = tuple(dict.fromkeys([*launch.conds, *(c for f in variant for c in f.conds)]))
+            if not feasible(conds):
+                continue
+            entry: dict[str, Any] = {
+                "file": launch.origin.file,
+                "line": launch.origin.line,
+                "words": [_word_json(f, launch.origin.file) for f in variant],
+            }
+            if conds:
+                entry["conds"] = list(conds)
+            out.append(_printable_json(entry))
+    return out
+
+
+def _open_word(f: Field) -> bool:
+    """True if a word may be a flag that no line writes as such (``"$@"``, ``$EXTRA``)."""
+    return f.spread or _may_be_unwritten_flag(f.pattern)
+
+
+def _may_be_unwritten_flag(p: Any) -> bool:
+    from drift.shell.patterns import Hole
+
+    head = p[0] if p else ""
+    if isinstance(head, str):
+        # A written word is a flag only as written (a flag fact has it), unless a hole
+        # finishes its name (`-$OPT`).
+        return head.startswith("-") and "=" not in head and len(p) > 1
+    if isinstance(head, Hole) and head.kind == "choice":
+        return any(_may_be_unwritten_flag(option[0]) for option in head.options)
+    return True
+
+
+def _word_json(f: Field, file: str) -> dict[str, Any]:
+    """One word of a command line for the alignment with a live argv (see _argv_words)."""
+    from drift.shell.patterns import Hole
+
+    options: list[tuple[Any, Any, tuple[str, ...]]] = [(f.pattern, f.origin, ())]
+    if _is_choice(f.pattern):
+        options = [(o[0], o[1] or f.origin, o[2]) for o in f.pattern[0].options]  # type: ignore[union-attr]
+    alts: list[dict[str, Any]] = []
+    for p, origin, conds in options:
+        alt: dict[str, Any] = {"match": to_json(p)}
+        if origin is not None:
+            alt["line"] = origin.line
+            if origin.file != file:
+                alt["file"] = origin.file
+        if conds:
+            alt["conds"] = list(conds)
+        holes = [part for part in p if isinstance(part, Hole)]
+        head = p[0] if p else ""
+        written = isinstance(head, str) and head.startswith("-") and (len(p) == 1 or "=" in head)
+        if holes and not written:
+            if all(h.kind in ("args", "caller") for h in holes):
+                alt["via"] = " ".join(dict.fromkeys(h.text for h in holes))
+            else:
+                alt["kind"] = "unknown"
+        alts.append(alt)
+    out: dict[str, Any] = {"alts": alts}
+    if f.spread:
+        out["spread"] = True
+    return out
 
 
 def _unread_lines(model: Any) -> list[dict[str, Any]]:
@@ -367,15 +458,36 @@ def _fact(
     return Fact(subject, key, value, provenance)
 
 
-def _argv_pattern(variant: Any) -> Any:
-    """A command line as a pattern of its live argv joined by spaces, the program a hole."""
+def _argv_patterns(variant: Any) -> list[Any]:
+    """A command line as patterns of its live argv joined by spaces, the program a hole.
+
+    A word of any number of words (``"$@"``) may give none, and then no blank
+    either: one pattern for each of them given or not (for up to three such
+    words; beyond, only the line with every one given, which then cannot
+    match a live argv where one gave none, leaving the launch unpicked).
+    """
     from drift.shell.patterns import Hole, pattern
 
-    parts: list[Any] = [Hole("program")]
-    for field_ in variant[1:]:
-        parts.append(" ")
-        parts.extend(field_.pattern if not field_.spread else (Hole("words"),))
-    return pattern(*parts)
+    rest = variant[1:]
+    spread = [i for i, f in enumerate(rest) if f.spread]
+    choices = [()] if len(spread) > 3 else _subsets(spread)
+    out: list[Any] = []
+    for empty in choices:
+        parts: list[Any] = [Hole("program")]
+        for i, field_ in enumerate(rest):
+            if i in empty:
+                continue
+            parts.append(" ")
+            parts.extend(field_.pattern if not field_.spread else (Hole("words"),))
+        out.append(pattern(*parts))
+    return list(dict.fromkeys(out))
+
+
+def _subsets(items: list[int]) -> list[tuple[int, ...]]:
+    out: list[tuple[int, ...]] = [()]
+    for item in items:
+        out += [(*subset, item) for subset in out]
+    return out
 
 
 def _value_spot(value_origin: Any, origin: Any) -> dict[str, Any]:

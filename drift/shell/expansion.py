@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
 from drift.shell.fields import as_choice
-from drift.shell.patterns import Hole
+from drift.shell.patterns import Hole, Part
 from drift.shell.state import State
 from drift.shell.syntax import Node, node_text, pieces_between, simple_name
 from drift.shell.values import BREAK, MAX_ALTERNATIVES, Alt, Binding, Origin, Seg, dedupe
@@ -59,7 +59,7 @@ class ParameterExpansion(Words):
                         joiner = ()
                     out = [
                         Alt(
-                            o.segs + joiner + tuple(replace(s, split=split) for s in e.segs),
+                            o.segs + joiner + tuple(_element_segs(e, split)),
                             dedupe(o.conds + e.conds),
                         )
                         for o in out
@@ -114,9 +114,12 @@ class ParameterExpansion(Words):
             if i:
                 segs.append(BREAK if fields else Seg(" ", None, split=not quoted))
             if f.spread:
-                segs.append(Seg(f.pattern[0] if f.pattern else "", f.origin, split=True))
+                part = f.pattern[0] if f.pattern else ""
+                segs.append(Seg(part, _passed(part, f.origin, origin), split=True))
             else:
-                segs.extend(Seg(p, f.origin, split=not quoted) for p in f.pattern)
+                segs.extend(
+                    Seg(p, _passed(p, f.origin, origin), split=not quoted) for p in f.pattern
+                )
         if not segs:
             return [Alt((Seg("", origin),))] if not fields else [Alt(())]
         return [Alt(tuple(segs))]
@@ -131,7 +134,8 @@ class ParameterExpansion(Words):
         if position > len(st.args):
             return [Alt((Seg("", origin),))]
         f = st.args[position - 1]
-        return [Alt(tuple(Seg(p, f.origin, split=not quoted) for p in f.pattern), f.conds)]
+        segs = tuple(Seg(p, _passed(p, f.origin, origin), split=not quoted) for p in f.pattern)
+        return [Alt(segs, f.conds)]
 
     def _simple_expansion(self, node: Node, st: State, quoted: bool) -> list[Alt]:
         """``$NAME``, ``$1``, ``$@``."""
@@ -399,3 +403,23 @@ def _trim(value: str, op: str, pat: str) -> str:
         if fnmatch.fnmatchcase(value[start:], pat):
             return value[:start]
     return value
+
+
+def _passed(part: Part, given: Origin | None, here: Origin) -> Origin | None:
+    """Where an argument's piece is placed: the script's own arguments where they are expanded.
+
+    A function's ``"$@"`` holding the script's arguments (``start "$@"``) puts
+    them in its command at its own line, as ``exec ... "$@"`` in the script would.
+    """
+    return here if isinstance(part, Hole) and part.kind == "args" else given
+
+
+def _element_segs(elem: Alt, split: bool) -> Iterator[Seg]:
+    """An array element's pieces in ``${A[@]}``, split as the expansion splits.
+
+    An element of any number of words (``A+=("$@")``, ``A=($UNKNOWN)``)
+    stays any number of words, quoted or not.
+    """
+    spread = len(elem.segs) == 1 and elem.segs[0].split and isinstance(elem.segs[0].part, Hole)
+    for s in elem.segs:
+        yield replace(s, split=split or spread)
