@@ -195,7 +195,8 @@ def test_a_process_started_with_an_empty_environment_keeps_its_command_line(
     )
     try:
         deadline = time.monotonic() + 10
-        while b"sleep" not in Path(f"/proc/{proc.pid}/cmdline").read_bytes():
+        # `env -i /bin/sleep 60` names sleep too: wait for the exec, argv[0] then is sleep
+        while not Path(f"/proc/{proc.pid}/cmdline").read_bytes().startswith(b"/bin/sleep"):
             assert time.monotonic() < deadline
             time.sleep(0.02)
         assert Path(f"/proc/{proc.pid}/environ").read_bytes() == b""
