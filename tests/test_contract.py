@@ -49,7 +49,8 @@ CONTRACT: dict[str, str] = {
     "ScopeSubject": "subject facts since since_local",
     "Window": "snapshots with_errors",
     "Suspect": (
-        "rank score title status label category services reasons signals changes restarts failure"
+        "rank score title status label category services reasons signals changes restarts failure "
+        "undone_at undone_local"
     ),
     "Signal": "name value weight contribution reason",
     "SuspectChange": (

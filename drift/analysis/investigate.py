@@ -25,6 +25,7 @@ from drift.analysis.diff import (
     failing_at,
     unchanged_between,
 )
+from drift.analysis.excursions import MAX_VALUES, RoundTrips, Trip, round_trips
 from drift.analysis.failures import Failure, find_failures
 from drift.analysis.group import group_changes
 from drift.analysis.investigation import (
@@ -52,16 +53,22 @@ from drift.analysis.overview import overview
 from drift.analysis.rank import ChurnInfo, RankedStory, Signal, rank_stories
 from drift.analysis.restarts import Restart
 from drift.analysis.scope import ConfigSwitch, ScopeSplit, split_scope
-from drift.analysis.story import Side, Story, change_spots
+from drift.analysis.story import RoundTrip, Side, Story, change_spots
 from drift.analysis.structured import Hunk
 from drift.analysis.timeline import timeline_entries
-from drift.analysis.unit_history import service_runs
+from drift.analysis.unit_history import RUN_KEYS, service_runs
 from drift.analysis.values import ValueDiff, Values, service_pids, where_read
 from drift.analysis.windows import Baseline, Span, clock_steps, given_why, resolve_span
 from drift.names import check_known
 from drift.store.query import History, SnapshotInfo, StoredVersion
-from drift.store.window import WindowRecords, state_after, window_records, window_versions
-from drift.timespec import When, iso, local_time
+from drift.store.window import (
+    WindowRecords,
+    state_after,
+    versions_between,
+    window_records,
+    window_versions,
+)
+from drift.timespec import When, clock, iso, local_time
 
 Pids = Mapping[str, str]
 
@@ -109,11 +116,13 @@ def investigate(
 
     inside = window_versions(history, first.id, last.id, WHOLE_VALUES)
     diffs = changes_between(before, after)
+    flapped = flapping(before, after, inside.counts)
+    trips = _round_trips(history, before, flapped, first, last)
     records = window_records(
         history,
         first,
         last,
-        _moments(before, after, inside.versions),
+        _moments(before, after, inside.versions) | trip_moments(trips),
         [chosen.unhealthy_us] if chosen.unhealthy_us is not None else [],
     )
     window = records.snapshots
@@ -128,7 +137,14 @@ def investigate(
         scope.changes, after, [first, *window], runs=runs, failures=failures, text=history.text
     )
     stories = with_departures(stories, inside.versions)
-    flapped = flapping(before, after, inside.counts)
+    stories += round_trip_stories(
+        history,
+        before,
+        trips,
+        [first, *window],
+        chosen.unhealthy_us,
+        (inside.versions, failures),
+    )
     ranked = _ranked(history, span, window, stories, flapped, options.service, failures)
     shown = ranked if options.top is None else ranked[: options.top]
     spots = blind_spots(first, window, (records.usual_us or 0, records.gaps))
@@ -162,7 +178,16 @@ def investigate(
         suspects=suspects,
         changes_by_subject=changes_by_subject(suspects),
         timeline=timeline_entries(
-            marks, first, last, ranked, events, inside.versions, flapped, scope.switches, failures
+            marks,
+            first,
+            last,
+            ranked,
+            events,
+            inside.versions,
+            flapped,
+            scope.switches,
+            failures,
+            trips,
         ),
         unchanged=_unchanged(before, after, last, scope.changes, values),
         blind_spots=[_blind_spot(s) for s in spots],
@@ -249,6 +274,109 @@ def flapping(
     return out
 
 
+def _round_trips(
+    history: History,
+    before: State,
+    flapped: Mapping[tuple[str, str], int],
+    first: SnapshotInfo,
+    last: SnapshotInfo,
+) -> RoundTrips:
+    """The trips of the facts that changed and came back inside the window; those that took
+    more than MAX_VALUES values flap, and are only counted."""
+    idents = [
+        ident
+        for ident, count in flapped.items()
+        if count <= MAX_VALUES and not ident[0].startswith("health:")
+    ]
+    # A stopped service's pids and starts say which process went and which came back.
+    idents += [
+        (subject, key)
+        for subject, running in flapped
+        if running == "running" and subject.startswith("service:")
+        for key in ("pid", "started_at")
+    ]
+    versions = versions_between(history, idents, first.id, last.id)
+    return round_trips(before, versions, (first.id, first.taken_us))
+
+
+def trip_moments(trips: RoundTrips) -> set[int]:
+    """The records where a fact left its baseline value or came back to it."""
+    return {i for its in trips.trips.values() for t in its for i in (t.away_id, t.back_id)}
+
+
+# The keys that tell a service's process: a round trip's story names the start that took it.
+_PROCESS_KEYS = RUN_KEYS | {"ppid"}
+# How many moments inside the window round trips are read at (a state each).
+MAX_TRIP_MOMENTS = 8
+
+
+def round_trip_stories(
+    history: History,
+    before: State,
+    trips: RoundTrips,
+    records: list[SnapshotInfo],
+    unhealthy_us: int | None,
+    window: tuple[Sequence[StoredVersion], Mapping[str, Failure]],
+) -> list[Story]:
+    """A story for each change that came and went inside the window, as it was while present.
+
+    Its fact has the same value at both ends, so the diff of the two ends
+    does not show it; `export BAD=1` added, live in decode while the health
+    check failed, then removed, is still the answer to "what broke it". Each
+    is grouped at the record where it was away from its baseline value: the
+    first failing record if it was away then, else the first record that saw
+    it go; facts that went only
+    with their stopped service are its stop, not stories.
+    """
+    failing = next((s.id for s in records if unhealthy_us and s.taken_us == unhealthy_us), None)
+    moments: dict[int, dict[tuple[str, str], Trip]] = {}
+    for ident, its in trips.trips.items():
+        if ident in trips.with_stops or ident[1] in UNIT_RUNTIME_KEYS:
+            continue
+        trip = next(
+            (t for t in its if failing is not None and t.away_id <= failing < t.back_id), None
+        )
+        moment = failing if trip is not None and failing is not None else its[0].away_id
+        moments.setdefault(moment, {})[ident] = trip or its[0]
+    out = []
+    for moment, away in sorted(moments.items())[:MAX_TRIP_MOMENTS]:
+        state = history.state_at(moment)
+        changes = [
+            c
+            for c in changes_between(before, state)
+            if (c.subject, c.key) in away
+            or (c.subject.startswith("service:") and c.key in _PROCESS_KEYS)
+        ]
+        # The service's runs up to that record: a later restart is not one it went through.
+        runs = service_runs(before, [v for v in window[0] if v.first_snapshot_id <= moment])
+        stories, _events = group_changes(
+            changes,
+            state,
+            [s for s in records if s.id <= moment],
+            runs=runs,
+            failures=window[1],
+            text=history.text,
+        )
+        for story in stories:
+            trip = away.get((story.root.subject, story.root.key))
+            if trip is not None:
+                out.append(undone(story, trip, len(trips.trips[trip.ident])))
+    return out
+
+
+def undone(story: Story, trip: Trip, times: int) -> Story:
+    """A story whose change was undone at `trip`'s return: said in its title and label."""
+    root = story.root
+    verb = "removed" if root.before is None else "restored" if root.after is None else "reverted"
+    back = clock(trip.back_us)
+    return replace(
+        story,
+        title=f"{story.title}, then {verb} at {back}",
+        label=f"{story.label}; until {back} ({verb})",
+        round_trip=RoundTrip(trip.back_us, times),
+    )
+
+
 def _moments(before: State, after: State, versions: list[StoredVersion]) -> set[int]:
     """The snapshots where a value analysis reads began or ended: the records it must see."""
     out = {v.until_snapshot_id for v in before.values() if v.until_snapshot_id is not None}
@@ -286,6 +414,8 @@ def _suspect(
     ranked: RankedStory, values: Values, texts: TextOwners, pids: tuple[Pids, Pids]
 ) -> Suspect:
     story = ranked.story
+    # An undone change's value was in the process of its time, not in the current one.
+    held = pids if story.round_trip is None else (pids[0], {})
     return Suspect(
         rank=ranked.rank,
         score=round(ranked.score, 3),
@@ -307,13 +437,15 @@ def _suspect(
         ],
         changes=[
             SuspectChange(
-                **_change_fields(c, values, pids, texts.diff(story, c, values)),
+                **_change_fields(c, values, held, texts.diff(story, c, values)),
                 role="root" if c is story.root else "evidence",
             )
             for c in story.changes
         ],
         restarts=[_restart(r) for r in story.restarts],
         failure=service_failure(story.failure) if story.failure is not None else None,
+        undone_at=iso(story.round_trip.back_us) if story.round_trip is not None else None,
+        undone_local=local_time(story.round_trip.back_us) if story.round_trip is not None else None,
     )
 
 

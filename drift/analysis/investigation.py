@@ -192,6 +192,9 @@ class Suspect:
     changes: list[SuspectChange]
     restarts: list[ServiceRestart]
     failure: ServiceFailure | None  # the failing service the change reached
+    # A change that came and went inside the window: when its fact was back at the baseline.
+    undone_at: str | None = None
+    undone_local: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,7 +11,8 @@ The score is the weighted mean of a few signals, each a value in [0, 1]:
   unhealthy record beats hours before; after it, it cannot be the cause,
   said only when it certainly came after the failing check ran;
 - flapping: a value that went back and forth inside the window is less
-  likely the one-time change that broke things;
+  likely the one-time change that broke things (a change that came once and
+  went, undone since, is not);
 - failure (only when a systemd service failed inside the window, see
   `drift.analysis.failures`): a change applied at the failing starts, made
   before the failures began, beats a change elsewhere; one made after they
@@ -447,6 +448,12 @@ _SYMPTOM_KEYS = frozenset({"running", "unit:active_state"}) | UNIT_RUNTIME_KEYS
 
 
 def _flapping(story: Story, flapped: frozenset[tuple[str, str]]) -> tuple[float, str]:
+    trip = story.round_trip
+    if trip is not None and trip.times == 1:
+        # Came once and went: the one-time change that broke it, undone since, not a flap.
+        return 1.0, f"came and went once inside the window (undone at {clock(trip.back_us)})"
+    if trip is not None:
+        return 0.0, f"flapping: went and came back {trip.times} times inside the window"
     idents = {(c.subject, c.key) for c in story.changes}
     hits = sorted(idents & flapped)
     if hits:

@@ -145,6 +145,9 @@ class Story:
     # story's live facts, if that was before its current value (512, then 256): the change
     # of the knob began then, whatever value it has now.
     departed_us: int | None = None
+    # A change that came and went inside the window: when its fact was back at the baseline's
+    # value, and how many times it went and came back (drift.analysis.excursions).
+    round_trip: RoundTrip | None = None
 
     @property
     def category(self) -> str:
@@ -184,6 +187,15 @@ class Story:
             return None
         latest = max(self.restarts, key=lambda r: r.at_us)
         return LiveStart(latest.at_us, latest.started or Span.start(latest.at_us), latest.after_pid)
+
+
+@dataclass(frozen=True)
+class RoundTrip:
+    """When a story's change was undone (its fact back at the baseline's value), and how many
+    times that fact went and came back inside the window."""
+
+    back_us: int
+    times: int
 
 
 @dataclass(frozen=True)

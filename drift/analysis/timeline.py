@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from drift.analysis.excursions import RoundTrips, ServiceStop
 from drift.analysis.failures import Failure
 from drift.analysis.investigation import TimelineEntry, TimelineKind
 from drift.analysis.kinds import service_name
@@ -32,12 +33,21 @@ def timeline_entries(
     flapped: dict[tuple[str, str], int],
     switches: list[ConfigSwitch] | None = None,
     failures: Mapping[str, Failure] | None = None,
+    trips: RoundTrips | None = None,
 ) -> list[TimelineEntry]:
-    """Restarts, failures, changes, config switches, health, flapping and marks, in time order."""
+    """Restarts, failures, changes, config switches, health, flapping and marks, in time order.
+
+    `trips` are the round trips of the facts that `flapped`: a change undone
+    inside the window is its suspect's, placed when it came and when it went;
+    a service that stopped and came back is one line, its facts with it.
+    """
     entries: list[tuple[int, TimelineKind, str]] = [
         (s.taken_us, "config", s.text) for s in switches or ()
     ]
-    entries += restart_entries(events, after_edits(ranked))
+    trips = trips or RoundTrips({}, {}, (), frozenset())
+    # A service seen stopped and back is told by its stop line, with both pids.
+    stopped = frozenset(stop.service for stop in trips.stops)
+    entries += restart_entries(events, after_edits(ranked), stopped)
     for failure in (failures or {}).values():
         entries.append((failure.since_us, "failure", f"{failure.service} {failure.summary()}"))
     for r in ranked:
@@ -46,23 +56,30 @@ def timeline_entries(
         if v.subject.startswith("health:") and v.key == "ok":
             state = "passing" if v.value == "true" else "failing"
             entries.append((v.first_taken_us, "health", f"health check {v.subject[7:]} {state}"))
+    told: set[tuple[str, str]] = set()
+    for r in ranked:
+        if r.story.round_trip is not None:
+            told.update((c.subject, c.key) for c in r.story.changes)
+            root = r.story.root
+            entries.append(
+                (
+                    r.story.round_trip.back_us,
+                    "change",
+                    f"#{r.rank} undone: {root.subject} {root.key} back to its baseline value",
+                )
+            )
+    for stop in trips.stops:
+        entries.append((stop.stopped_us, "restart", stop_text(stop)))
     # A failing service's process went and came back: its facts flap together, one line.
     gone_and_back: dict[str, int] = {}
     for (subject, key), count in sorted(flapped.items()):
-        if subject.startswith("health:"):
+        if subject.startswith("health:") or (subject, key) in told | trips.with_stops:
             continue
         name = service_name(subject)
         if name is not None and name in (failures or {}):
             gone_and_back[name] = gone_and_back.get(name, 0) + 1
             continue
-        entries.append(
-            (
-                current.taken_us,
-                "flapping",
-                f"{subject} {key} changed {count:,} time{'' if count == 1 else 's'} and is back "
-                "to its baseline value",
-            )
-        )
+        entries.append(flap_entry(subject, key, count, trips, current.taken_us))
     for name, facts in sorted(gone_and_back.items()):
         entries.append(
             (
@@ -82,6 +99,43 @@ def timeline_entries(
         TimelineEntry(at=iso(at), local=local_time(at), kind=kind, text=text)
         for at, kind, text in entries
     ]
+
+
+def stop_text(stop: ServiceStop) -> str:
+    """``prefill stopped at 12:01:00, running again since 12:03:00 (pid 7 -> 9), its values
+    as before``: a service's stop and return, the facts that went with it in one line."""
+    pids = f" (pid {stop.pid_before or '-'} -> {stop.pid_after or '-'})"
+    same = "its other values as before" if stop.changed else "its values as before"
+    return (
+        f"{stop.service} stopped at {clock(stop.stopped_us)}, running again since "
+        f"{clock(stop.back_us)}{pids}, {same}"
+    )
+
+
+def flap_entry(
+    subject: str, key: str, count: int, trips: RoundTrips, current_us: int
+) -> tuple[int, TimelineKind, str]:
+    """A fact that changed and is back at its baseline value, placed when it first went.
+
+    `count` is how many values it took inside the window; its trips, when read,
+    say when it went and came back.
+    """
+    its = trips.trips.get((subject, key))
+    if not its:
+        return current_us, "flapping", f"{subject} {key} changed {count:,} times and is back"
+    changes = trips.changes[(subject, key)]
+    first, last = its[0], its[-1]
+    if changes <= 2:
+        text = (
+            f"{subject} {key} changed at {clock(first.away_us)} and was back to its baseline "
+            f"value at {clock(first.back_us)}"
+        )
+    else:
+        text = (
+            f"{subject} {key} changed {changes:,} times and is back to its baseline value "
+            f"({clock(first.away_us)} to {clock(last.back_us)})"
+        )
+    return first.away_us, "flapping", text
 
 
 def change_entry(ranked: RankedStory) -> tuple[int, TimelineKind, str]:
@@ -120,11 +174,14 @@ def after_edits(ranked: list[RankedStory]) -> dict[str, list[int]]:
 
 
 def restart_entries(
-    events: list[RestartEvent], after_edits: Mapping[str, list[int]] | None = None
+    events: list[RestartEvent],
+    after_edits: Mapping[str, list[int]] | None = None,
+    stopped: frozenset[str] = frozenset(),
 ) -> list[tuple[int, TimelineKind, str]]:
     """The timeline's restarts: one line per service restarted several times, one per
-    single restart, and one per moment services restarted together; a single start
-    that came after an edit by its file time (`after_edits`) says so."""
+    single restart (but of a service `stopped` and back, told by its stop), and one per
+    moment services restarted together; a single start that came after an edit by its
+    file time (`after_edits`) says so."""
     edits = after_edits or {}
     entries: list[tuple[int, TimelineKind, str]] = []
     restarts = {id(r): r for e in events for r in e.restarts}.values()
@@ -147,7 +204,7 @@ def restart_entries(
                 f"; {r.service}{_after(edits, r)}" for r in event.restarts if _after(edits, r)
             )
             entries.append((event.at_us, "restart", f"co-restart of {names}, {within}{ordered}"))
-        elif event.restarts[0].count == 1:
+        elif event.restarts[0].count == 1 and event.restarts[0].service not in stopped:
             r = event.restarts[0]
             text = f"restart of {r.service} ({_pids(r)})"
             if _after(edits, r):

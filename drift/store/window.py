@@ -198,3 +198,20 @@ def _snapshots(history: History, ids: set[int]) -> list[SnapshotInfo]:
         sql = f"SELECT {SNAPSHOT_COLUMNS} FROM snapshots WHERE id IN ({marks})"
         out += [snapshot_row(r) for r in history.rows(sql, chunk)]
     return out
+
+
+def versions_between(
+    history: History, idents: Iterable[tuple[str, str]], after_id: int, upto_id: int
+) -> dict[tuple[str, str], list[StoredVersion]]:
+    """Each fact's versions open at `after_id` or begun in (after_id, upto_id], oldest first:
+    what a fact that left its value and came back inside a window held on the way."""
+    wanted = set(idents)
+    if not wanted:
+        return {}
+    rows = history.rows("SELECT id, subject, key FROM facts WHERE host_id = ?", (history.host_id,))
+    ids = sorted(int(r[0]) for r in rows if (r[1], r[2]) in wanted)
+    out: dict[tuple[str, str], list[StoredVersion]] = {}
+    for v in history.versions_after(ids, after_id):
+        if v.first_snapshot_id <= upto_id:
+            out.setdefault((v.subject, v.key), []).append(v)
+    return out
