@@ -45,7 +45,7 @@ from drift.analysis.package_stories import PackageStories
 from drift.analysis.process_stories import ProcessStories
 from drift.analysis.restarts import RestartEvent, co_restarts, counted, restart_of
 from drift.analysis.story import Status, Story
-from drift.analysis.timing import Records, parse_time_us
+from drift.analysis.timing import Records, Span, parse_time_us
 from drift.analysis.titles import (
     NOT_APPLIED,
     about_the_same_time,
@@ -155,10 +155,22 @@ class _Grouper(
 
     def attach_restarts(self, story: Story) -> Story:
         """Restarts explain stories that are in a running process (or failing), not pending ones;
-        a live one's value ran from the first start that took it (`Applied.live_start`)."""
+        a live one's value ran from the first start that took it (`Applied.live_start`).
+
+        Only a restart that could have taken the change up is evidence of it: one whose
+        latest start came after the change or at about the same time, never one known
+        to be before it (a service of a shared file that has not started since the edit).
+        """
         if story.status not in ("live", "launched", "unsourced", "failing") or story.restarts:
             return story
-        found = tuple(self.restarts[s] for s in story.services if s in self.restarts)
+        changed = self.records.span(story.root)
+        found = tuple(
+            self.restarts[s]
+            for s in story.services
+            if s in self.restarts
+            and (self.restarts[s].started or Span.start(self.restarts[s].at_us)).order(changed)
+            != "before"
+        )
         if not found:
             return story
         starts = [
