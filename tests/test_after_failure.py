@@ -25,6 +25,8 @@ from test_shared_stories import _deploy
 
 from drift.demo import IncidentSandbox
 
+NOT_APPLIED = "not applied yet: takes effect on next restart"
+
 
 def deploy(box: IncidentSandbox) -> tuple[list[str], Path, Path]:
     """common.env sourced by prefill and decode, a kept server.toml (`_deploy`), and a health
@@ -114,3 +116,23 @@ def test_an_edit_after_the_failure_ranks_below_every_possible_cause(
     text = run_drift(["since", "--all", *cfg], tmp_path).stdout
     block = text.split(f"\n {late['rank']}. ")[1].split("\n\n")[0]
     assert "restart of decode" not in block, block
+
+
+def test_a_shared_file_edited_while_one_reader_is_stopped_says_each_service_once(
+    sandbox: IncidentSandbox, tmp_path: Path
+) -> None:
+    cfg, common, _config = deploy(sandbox)
+    record(cfg, tmp_path)
+    record(cfg, tmp_path)
+    common.write_text(common.read_text() + "export NCCL_ALGO=ring\n")
+    sandbox.stop("prefill")
+    record(cfg, tmp_path)
+
+    suspects = run_drift(
+        ["since", "--stable", "#2", "--all", "--format", "json", *cfg], tmp_path
+    ).stdout
+    shared = story_of(json.loads(suspects)["data"]["suspects"], f"script:{common}", "content")
+    assert shared["status"] == "pending"
+    label = shared["label"]
+    assert label == f"decode and prefill: {NOT_APPLIED} (prefill is not running)", label
+    assert label.count(NOT_APPLIED) == 1
