@@ -24,6 +24,7 @@ from conftest import run_drift
 from test_shared_stories import _deploy
 
 from drift.demo import IncidentSandbox
+from drift.timespec import clock, parse_stored_time, to_us
 
 NOT_APPLIED = "not applied yet: takes effect on next restart"
 
@@ -136,3 +137,41 @@ def test_a_shared_file_edited_while_one_reader_is_stopped_says_each_service_once
     label = shared["label"]
     assert label == f"decode and prefill: {NOT_APPLIED} (prefill is not running)", label
     assert label.count(NOT_APPLIED) == 1
+
+
+def test_a_knob_set_twice_tells_both_values_and_sits_at_the_first(
+    sandbox: IncidentSandbox, tmp_path: Path
+) -> None:
+    cfg, _common, _config = deploy(sandbox)
+    record(cfg, tmp_path)
+    record(cfg, tmp_path)
+    set_bad(sandbox, "kernel_v2")
+    restart(sandbox, "decode")
+    record(cfg, tmp_path)  # the first unhealthy record: kernel_v2 live
+    set_bad(sandbox, "kernel_v3")
+    restart(sandbox, "decode")
+    record(cfg, tmp_path)  # kernel_v3 live
+
+    data = since(cfg, tmp_path)
+    first = data["baseline"]["unhealthy_at"]
+    assert first is not None
+    first_us = to_us(parse_stored_time(first))  # type: ignore[arg-type]
+    story = story_of(data["suspects"], f"script:{sandbox.script('decode')}", "export:BAD")
+    (env,) = [c for c in story["changes"] if c["key"] == "env:BAD"]
+    second_us = to_us(parse_stored_time(env["changed_at"]))  # type: ignore[arg-type]
+    assert second_us > first_us
+    told = f"kernel_v2 at {clock(first_us)}, then kernel_v3 at {clock(second_us)}"
+    assert told in story["title"], story["title"]
+    assert not story["title"].startswith("export BAD=kernel_v3 added"), story["title"]
+    assert story["rank"] == 1
+    root = story["changes"][0]
+    assert root["role"] == "root" and root["changed_at"] == first
+    # On the timeline it sits at kernel_v2's time, with the first failing check.
+    (entry,) = [e for e in data["timeline"] if e["text"].startswith(f"#{story['rank']} ")]
+    assert entry["at"] == first, (entry, data["timeline"])
+
+    text = run_drift(["since", *cfg], tmp_path).stdout
+    assert told in text
+    report = tmp_path / "r.html"
+    run_drift(["report", "-o", str(report), *cfg], tmp_path)
+    assert told in report.read_text()

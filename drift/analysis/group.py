@@ -67,6 +67,7 @@ def group_changes(
     runs: Mapping[str, ServiceRuns] | None = None,
     failures: Mapping[str, Failure] | None = None,
     text: Callable[[StoredVersion], str] | None = None,
+    values: Iterable[StoredVersion] = (),
 ) -> tuple[list[Story], list[RestartEvent]]:
     """Stories (one per suspect) and restart events from the changes up to the state `after`.
 
@@ -76,7 +77,8 @@ def group_changes(
     inside the window (`drift.analysis.unit_history`), to count restarts,
     and `failures` the services seen failing (`drift.analysis.failures`).
     `text` reads a stored text (a kept file's content), to title a config
-    file's story by the keys that changed.
+    file's story by the keys that changed. `values` are the versions begun inside the
+    window (of the services' facts at least), so a knob set twice tells both values.
     Every change lands in exactly one story (as root or evidence) or in one
     restart. The result does not depend on the order of `changes`.
     """
@@ -85,6 +87,8 @@ def group_changes(
     grouper.failures = dict(failures or {})
     if text is not None:
         grouper.text = text
+    for version in sorted(values, key=lambda v: v.first_taken_us):
+        grouper.window_values.setdefault((version.subject, version.key), []).append(version)
     return grouper.run()
 
 

@@ -184,6 +184,13 @@ class Story:
         return (self.root, *self.evidence)
 
     @property
+    def began_us(self) -> int:
+        """When the story began: its root's change, or earlier when a running process held
+        a new value of one of its facts before (512 before the failure, 256 now)."""
+        moment = self.root.changed_us
+        return moment if self.departed_us is None else min(moment, self.departed_us)
+
+    @property
     def effective_us(self) -> int:
         """When the change could first have mattered: for a live one, the start that took it."""
         moment = self.root.changed_us
