@@ -341,6 +341,13 @@ def test_ranking_is_a_deterministic_permutation_with_scores_in_range(
     for r in ranked:
         assert math.isclose(sum(x.contribution for x in r.signals), r.score, abs_tol=1e-5)
         assert all(0.0 <= x.value <= 1.0 and x.reason for x in r.signals)
+    # What cannot have caused the failure ranks below everything that could have.
+    ruled_out = [r.ruled_out is not None for r in ranked]
+    assert ruled_out == sorted(ruled_out)
+    assert all(
+        any("cannot have caused it" in x.reason for x in r.signals) == (r.ruled_out is not None)
+        for r in ranked
+    )
     shuffled = list(stories)
     rnd.shuffle(shuffled)
     again = rank_stories(shuffled, churn, unhealthy_at_us=unhealthy, flapped=flapped)

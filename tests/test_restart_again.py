@@ -137,7 +137,13 @@ def test_a_restart_that_changed_the_value_is_a_new_start_of_the_new_value(
     third = restart_decode(sandbox)
     record(cfg, tmp_path)
 
-    (story,) = [s for s in since(cfg, tmp_path)["suspects"] if f"{TARGET}=256" in s["title"]]
+    (story,) = [
+        s
+        for s in since(cfg, tmp_path)["suspects"]
+        if any(c["key"] == f"export:{TARGET}" for c in s["changes"])
+    ]
+    # 512 live before the failure, then 256: the title tells both, in order
+    assert ", then 256 at " in story["title"] and ": 512 at " in story["title"], story["title"]
     at = started(second, cfg, tmp_path)
     assert f"live in decode (pid {third}) since restart {at} (pid {second})" in story["label"]
     assert "unchanged through the restart since" in story["label"]

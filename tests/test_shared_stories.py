@@ -12,11 +12,16 @@ the file that changed, each story showing its own hunk.
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
 import pytest
 from conftest import run_drift
+from hypothesis import given
+from hypothesis import strategies as st
+
+from drift.analysis.story import combined
 
 NEVER_TOGETHER = ("whether a running process loaded it is not recorded", "not applied yet")
 
@@ -143,3 +148,39 @@ def test_a_line_in_a_shared_env_file_is_one_story_naming_both_services(
     assert {c["key"] for c in kept["changes"]} == {"content", "sha256", "size"}
     if restarted == "none":
         assert kept["status"] == "pending"
+
+
+# ---------------------------------------------------------------- the combined label
+
+_NAMES = ("decode", "decode-2", "prefill", "router")
+_NOT_APPLIED = "not applied yet: takes effect on next restart"
+_SHAPES = (
+    lambda s: ("pending", _NOT_APPLIED),
+    lambda s: ("pending", f"{_NOT_APPLIED} ({s} is not running)"),
+    lambda s: ("pending", f"{_NOT_APPLIED} (no process recorded for {s})"),
+    lambda s: ("live", f"live in {s} (pid 7)"),
+    lambda s: ("failing", f"applied at every start of {s} since 12:01: {s} failed (exit 1)"),
+)
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(_NAMES), st.integers(0, 4)), min_size=2, unique_by=lambda o: o[0]
+    )
+)
+def test_a_combined_label_says_each_service_once_and_each_part_once(
+    drawn: list[tuple[str, int]],
+) -> None:
+    outcomes = [(name, *_SHAPES[shape](name)) for name, shape in drawn]
+    _status, label = combined(outcomes)  # type: ignore[arg-type]
+    parts = label.split("; ")
+    heads = [p.split(": ", 1)[-1] if ":" in p else p for p in parts]
+    # identical parts are merged: no part said twice
+    assert label.count(_NOT_APPLIED) == (1 if any(s < 3 for _n, s in drawn) else 0), label
+    assert len(heads) == len(set(heads)), label
+    for name, _shape in drawn:
+        # every service is named, and none is named twice as a part's label
+        assert re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", label), (name, label)
+        assert not re.search(
+            rf"(?<![\w-]){re.escape(name)}: .*(?<![\w-]){re.escape(name)}: ", label
+        )

@@ -56,6 +56,9 @@ class Claims:
         # The start each live label named, by the id of its story's root: a story's
         # timing then goes by the start its words give (`Applied.live_start`).
         self.live_starts: dict[int, LiveStart | None] = {}
+        # Every value a service's live fact took inside the window, oldest first (set by
+        # the caller that has them): a knob set twice tells both values.
+        self.window_values: dict[tuple[str, str], list[StoredVersion]] = {}
 
     # ------------------------------------------------------------ bookkeeping
 

@@ -45,7 +45,7 @@ from drift.analysis.package_stories import PackageStories
 from drift.analysis.process_stories import ProcessStories
 from drift.analysis.restarts import RestartEvent, co_restarts, counted, restart_of
 from drift.analysis.story import Status, Story
-from drift.analysis.timing import Records, parse_time_us
+from drift.analysis.timing import Records, Span, parse_time_us
 from drift.analysis.titles import (
     NOT_APPLIED,
     about_the_same_time,
@@ -67,6 +67,7 @@ def group_changes(
     runs: Mapping[str, ServiceRuns] | None = None,
     failures: Mapping[str, Failure] | None = None,
     text: Callable[[StoredVersion], str] | None = None,
+    values: Iterable[StoredVersion] = (),
 ) -> tuple[list[Story], list[RestartEvent]]:
     """Stories (one per suspect) and restart events from the changes up to the state `after`.
 
@@ -76,7 +77,8 @@ def group_changes(
     inside the window (`drift.analysis.unit_history`), to count restarts,
     and `failures` the services seen failing (`drift.analysis.failures`).
     `text` reads a stored text (a kept file's content), to title a config
-    file's story by the keys that changed.
+    file's story by the keys that changed. `values` are the versions begun inside the
+    window (of the services' facts at least), so a knob set twice tells both values.
     Every change lands in exactly one story (as root or evidence) or in one
     restart. The result does not depend on the order of `changes`.
     """
@@ -85,6 +87,8 @@ def group_changes(
     grouper.failures = dict(failures or {})
     if text is not None:
         grouper.text = text
+    for version in sorted(values, key=lambda v: v.first_taken_us):
+        grouper.window_values.setdefault((version.subject, version.key), []).append(version)
     return grouper.run()
 
 
@@ -155,10 +159,22 @@ class _Grouper(
 
     def attach_restarts(self, story: Story) -> Story:
         """Restarts explain stories that are in a running process (or failing), not pending ones;
-        a live one's value ran from the first start that took it (`Applied.live_start`)."""
+        a live one's value ran from the first start that took it (`Applied.live_start`).
+
+        Only a restart that could have taken the change up is evidence of it: one whose
+        latest start came after the change or at about the same time, never one known
+        to be before it (a service of a shared file that has not started since the edit).
+        """
         if story.status not in ("live", "launched", "unsourced", "failing") or story.restarts:
             return story
-        found = tuple(self.restarts[s] for s in story.services if s in self.restarts)
+        changed = self.records.span(story.root)
+        found = tuple(
+            self.restarts[s]
+            for s in story.services
+            if s in self.restarts
+            and (self.restarts[s].started or Span.start(self.restarts[s].at_us)).order(changed)
+            != "before"
+        )
         if not found:
             return story
         starts = [

@@ -134,7 +134,13 @@ def investigate(
     runs = service_runs(before, inside.versions)
     failures = find_failures(runs, [first, *window], history.text)
     stories, events = group_changes(
-        scope.changes, after, [first, *window], runs=runs, failures=failures, text=history.text
+        scope.changes,
+        after,
+        [first, *window],
+        runs=runs,
+        failures=failures,
+        text=history.text,
+        values=inside.versions,
     )
     stories = with_departures(stories, inside.versions)
     stories += round_trip_stories(
@@ -437,7 +443,14 @@ def _suspect(
         ],
         changes=[
             SuspectChange(
-                **_change_fields(c, values, held, texts.diff(story, c, values)),
+                **_change_fields(
+                    c,
+                    values,
+                    held,
+                    texts.diff(story, c, values),
+                    # the root's change began with the first new value a process held
+                    story.began_us if c is story.root else None,
+                ),
                 role="root" if c is story.root else "evidence",
             )
             for c in story.changes
@@ -450,13 +463,18 @@ def _suspect(
 
 
 def _change_fields(
-    change: Change, values: Values, pids: tuple[Pids, Pids], diff: ValueDiff | None = None
+    change: Change,
+    values: Values,
+    pids: tuple[Pids, Pids],
+    diff: ValueDiff | None = None,
+    began_us: int | None = None,
 ) -> dict[str, Any]:
     """A change as reports show it; `pids` are the services' processes at the baseline and
     the current record, where its before and after values are; `diff` its diff when it is
-    not the change's whole diff."""
+    not the change's whole diff; `began_us` when it began, if not when it was recorded."""
     latest = change.after or change.before
     assert latest is not None
+    at = change.changed_us if began_us is None else began_us
     return {
         "subject": change.subject,
         "key": change.key,
@@ -465,8 +483,8 @@ def _change_fields(
         "before": values.show(change.before),
         "after": values.show(change.after),
         "secret": latest.secret,
-        "changed_at": iso(change.changed_us),
-        "changed_local": local_time(change.changed_us),
+        "changed_at": iso(at),
+        "changed_local": local_time(at),
         "where": where_read(latest, pids[1] if change.after is not None else pids[0]),
         "provenance": latest.provenance,
         "diff": diff if diff is not None else values.diff(change),

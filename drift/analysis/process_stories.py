@@ -97,12 +97,30 @@ class ProcessStories(Applied):
                 spot, shown_value = found.single, current
                 mirror = self.by_ident.get((f"service:{service}", live_key))
                 was = mirror.before if mirror is not None else None
-        title = script_title(root, spot, shown_value, was)
+        title = script_title(root, spot, shown_value, was, self.value_steps(members, live_key))
         files = _files_of(root)
         services = sorted({s for s, _, _ in outcomes if s})
         if root.subject.removeprefix("script:") not in files and services:
             title += f", read by {joined_names(services)}"
         return _Draft(root, evidence, outcomes, title, services, files)
+
+    def value_steps(self, members: list[Change], live_key: str) -> list[StoredVersion]:
+        """The values the services' processes took for an edited line inside the window, in
+        order, other than their baseline's: a knob set to 512 and then to 256 has two."""
+        found: list[StoredVersion] = []
+        for member in members:
+            service = self.script_service.get(member.subject)
+            ident = (f"service:{service}", live_key)
+            change = self.by_ident.get(ident)
+            if service is None or change is None:
+                continue
+            baseline = change.before.identity if change.before is not None else None
+            found += [v for v in self.window_values.get(ident, []) if v.identity != baseline]
+        steps: list[StoredVersion] = []
+        for version in sorted(found, key=lambda v: v.first_taken_us):
+            if not steps or steps[-1].identity != version.identity:
+                steps.append(version)
+        return steps
 
     def text_draft(self, subject: str, texts: list[Change]) -> _Draft:
         """A script's text (or exec line) no line story explains, for the services that read it."""

@@ -18,13 +18,19 @@ The score is the weighted mean of a few signals, each a value in [0, 1]:
   before the failures began, beats a change elsewhere; one made after they
   began cannot have caused them, and the failure itself is a symptom.
 
+A story the timing or failure signal rules out ("cannot have caused it": it
+came after the failure) stays listed, but ranks below every story that could
+have caused it: its score is capped below the lowest of theirs (and at
+`Weights.ruled_out_cap`), its signals' weights scaled down alike, and its
+reasons say so first.
+
 Every weight and value lives in `Weights` below, and nowhere else.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from drift.analysis.diff import duration_text
@@ -131,6 +137,10 @@ class Weights:
     failure_elsewhere: float = 0.2
     failure_symptom: float = 0.1
     failure_after: float = 0.0
+    # a story that cannot have caused the failure scores at most this, and at least
+    # `ruled_out_margin` below every story that could have
+    ruled_out_cap: float = 0.1
+    ruled_out_margin: float = 0.01
 
 
 WEIGHTS = Weights()
@@ -179,12 +189,15 @@ class RankedStory:
     score: float
     story: Story
     signals: tuple[Signal, ...]
+    # Why it ranks below every possible cause, when a signal rules it out.
+    ruled_out: str | None = None
 
     @property
     def reasons(self) -> list[str]:
-        """The signals in words, strongest contribution first."""
+        """The signals in words, strongest contribution first; a ruling-out before them."""
         ordered = sorted(self.signals, key=lambda s: (-s.contribution, SIGNALS.index(s.name)))
-        return [s.reason for s in ordered]
+        first = [self.ruled_out] if self.ruled_out else []
+        return first + [s.reason for s in ordered]
 
 
 def rank_stories(
@@ -205,22 +218,21 @@ def rank_stories(
     `unhealthy_by_mark` when it is an unstable mark instead ("bad by then");
     `failures` the services seen failing in the window.
     """
+    health = (unhealthy_at_us, unhealthy_until_us, unhealthy_by_mark)
     scored = []
     for story in stories:
-        signals = score_signals(
-            story,
-            churn,
-            unhealthy_at_us=unhealthy_at_us,
-            unhealthy_until_us=unhealthy_until_us,
-            unhealthy_by_mark=unhealthy_by_mark,
-            flapped=flapped,
-            failures=failures,
-            weights=weights,
-        )
-        score = min(1.0, max(0.0, round(sum(s.contribution for s in signals), 6)))
-        scored.append((score, story, signals))
-    scored.sort(
+        signals, ruled_out = _signals(story, churn, health, flapped, failures, weights)
+        scored.append((_score(signals), story, signals, ruled_out))
+    possible = [score for score, _story, _signals, ruled_out in scored if not ruled_out]
+    cap = min(weights.ruled_out_cap, min(possible, default=1.0) - weights.ruled_out_margin)
+    cap = round(max(0.0, cap), 6)
+    capped = [
+        _capped(score, story, signals, cap) if ruled_out else (score, story, signals, None)
+        for score, story, signals, ruled_out in scored
+    ]
+    capped.sort(
         key=lambda item: (
+            item[3] is not None,
             -item[0],
             category_rank(item[1].category),
             item[1].root.subject,
@@ -229,8 +241,31 @@ def rank_stories(
         )
     )
     return [
-        RankedStory(i, score, story, signals) for i, (score, story, signals) in enumerate(scored, 1)
+        RankedStory(i, score, story, signals, why)
+        for i, (score, story, signals, why) in enumerate(capped, 1)
     ]
+
+
+def _score(signals: Sequence[Signal]) -> float:
+    return min(1.0, max(0.0, round(sum(s.contribution for s in signals), 6)))
+
+
+def _capped(
+    score: float, story: Story, signals: tuple[Signal, ...], cap: float
+) -> tuple[float, Story, tuple[Signal, ...], str]:
+    """A story that cannot have caused the failure, its score at most `cap`: each signal's
+    weight scaled alike, so value x weight summed over the signals is still the score."""
+    why = (
+        f"cannot have caused the failure: ranks below every change that could have "
+        f"(score capped at {cap:.2f})"
+    )
+    if score <= cap:
+        return score, story, signals, why
+    factor = cap / score
+    scaled = tuple(
+        replace(s, weight=s.weight * factor, contribution=s.contribution * factor) for s in signals
+    )
+    return _score(scaled), story, scaled, why
 
 
 def score_signals(
@@ -245,6 +280,24 @@ def score_signals(
     weights: Weights = WEIGHTS,
 ) -> tuple[Signal, ...]:
     """The signals of one story; contributions are normalised over the signals that apply."""
+    health = (unhealthy_at_us, unhealthy_until_us, unhealthy_by_mark)
+    return _signals(story, churn, health, flapped, failures, weights)[0]
+
+
+def _signals(
+    story: Story,
+    churn: ChurnInfo,
+    health: tuple[int | None, int | None, bool],
+    flapped: frozenset[tuple[str, str]],
+    failures: Sequence[Failure],
+    weights: Weights,
+) -> tuple[tuple[Signal, ...], bool]:
+    """`score_signals`, and whether a signal rules the story out as the failure's cause.
+
+    `health`: when the first unhealthy record began and ended, and whether it is a mark.
+    """
+    unhealthy_at_us, unhealthy_until_us, unhealthy_by_mark = health
+    ruled_out = False
     raw = [
         ("liveness", weights.liveness, *_liveness(story, weights)),
         ("churn", weights.churn, *_churn(story, churn, weights)),
@@ -253,18 +306,22 @@ def score_signals(
     if unhealthy_at_us is not None and unhealthy_by_mark:
         marked = _after_mark(story, unhealthy_at_us, weights)
         if marked is not None:
-            raw.append(("timing", weights.timing, *marked))
+            raw.append(("timing", weights.timing, *marked[:2]))
+            ruled_out = marked[2]
     elif unhealthy_at_us is not None:
         until = unhealthy_at_us if unhealthy_until_us is None else unhealthy_until_us
-        timing = _timing(story, unhealthy_at_us, until, weights)
-        raw.append(("timing", weights.timing, *timing))
+        value, reason, after = _timing(story, unhealthy_at_us, until, weights)
+        raw.append(("timing", weights.timing, value, reason))
+        ruled_out = after
     raw.append(("flapping", weights.flapping, *_flapping(story, flapped)))
     if failures:
-        raw.append(("failure", weights.failure, *_failure(story, failures, weights)))
+        value, reason, after = _failure(story, failures, weights)
+        raw.append(("failure", weights.failure, value, reason))
+        ruled_out = ruled_out or after
     total = sum(weight for _name, weight, _value, _reason in raw)
     # Each signal carries its effective weight (rescaled when a signal does not
     # apply), so value x weight summed over the signals is the score.
-    return tuple(
+    signals = tuple(
         Signal(
             name=name,
             value=value,
@@ -274,6 +331,7 @@ def score_signals(
         )
         for name, weight, value, reason in raw
     )
+    return signals, ruled_out
 
 
 def _liveness(story: Story, weights: Weights) -> tuple[float, str]:
@@ -349,7 +407,8 @@ def _kind(story: Story, weights: Weights) -> tuple[float, str]:
 
 def _timing(
     story: Story, unhealthy_at_us: int, unhealthy_until_us: int, weights: Weights
-) -> tuple[float, str]:
+) -> tuple[float, str, bool]:
+    """The timing signal: its value, its reason, and whether it rules the story out."""
     at = story.effective_us
     first = story.departed_us
     if first is not None and first < at and first <= unhealthy_at_us:
@@ -361,9 +420,11 @@ def _timing(
             if before
             else "at the first unhealthy record"
         )
-        return value, (
+        return (
+            value,
             f"first live with a new value {when} ({clock(unhealthy_at_us)}); "
-            "its value changed again since"
+            "its value changed again since",
+            False,
         )
     if at > unhealthy_at_us:
         if story.effective_span.earliest_us > unhealthy_until_us:
@@ -371,23 +432,31 @@ def _timing(
                 weights.timing_after,
                 f"after the first unhealthy record ({clock(unhealthy_at_us)}): "
                 "cannot have caused it",
+                True,
             )
         # It may have happened while that record ran, before its failing check.
-        return weights.timing_same_time, (
+        return (
+            weights.timing_same_time,
             f"at about the same time as the first unhealthy record ({clock(unhealthy_at_us)}), "
-            "order unknown"
+            "order unknown",
+            False,
         )
     before = unhealthy_at_us - at
     value = max(weights.timing_floor, 0.5 ** (before / weights.timing_half_life_us))
     if before == 0:
-        return value, f"first seen at the first unhealthy record ({clock(unhealthy_at_us)})"
+        return (
+            value,
+            f"first seen at the first unhealthy record ({clock(unhealthy_at_us)})",
+            False,
+        )
     return (
         value,
         f"{duration_text(before)} before the first unhealthy record ({clock(unhealthy_at_us)})",
+        False,
     )
 
 
-def _after_mark(story: Story, marked_us: int, weights: Weights) -> tuple[float, str] | None:
+def _after_mark(story: Story, marked_us: int, weights: Weights) -> tuple[float, str, bool] | None:
     """Against an unstable mark ("bad by then"): only what came after it is told apart.
 
     The mark says when someone noticed, not when it broke, so a change before
@@ -402,27 +471,46 @@ def _after_mark(story: Story, marked_us: int, weights: Weights) -> tuple[float, 
             weights.timing_after,
             f"recorded after the unstable mark ({clock(marked_us)}, bad by then): "
             "cannot have caused it",
+            True,
         )
     if span.latest_us > marked_us:
-        return weights.timing_same_time, (
-            f"at about the same time as the unstable mark ({clock(marked_us)}), order unknown"
+        return (
+            weights.timing_same_time,
+            f"at about the same time as the unstable mark ({clock(marked_us)}), order unknown",
+            False,
         )
     return None
 
 
-def _failure(story: Story, failures: Sequence[Failure], weights: Weights) -> tuple[float, str]:
-    """Was the story applied at a failing service's starts, before the failures began?"""
+def _failure(
+    story: Story, failures: Sequence[Failure], weights: Weights
+) -> tuple[float, str, bool]:
+    """Was the story applied at a failing service's starts, before the failures began?
+    And whether that rules it out (made after they began)."""
     failure = story.failure or min(failures, key=lambda f: f.since_us)
     name, began = failure.service, clock(failure.since_us)
     changed = story.changed or Span(story.root.changed_us, story.root.changed_us)
     order = changed.order(Span(failure.since_us, failure.since_us))
     if story.failure is not None and story.root.key in _SYMPTOM_KEYS:
-        return weights.failure_symptom, f"the failure of {name} itself: a symptom, not a cause"
+        return (
+            weights.failure_symptom,
+            f"the failure of {name} itself: a symptom, not a cause",
+            False,
+        )
     if order == "after":
         return (
             weights.failure_after,
             f"changed after {name} began to fail ({began}): cannot have caused it",
+            True,
         )
+    return (*_failure_signal(story, failure, order, weights), False)
+
+
+def _failure_signal(
+    story: Story, failure: Failure, order: str, weights: Weights
+) -> tuple[float, str]:
+    """The failure signal of a change not made after the failures began."""
+    name, began = failure.service, clock(failure.since_us)
     if story.failure is not None and story.status in ("failing", "live", "launched", "unsourced"):
         if order == "before":
             return (

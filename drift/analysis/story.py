@@ -28,6 +28,7 @@ source) is one story with the strongest of its statuses there (`combined`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -102,23 +103,50 @@ STRENGTH: tuple[Status, ...] = (
 def combined(outcomes: Sequence[tuple[str | None, Status, str]]) -> tuple[Status, str]:
     """One status and label for a change read by several services, from each one's.
 
-    The status is the strongest; the label says each service's, strongest
-    first, naming the services a label does not name itself (``live in
-    decode (pid 7); prefill: not applied yet: ...``).
+    The status is the strongest; the label says each service's part once, strongest
+    first. Services whose parts say the same are one part (``decode and prefill: not
+    applied yet: ...``), the notes that name one of them kept after it (``(prefill is not
+    running)``); a part that does not name its services itself is labelled with them
+    (``live in decode (pid 7); prefill: not applied yet: ...``).
     """
     if len(outcomes) == 1:
         return outcomes[0][1], outcomes[0][2]
     ordered = sorted(outcomes, key=lambda o: (STRENGTH.index(o[1]), o[0] or ""))
-    by_label: dict[str, list[str]] = {}
+    parts: dict[str, tuple[list[str], list[str]]] = {}
     for service, _, label in ordered:
-        by_label.setdefault(label, []).append(service or "?")
-    parts = []
-    for label, services in by_label.items():
-        if all(s in label for s in services):
-            parts.append(label)
-        else:
-            parts.append(f"{joined_names(services)}: {label}")
-    return ordered[0][1], "; ".join(parts)
+        head, note = _split_note(label, service)
+        services, notes = parts.setdefault(head, ([], []))
+        services.append(service or "?")
+        if note and note not in notes:
+            notes.append(note)
+    said = []
+    for head, (services, notes) in parts.items():
+        part = (
+            head if all(_names(head, s) for s in services) else f"{joined_names(services)}: {head}"
+        )
+        said.append(f"{part} ({'; '.join(notes)})" if notes else part)
+    return ordered[0][1], "; ".join(said)
+
+
+def _names(text: str, service: str) -> bool:
+    """Whether `text` names `service` as a word (not `decode` in `decode-2`)."""
+    return re.search(rf"(?<![\w.-]){re.escape(service)}(?![\w-])", text) is not None
+
+
+def _split_note(label: str, service: str | None) -> tuple[str, str | None]:
+    """A label and its closing note about its own service, apart: ``not applied yet: ...``
+    and ``prefill is not running``; the label whole when it has no such note."""
+    if service is None or not label.endswith(")"):
+        return label, None
+    depth = 0
+    for at in range(len(label) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(label[at], 0)
+        if depth == 0:
+            break
+    head, note = label[:at], label[at + 1 : -1]
+    if not head.endswith(" ") or not _names(note, service) or _names(head, service):
+        return label, None
+    return head.rstrip(), note
 
 
 @dataclass(frozen=True)
@@ -157,6 +185,13 @@ class Story:
     def changes(self) -> tuple[Change, ...]:
         """Root first, then the evidence."""
         return (self.root, *self.evidence)
+
+    @property
+    def began_us(self) -> int:
+        """When the story began: its root's change, or earlier when a running process held
+        a new value of one of its facts before (512 before the failure, 256 now)."""
+        moment = self.root.changed_us
+        return moment if self.departed_us is None else min(moment, self.departed_us)
 
     @property
     def effective_us(self) -> int:

@@ -139,7 +139,8 @@ def flap_entry(
 
 
 def change_entry(ranked: RankedStory) -> tuple[int, TimelineKind, str]:
-    """A suspect on the timeline: when the record saw it, or when its file says it was written.
+    """A suspect on the timeline: when the record saw it, or when its file says it was written;
+    when a process held an earlier new value of it (`Story.began_us`), at that value's time.
 
     A file time the records agree with (`drift.analysis.timing.Records.file_time`)
     places the edit before a restart that followed it, with the record that saw it beside.
@@ -147,8 +148,9 @@ def change_entry(ranked: RankedStory) -> tuple[int, TimelineKind, str]:
     story = ranked.story
     seen = story.root.changed_us
     edited = story.changed.edited_us if story.changed is not None else None
-    if edited is None:
-        return seen, "change", f"#{ranked.rank} {story.title}"
+    if edited is None or story.began_us < edited:
+        # A knob live with an earlier value first sits at that value's time.
+        return story.began_us, "change", f"#{ranked.rank} {story.title}"
     new_file = story.root.before is None and story.root.key in ("content", "sha256")
     verb = "written" if new_file else "edited"
     when = f"{verb} at about {clock(edited)} (file time), seen at {clock(seen)}"

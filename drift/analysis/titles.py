@@ -133,12 +133,16 @@ def script_title(
     spot: Spot | None = None,
     live: StoredVersion | None = None,
     was: StoredVersion | None = None,
+    steps: Sequence[StoredVersion] = (),
 ) -> str:
     """``export K=V added to FILE:LINE``, ``flag --x V at FILE:LINE (was W)`` ...
 
     `spot` is the line the live process singles out when the script may give
     several values, `live` the value it has (shown instead of them all) and
-    `was` the value it had before, if the process shows that too.
+    `was` the value it had before, if the process shows that too. `steps`: the
+    values the process took inside the window, in order; two or more are told
+    with their times (``export K added to FILE:LINE: V1 at 12:01:05, then V2 at
+    12:03:10``).
     """
     kind, _, name = change.key.partition(":")
     where = str(spot) if spot is not None else _where(change)
@@ -161,11 +165,25 @@ def script_title(
         return f"exec line {'changed' if change.kind == 'modified' else change.kind} at {where}"
     else:
         return f"{change.subject.removeprefix('script:')} text {change.kind}"
+    if change.kind != "removed" and len(steps) > 1:
+        new = f"{what} {'added to' if change.kind == 'added' else 'at'} {where}: {told(steps)}"
+        if change.kind == "added":
+            return new
+        return f"{new} (was {shown(was if was is not None else change.before)})"
     if change.kind == "added":
         return f"{new} added to {where}"
     if change.kind == "removed":
         return f"{what} removed from {where}"
     return f"{new} at {where} (was {shown(was if was is not None else change.before)})"
+
+
+def told(steps: Sequence[StoredVersion]) -> str:
+    """Values in the order a process took them, each with when it was first seen live:
+    ``512 at 12:01:05, then 256 at 12:03:10``; more than three, the middle ones counted."""
+    said = [f"{shown(v)} at {clock(v.first_taken_us)}" for v in steps]
+    if len(said) > 3:
+        said = [said[0], f"{len(said) - 2} other values", said[-1]]
+    return f"{', '.join(said[:-1])}, then {said[-1]}"
 
 
 NOT_LOADED = "not loaded: run systemctl daemon-reload"
