@@ -1,0 +1,137 @@
+"""Several health checks at once: each may pass, fail or not run at any record.
+
+The operator's sequences run the real `drift` command on real checks; the
+property tests write histories of random pass/fail/absent patterns into a
+real store and read them back through `drift since`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import run_drift
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from drift.facts import Fact
+from drift.store.urls import resolve_db_url
+from drift.store.writer import HistoryWriter
+from drift.timespec import iso
+
+HOST = "h"
+MINUTE = 60_000_000
+T0 = 1_780_000_000_000_000  # some morning, in microseconds
+
+
+def deployment(tmp_path: Path, checks: dict[str, str]) -> list[str]:
+    """drift.toml watching knob.conf, with these health checks (name: command); its options.
+
+    Written again, it is the operator editing the checks between records.
+    """
+    knob = tmp_path / "knob.conf"
+    if not knob.exists():
+        knob.write_text("ctas = 256\n")
+    lines = [f'host = "{HOST}"', "[[files]]", 'name = "knob"', f'paths = ["{knob}"]']
+    for name, run in checks.items():
+        lines += ["[[health]]", f'name = "{name}"', f'run = "{run}"', "timeout = 5"]
+    config = tmp_path / "drift.toml"
+    config.write_text("\n".join(lines) + "\n")
+    return ["--config", str(config), "--db", str(tmp_path / "d.db")]
+
+
+def two_checks(tmp_path: Path) -> tuple[list[str], Path, Path]:
+    """Two checks: `test -f ok` (passing until ok is removed) and `true`."""
+    flag = tmp_path / "ok"
+    flag.write_text("ok\n")
+    cfg = deployment(tmp_path, {"has-ok": f"test -f {flag}", "always": "true"})
+    return cfg, flag, tmp_path / "knob.conf"
+
+
+def test_one_of_two_checks_failing_is_read_by_every_command(tmp_path: Path) -> None:
+    """Two checks recorded together, one failing later: since, its JSON, diff and report
+    all answer, and all name the failing check."""
+    cfg, flag, knob = two_checks(tmp_path)
+    run_drift(["record", *cfg], tmp_path)
+    run_drift(["record", *cfg], tmp_path)  # #2: the last healthy record
+    flag.unlink()
+    knob.write_text("ctas = 512\n")
+    run_drift(["record", *cfg], tmp_path)  # #3: has-ok fails, always passes
+    out = run_drift(["since", *cfg], tmp_path).stdout
+    assert "baseline  #2 " in out and "knob.conf" in out
+    data = json.loads(run_drift(["since", "--format", "json", *cfg], tmp_path).stdout)["data"]
+    assert data["baseline"]["snapshot"] == 2
+    assert [s["state"] for s in data["overview"]["health"]][-2:] == ["passing", "failing"]
+    assert data["overview"]["health"][-1]["text"] == "failing: has-ok"
+    for window in (["#1", "#2"], ["#1", "#3"], ["#2", "#3"]):
+        run_drift(["diff", *window, *cfg], tmp_path)
+    report = tmp_path / "report.html"
+    run_drift(["report", *cfg, "-o", str(report)], tmp_path)
+    assert "failing: has-ok" in report.read_text()
+
+
+OUTCOME = st.sampled_from([True, False, None])  # passed, failed, did not run
+
+
+def write_history(db_path: Path, records: list[list[bool | None]]) -> None:
+    """One snapshot a minute; each check `cN` passing, failing or absent at each."""
+    with HistoryWriter.open(resolve_db_url(str(db_path))) as writer:
+        for i, outcomes in enumerate(records):
+            facts = [Fact("file:/etc/knob", "content", str(i))]
+            facts += [
+                Fact(f"health:c{n}", "ok", "true" if ok else "false")
+                for n, ok in enumerate(outcomes)
+                if ok is not None
+            ]
+            writer.write_snapshot(HOST, T0 + i * MINUTE, facts, [], {})
+
+
+def naive_state(outcomes: list[bool | None]) -> str:
+    ran = [ok for ok in outcomes if ok is not None]
+    if not ran:
+        return "unknown"
+    return "passing" if all(ran) else "failing"
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    records=st.integers(1, 4).flatmap(
+        lambda checks: st.lists(
+            st.lists(OUTCOME, min_size=checks, max_size=checks), min_size=2, max_size=8
+        )
+    )
+)
+def test_since_draws_what_every_check_said_at_every_record(
+    tmp_path_factory, records: list[list[bool | None]]
+) -> None:
+    """Through the real `drift since`: never a traceback, and the drawn health at each
+    record is failing where a check that ran failed, passing where all that ran passed,
+    unknown where none ran."""
+    tmp = tmp_path_factory.mktemp("h")
+    db = tmp / "d.db"
+    write_history(db, records)
+    args = ["since", "--db", str(db), "--host", HOST, "--format", "json"]
+    data = json.loads(run_drift([*args, "--stable", "#1"], tmp).stdout)["data"]
+    stretches = data["overview"]["health"]
+    for i, outcomes in enumerate(records):
+        at = iso(T0 + i * MINUTE)
+        [drawn] = [s for s in stretches if s["start"] <= at < s["end"]]
+        assert drawn["state"] == naive_state(outcomes), (i, drawn)
+    chosen = run_drift(args, tmp, check=False)
+    assert chosen.returncode in (0, 2), chosen.stderr
+    assert "Traceback" not in chosen.stderr
+    if chosen.returncode == 2:
+        assert chosen.stderr.count("\n") == 1 and "no baseline" in chosen.stderr
+        return
+    # The baseline is the last passing record of the last run of passing records that a
+    # failing one ended.
+    states = [naive_state(o) for o in records]
+    ran = [i for i, s in enumerate(states) if s != "unknown"]
+    ends = [a for a, b in zip(ran, ran[1:], strict=False) if states[a] == "passing" != states[b]]
+    baseline = json.loads(chosen.stdout)["data"]["baseline"]
+    assert baseline["snapshot"] == ends[-1] + 1
+    assert baseline["unhealthy_at"] == iso(
+        T0 + min(i for i in ran if i > ends[-1] and states[i] == "failing") * MINUTE
+    )
