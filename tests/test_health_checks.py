@@ -8,6 +8,9 @@ real store and read them back through `drift since`.
 from __future__ import annotations
 
 import json
+import re
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from conftest import run_drift
@@ -17,7 +20,7 @@ from hypothesis import strategies as st
 from drift.facts import Fact
 from drift.store.urls import resolve_db_url
 from drift.store.writer import HistoryWriter
-from drift.timespec import iso
+from drift.timespec import clock, iso, to_us
 
 HOST = "h"
 MINUTE = 60_000_000
@@ -135,3 +138,81 @@ def test_since_draws_what_every_check_said_at_every_record(
     assert baseline["unhealthy_at"] == iso(
         T0 + min(i for i in ran if i > ends[-1] and states[i] == "failing") * MINUTE
     )
+
+
+def header(out: str, line: str) -> str:
+    """The header line of `drift since` that starts with `line` (baseline, trust, warning)."""
+    return next(s for s in out.splitlines() if s.startswith(f"{line} "))
+
+
+def at_clock(data: dict, field: str = "unhealthy_at") -> str:
+    """A time of the JSON report's baseline as the header shows it (a time of day here)."""
+    return clock(to_us(datetime.fromisoformat(data["baseline"][field])))
+
+
+def test_a_check_removed_from_drift_toml_is_not_named_for_a_window_it_never_saw(
+    tmp_path: Path,
+) -> None:
+    flag = tmp_path / "ok"
+    flag.write_text("ok\n")
+    both = deployment(tmp_path, {"has-ok": f"test -f {flag}", "router-up": "true"})
+    run_drift(["record", *both], tmp_path)  # #1: both pass
+    flag.unlink()
+    run_drift(["record", *both], tmp_path)  # #2: has-ok fails
+    flag.write_text("ok\n")
+    one = deployment(tmp_path, {"has-ok": f"test -f {flag}"})  # router-up removed
+    run_drift(["record", *one], tmp_path)  # #3
+    run_drift(["record", *one], tmp_path)  # #4: the window #3-#4 never ran router-up
+    between = datetime.now(UTC)
+    flag.unlink()
+    run_drift(["record", *one], tmp_path)  # #5: has-ok fails
+    baseline = header(run_drift(["since", *one], tmp_path).stdout, "baseline")
+    assert baseline.startswith("baseline  #4 ")
+    assert "from health check has-ok)" in baseline and "router-up" not in baseline
+    # A stable mark after #4 (and before the failure) says "failing from": by the check that
+    # failed, never the one that no longer runs.
+    run_drift(["mark", "stable", "--at", between.isoformat(), *one], tmp_path)
+    baseline = header(run_drift(["since", *one], tmp_path).stdout, "baseline")
+    assert "; health check has-ok failing from " in baseline and "router-up" not in baseline
+
+
+def test_a_stable_mark_made_during_an_outage_is_warned_and_contested(tmp_path: Path) -> None:
+    """The operator marks stable while a check fails: the mark is kept with a warning, and
+    `since` still starts from the last passing check, saying so, so the change made before
+    the failure stays a suspect; `--stable` at the mark takes the mark."""
+    cfg, flag, knob = two_checks(tmp_path)
+    run_drift(["record", *cfg], tmp_path)
+    run_drift(["record", *cfg], tmp_path)  # #2: the last healthy record
+    knob.write_text("ctas = 512\n")  # the cause
+    flag.unlink()
+    run_drift(["record", *cfg], tmp_path)  # #3: has-ok fails from here
+    run_drift(["record", *cfg], tmp_path)  # #4
+    time.sleep(0.05)
+    marked_at = datetime.now(UTC)
+    time.sleep(0.05)
+    run_drift(["record", *cfg], tmp_path)  # #5: still failing
+    first = json.loads(run_drift(["since", "--format", "json", *cfg], tmp_path).stdout)["data"]
+    failing_since = at_clock(first)
+
+    mark = run_drift(["mark", "stable", "--at", marked_at.isoformat(), *cfg], tmp_path)
+    assert mark.stdout.startswith("mark #1: stable at ")
+    [warning] = mark.stderr.splitlines()
+    assert warning.startswith("drift: warning: health check has-ok was failing ")
+    assert f"(since {failing_since}) at #4," in warning
+    assert "always" not in warning
+
+    out = run_drift(["since", *cfg], tmp_path).stdout
+    assert header(out, "baseline").startswith("baseline  #2 ")
+    caveat = header(out, "warning")
+    assert (
+        f"the stable mark at {clock(to_us(marked_at))} was made while health check has-ok "
+        f"was failing (since {failing_since}); the baseline is the last passing check; "
+    ) in caveat
+    assert "knob.conf content changed" in out  # the change before the failure: a suspect
+    data = json.loads(run_drift(["since", "--format", "json", *cfg], tmp_path).stdout)["data"]
+    assert data["baseline"]["snapshot"] == 2 and at_clock(data) == failing_since
+    # The command the caveat gives takes the mark: the record at it, #4.
+    [given] = re.findall(r"`drift since (--stable \S+)` takes the mark instead", caveat)
+    taken = run_drift(["since", *given.split(), *cfg], tmp_path).stdout
+    assert header(taken, "baseline").startswith("baseline  #4 ")
+    assert "knob.conf content changed" not in taken
