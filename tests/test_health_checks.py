@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from drift.facts import Fact
 from drift.store.urls import resolve_db_url
 from drift.store.writer import HistoryWriter
-from drift.timespec import clock, iso, to_us
+from drift.timespec import clock, iso, local_time, to_us
 
 HOST = "h"
 MINUTE = 60_000_000
@@ -216,3 +216,45 @@ def test_a_stable_mark_made_during_an_outage_is_warned_and_contested(tmp_path: P
     taken = run_drift(["since", *given.split(), *cfg], tmp_path).stdout
     assert header(taken, "baseline").startswith("baseline  #4 ")
     assert "knob.conf content changed" not in taken
+
+
+def test_the_unhealthy_line_reads_like_every_other_time(tmp_path: Path) -> None:
+    """The first failing check shows on the local clock in text, Markdown and HTML; a
+    baseline that was itself failing says so instead of naming a later record the first."""
+    cfg, flag, _knob = two_checks(tmp_path)
+    run_drift(["record", *cfg], tmp_path)
+    run_drift(["record", *cfg], tmp_path)
+    flag.unlink()
+    run_drift(["record", *cfg], tmp_path)  # #3: has-ok fails from here
+    run_drift(["record", *cfg], tmp_path)  # #4: still failing
+    data = json.loads(run_drift(["since", "--format", "json", *cfg], tmp_path).stdout)["data"]
+    failed_us = to_us(datetime.fromisoformat(data["baseline"]["unhealthy_at"]))
+    shown = local_time(failed_us)
+    assert data["baseline"]["unhealthy_local"] == shown
+    assert data["baseline"]["failing_at_baseline"] is None
+    line = f"unhealthy first failing health check after the baseline: {shown}"
+    assert line in run_drift(["since", *cfg], tmp_path).stdout.splitlines()
+    for fmt in ("md", "html"):
+        out = tmp_path / f"report.{fmt}"
+        run_drift(["report", *cfg, "--format", fmt, "-o", str(out)], tmp_path)
+        text = out.read_text()
+        assert (
+            f"first failing health check after the baseline at {shown}" in text
+            or (
+                f"first failing health check after the baseline: <time datetime="
+                f'"{data["baseline"]["unhealthy_at"]}">{shown}</time>'
+            )
+            in text
+        )
+    # #3 was failing already: #4 is not its first failure.
+    out = run_drift(["diff", "#3", "#4", *cfg], tmp_path).stdout
+    assert "first failing health check after the baseline" not in out
+    assert (
+        f"unhealthy already at the baseline: health check has-ok was failing "
+        f"(since {clock(failed_us)})"
+    ) in out.splitlines()
+    diff = json.loads(run_drift(["diff", "#3", "#4", "--format", "json", *cfg], tmp_path).stdout)
+    assert diff["data"]["baseline"]["failing_at_baseline"].startswith("health check has-ok ")
+    out = tmp_path / "window.html"
+    run_drift(["report", "--stable", "#3", "--until", "#4", *cfg, "-o", str(out)], tmp_path)
+    assert "first failing health check after the baseline" not in out.read_text()

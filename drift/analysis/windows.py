@@ -256,13 +256,20 @@ def failing_at(
     A failing version is failing at every record it covers, so its start is
     when that check began failing.
     """
-    if check_ids is None:
-        check_ids = history.fact_ids_with("health:", "ok")
-    if not check_ids:
-        return None
     try:
         record = history.snapshot_for(When(at=from_us(at_us)))
     except DriftError:
+        return None
+    return failing_at_record(history, record, check_ids)
+
+
+def failing_at_record(
+    history: History, record: SnapshotInfo, check_ids: list[int] | None = None
+) -> FailingAt | None:
+    """The health checks failing at one record, each since when; None when none failed."""
+    if check_ids is None:
+        check_ids = history.fact_ids_with("health:", "ok")
+    if not check_ids:
         return None
     failing = sorted(
         (v.subject.split(":", 1)[1], v.first_taken_us)
