@@ -617,6 +617,7 @@ def mark(obj: DriftContext, kind: str, at: When | None, note: str | None) -> Non
     `drift since` with no --stable compares against the end of the last one.
     Example: drift mark stable --note "decode answers, p99 ok"
     """
+    from drift.analysis.windows import failing_at
     from drift.display import printable
     from drift.marks import mark_time
     from drift.store.writer import add_mark
@@ -625,6 +626,15 @@ def mark(obj: DriftContext, kind: str, at: When | None, note: str | None) -> Non
     # A mark belongs to a recorded history: never start a database (or a host) with one.
     with obj.history(hint="run `drift record` first (a mark needs a recorded history)") as history:
         moment = mark_time(history, at)
+        contest = failing_at(history, moment) if kind == "stable" else None
+    if contest is not None:
+        # The operator may know better: the mark is kept, and `since` says it is contested.
+        click.echo(
+            f"drift: warning: {contest.words()} at #{contest.record.id}, the last record at "
+            "or before this mark; it is recorded, but `drift since` takes the last passing "
+            "check before that failure as the baseline (give --stable to take the mark)",
+            err=True,
+        )
     mark_id = add_mark(obj.db_url(), obj.host_name(), kind, moment, note)
     when_text = describe_when(When(at=from_us(moment)))
     click.echo(f"mark #{mark_id}: {kind} at {when_text} for host {printable(obj.host_name())}")

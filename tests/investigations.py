@@ -35,7 +35,16 @@ def snapshot(number: int, **fields: Any) -> SnapshotRef:
 def baseline(number: int, **fields: Any) -> BaselineRef:
     """The baseline snapshot, given with --stable #N unless said otherwise."""
     given = {"asked": f"#{number}", "why": f"given with --stable #{number}", "source": "given"}
-    return BaselineRef(**{**vars(snapshot(number)), **given, "unhealthy_at": None, **fields})
+    return BaselineRef(
+        **{
+            **vars(snapshot(number)),
+            **given,
+            "unhealthy_at": None,
+            "unhealthy_local": None,
+            "failing_at_baseline": None,
+            **fields,
+        }
+    )
 
 
 def change(

@@ -39,7 +39,10 @@ CONTRACT: dict[str, str] = {
         "command host baseline current trust scope window total_suspects suspects "
         "changes_by_subject timeline unchanged blind_spots overview"
     ),
-    "BaselineRef": "snapshot time local asked why facts source unhealthy_at",
+    "BaselineRef": (
+        "snapshot time local asked why facts source unhealthy_at unhealthy_local "
+        "failing_at_baseline"
+    ),
     "SnapshotRef": "snapshot time local asked why facts",
     "Trust": (
         "window_snapshots after_baseline gaps errors baseline_errors clock_steps warnings summary"

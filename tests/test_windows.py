@@ -120,7 +120,12 @@ def test_health_check_in_drift_toml_gives_since_its_baseline(tmp_path: Path) -> 
     assert "knob.conf" in out
     marked = run_drift(["mark", "stable", "--at", "#3", "--note", "odd but fine", *cfg], tmp_path)
     assert marked.stdout.startswith("mark #1: stable at ")
-    assert "baseline  #3 " in run_drift(["since", *cfg], tmp_path).stdout
+    assert "health check decode-answers was failing" in marked.stderr
+    # #3 failed its check: the mark is contested, the last passing check stays the baseline
+    # and the header says how to take the mark instead.
+    out = run_drift(["since", *cfg], tmp_path).stdout
+    assert "baseline  #2 " in out and "takes the mark instead" in out
+    assert "baseline  #3 " in run_drift(["since", "--stable", "#3", *cfg], tmp_path).stdout
 
 
 def test_a_failing_check_closes_a_window_a_stable_mark_opened(tmp_path: Path) -> None:

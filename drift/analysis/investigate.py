@@ -58,7 +58,14 @@ from drift.analysis.structured import Hunk
 from drift.analysis.timeline import timeline_entries
 from drift.analysis.unit_history import RUN_KEYS, service_runs
 from drift.analysis.values import ValueDiff, Values, service_pids, where_read
-from drift.analysis.windows import Baseline, Span, clock_steps, given_why, resolve_span
+from drift.analysis.windows import (
+    Baseline,
+    Span,
+    clock_steps,
+    failing_at_record,
+    given_why,
+    resolve_span,
+)
 from drift.names import check_known
 from drift.store.query import History, SnapshotInfo, StoredVersion
 from drift.store.window import (
@@ -159,6 +166,9 @@ def investigate(
     pids = (service_pids(before), service_pids(after))
     suspects = [_suspect(r, values, texts, pids) for r in shown]
     marks = history.marks()
+    # An unstable mark shows as a mark, not as a failing check.
+    unhealthy_us = chosen.unhealthy_us if not chosen.unhealthy_by_mark else None
+    failing = failing_at_record(history, first)
     return Investigation(
         command=options.command,
         host=history.host,
@@ -166,11 +176,9 @@ def investigate(
             **_fields(snapshot_ref(first, baseline, chosen.why)),
             source=chosen.source,
             # An unstable mark shows as a mark, not as a failing check.
-            unhealthy_at=(
-                iso(chosen.unhealthy_us)
-                if chosen.unhealthy_us and not chosen.unhealthy_by_mark
-                else None
-            ),
+            unhealthy_at=iso(unhealthy_us) if unhealthy_us else None,
+            unhealthy_local=local_time(unhealthy_us) if unhealthy_us else None,
+            failing_at_baseline=failing.words() if failing is not None else None,
         ),
         current=snapshot_ref(
             last,

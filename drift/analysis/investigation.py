@@ -44,6 +44,10 @@ class BaselineRef(SnapshotRef):
 
     source: str  # "given", "marks" or "health"
     unhealthy_at: str | None
+    unhealthy_local: str | None
+    # The baseline record itself failed a check (`health check x was failing (since 12:00:05)`):
+    # then no later record is the first failure, and `unhealthy_at` is only the next failing one.
+    failing_at_baseline: str | None
 
 
 @dataclass(frozen=True, kw_only=True)

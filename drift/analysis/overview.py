@@ -66,10 +66,20 @@ def health_stretches(checks: Iterable[StoredVersion], start: int, end: int) -> l
     One sweep over the versions in time order: a check flapping every minute for
     months is many versions, and each moment asks only those open then.
     """
+    # In order of their start alone: two checks recorded together begin at the same time,
+    # and one may have ended (None is open) where the other goes on.
     spans = sorted(
-        (v.first_taken_us, v.until_taken_us, v.subject.removeprefix("health:"), v.value == "true")
-        for v in checks
-        if v.subject.startswith("health:") and v.key == "ok"
+        (
+            (
+                v.first_taken_us,
+                v.until_taken_us,
+                v.subject.removeprefix("health:"),
+                v.value == "true",
+            )
+            for v in checks
+            if v.subject.startswith("health:") and v.key == "ok"
+        ),
+        key=lambda span: (span[0], span[2]),
     )
     cuts = sorted(
         {start, end}

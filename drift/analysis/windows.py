@@ -15,7 +15,15 @@ from datetime import UTC, datetime
 
 from drift.errors import DriftError, NoBaselineError, TimeSpecError
 from drift.store.query import History, MarkInfo, SnapshotInfo, StoredVersion
-from drift.timespec import When, clock, describe_when, from_us, quote_when, to_us
+from drift.timespec import (
+    When,
+    clock,
+    describe_when,
+    from_us,
+    local_zone,
+    quote_when,
+    to_us,
+)
 
 
 @dataclass(frozen=True)
@@ -168,8 +176,6 @@ def choose_baseline(history: History, stable: When | None, label: str = "--stabl
     recent = history.recent_snapshots(HEALTH_LOOKBACK) if check_ids else []
     checks = history.versions_after(check_ids, recent[0].id) if recent else []
     series = health_series(recent, checks)
-    names = ", ".join(sorted({v.subject.split(":", 1)[1] for v in checks}))
-    checked_by = f"health check{'s' if ',' in names else ''} {names}"
     if stable is not None:
         why = given_why(label, stable)
         start = history.snapshot_for(stable, label)
@@ -184,7 +190,7 @@ def choose_baseline(history: History, stable: When | None, label: str = "--stabl
         assert failed is not None
         why = (
             f"end of stable window {clock(first.taken_us)}-{clock(last.taken_us)}, "
-            f"from {checked_by}"
+            f"from {checks_named(checks, first.id, failed.id)}"
         )
         candidates.append(
             Baseline(
@@ -197,13 +203,80 @@ def choose_baseline(history: History, stable: When | None, label: str = "--stabl
         )
     windows = stable_windows(history.marks())
     if windows:
-        candidates.append(_from_marks(history, windows[-1], series, check_ids, checked_by))
+        candidates.append(_from_marks(history, windows[-1], series, check_ids, checks))
     if not candidates:
         raise NoBaselineError(
             "no baseline: give --stable WHEN (e.g. --stable 12:00), record a known-good "
             "moment with `drift mark stable`, or add [[health]] checks to drift.toml"
         )
-    return max(candidates, key=lambda b: b.when.at or from_us(0))
+    # The later end wins; at the same record, the one that says what it cannot tell (a
+    # stable mark the checks contest, whose baseline is that same last passing check).
+    return max(candidates, key=lambda b: (b.when.at or from_us(0), b.caveat is not None))
+
+
+def checks_named(checks: list[StoredVersion], first_id: int, last_id: int) -> str:
+    """`health checks a, b`: the checks that covered a record from `first_id` to `last_id`.
+
+    A check added after the window, or removed from drift.toml before it,
+    vouched for none of its records and is not named.
+    """
+    names = sorted(
+        {
+            v.subject.split(":", 1)[1]
+            for v in checks
+            if v.first_snapshot_id <= last_id
+            and (v.until_snapshot_id is None or v.until_snapshot_id > first_id)
+        }
+    )
+    return f"health check{'s' if len(names) > 1 else ''} {', '.join(names)}"
+
+
+@dataclass(frozen=True)
+class FailingAt:
+    """The health checks failing at the last record at or before a moment, each since when."""
+
+    record: SnapshotInfo
+    checks: list[tuple[str, int]]  # (name, failing since µs), by name
+
+    def words(self) -> str:
+        """`health check decode was failing (since 22:18:52)`."""
+        if len(self.checks) == 1:
+            name, since = self.checks[0]
+            return f"health check {name} was failing (since {clock(since)})"
+        each = ", ".join(f"{name} (since {clock(since)})" for name, since in self.checks)
+        return f"health checks {each} were failing"
+
+
+def failing_at(
+    history: History, at_us: int, check_ids: list[int] | None = None
+) -> FailingAt | None:
+    """What the health checks said at `at_us` when some failed: by the last record at or
+    before it (None when none failed there, or nothing was recorded before it).
+
+    A failing version is failing at every record it covers, so its start is
+    when that check began failing.
+    """
+    try:
+        record = history.snapshot_for(When(at=from_us(at_us)))
+    except DriftError:
+        return None
+    return failing_at_record(history, record, check_ids)
+
+
+def failing_at_record(
+    history: History, record: SnapshotInfo, check_ids: list[int] | None = None
+) -> FailingAt | None:
+    """The health checks failing at one record, each since when; None when none failed."""
+    if check_ids is None:
+        check_ids = history.fact_ids_with("health:", "ok")
+    if not check_ids:
+        return None
+    failing = sorted(
+        (v.subject.split(":", 1)[1], v.first_taken_us)
+        for v in history.versions_after(check_ids, record.id)
+        if v.value != "true" and v.first_snapshot_id <= record.id and not _ended(v, record.id)
+    )
+    return FailingAt(record, failing) if failing else None
 
 
 def _from_marks(
@@ -211,7 +284,7 @@ def _from_marks(
     window: StableWindow,
     series: Health,
     check_ids: list[int],
-    checked_by: str,
+    checks: list[StoredVersion],
 ) -> Baseline:
     """The baseline of a window from marks: its last evidence of health.
 
@@ -220,6 +293,11 @@ def _from_marks(
     stable mark itself. A passing record that no failure follows, or one
     after the unstable mark, says nothing about when it broke: the health
     check did not see what the operator saw.
+
+    A stable mark made at a time the checks say failing is contested: the
+    mark alone is no evidence of health against them, so the baseline is
+    the last passing record before that failure, and the caveat says how
+    to take the mark instead.
     """
     began = clock(window.start.at_us)
     good = window.last_stable
@@ -232,15 +310,23 @@ def _from_marks(
     passed, failed = _last_pass_before_failure(series, good.at_us, bad_by)
     at = When(at=from_us(good.at_us), text="")
     caveat = None
+    contest = failing_at(history, good.at_us, check_ids) if passed is None else None
+    if contest is not None:
+        return _contested(history, window, said, contest, series, check_ids, checks)
     if failed is not None:
         if passed is not None:
             at = When(at=from_us(passed.taken_us), text=f"#{passed.id}")
             why = (
-                f"{said}, healthy until {clock(passed.taken_us)} by {checked_by}, "
+                f"{said}, healthy until {clock(passed.taken_us)} by "
+                f"{checks_named(checks, passed.id, failed.id)}, "
                 f"failing from {clock(failed.taken_us)}"
             )
         else:
-            why = f"{said}; {checked_by} failing from {clock(failed.taken_us)}"
+            failing = [v for v in checks if v.value != "true"]
+            why = (
+                f"{said}; {checks_named(failing, failed.id, failed.id)} "
+                f"failing from {clock(failed.taken_us)}"
+            )
     elif bad_by is not None:
         why = f"{said}; unstable mark at {clock(bad_by)} (bad by then)"
         caveat = (
@@ -259,6 +345,54 @@ def _from_marks(
         unhealthy, by_mark = bad_by, True
     span = (window.start.at_us, to_us(at.at)) if at.at is not None else None
     return Baseline(at, why, "marks", span, unhealthy, unhealthy_by_mark=by_mark, caveat=caveat)
+
+
+def _contested(
+    history: History,
+    window: StableWindow,
+    said: str,
+    contest: FailingAt,
+    series: Health,
+    check_ids: list[int],
+    checks: list[StoredVersion],
+) -> Baseline:
+    """The baseline when the last stable mark was made while a health check was failing:
+    the last passing record before that failure, else (none passed) the mark, and why."""
+    good = window.last_stable
+    exact = "seconds" if good.at_us % 1_000_000 == 0 else "microseconds"
+    mark_at = from_us(good.at_us).astimezone(local_zone()).isoformat(timespec=exact)
+    made = f"the stable mark at {clock(good.at_us)} was made while {contest.words()}"
+    before = [
+        r for r in health_windows(series) if r[2] is not None and r[2].id <= contest.record.id
+    ]
+    if not before:
+        at = When(at=from_us(good.at_us), text="")
+        caveat = (
+            f"{made}, and no health check passed before it: the mark is the baseline, "
+            "against what the checks say"
+        )
+        unhealthy = first_failure_after(history, check_ids, _snapshot_id_at(history, at))
+        span = (window.start.at_us, good.at_us)
+        why = f"{said}, made while {contest.words()}"
+        return Baseline(at, why, "marks", span, unhealthy, caveat=caveat)
+    first, last, failed = before[-1]
+    assert failed is not None
+    why = (
+        f"{said}, contested by the health checks; healthy until {clock(last.taken_us)} by "
+        f"{checks_named(checks, first.id, failed.id)}, failing from {clock(failed.taken_us)}"
+    )
+    caveat = (
+        f"{made}; the baseline is the last passing check; "
+        f"`drift since --stable {mark_at}` takes the mark instead"
+    )
+    return Baseline(
+        When(at=from_us(last.taken_us), text=f"#{last.id}"),
+        why,
+        "marks",
+        (first.taken_us, last.taken_us),
+        failed.taken_us,
+        caveat=caveat,
+    )
 
 
 def _last_pass_before_failure(

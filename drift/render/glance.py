@@ -59,7 +59,8 @@ def glance_lines(context: dict[str, Any], tz: tzinfo | None = None) -> list[str]
         if b["kind"] == "gap":
             events.append((parse_us(b["first_seen"]), 5, f"recording gap: {b['message']}"))
     if base["unhealthy_at"]:
-        events.append((parse_us(base["unhealthy_at"]), 6, "first failing health check"))
+        first = "still" if base["failing_at_baseline"] else "first"
+        events.append((parse_us(base["unhealthy_at"]), 6, f"{first} failing health check"))
     events.append((parse_us(cur["time"]), 7, f"current: snapshot #{cur['snapshot']}"))
     events.sort(key=lambda e: (e[0], e[1]))
     days = events[-1][0] - events[0][0] >= DAY_US or _day(events[0][0], tz) != _day(

@@ -447,12 +447,15 @@ def _lines(context: dict[str, Any], axis: Axis) -> list[Line]:
     ]
     if base["unhealthy_at"]:
         at = parse_us(base["unhealthy_at"])
+        already = base["failing_at_baseline"]
         out.append(
             Line(
                 axis.x(at),
                 "unhealthy",
-                f"first failing check {_clock(local_time(at))}",
-                f"first failing health check after the baseline: {local_time(at)}",
+                f"{'still' if already else 'first'} failing check {_clock(local_time(at))}",
+                f"failing already at the baseline ({already}), and at {local_time(at)}"
+                if already
+                else f"first failing health check after the baseline: {local_time(at)}",
                 "start",
             )
         )
@@ -479,7 +482,9 @@ def _summary(context: dict[str, Any], undrawn: int) -> str:
     """What the drawing shows, in words, for a reader who cannot see it."""
     base, cur = context["baseline"], context["current"]
     parts = [f"from the baseline {base['local']} to the current record {cur['local']}"]
-    if base["unhealthy_at"]:
+    if base["failing_at_baseline"]:
+        parts.append(f"failing already at the baseline: {base['failing_at_baseline']}")
+    elif base["unhealthy_at"]:
         parts.append(f"first failing health check {local_time(parse_us(base['unhealthy_at']))}")
     n = len(context["suspects"])
     parts.append(f"{n} suspect{'' if n == 1 else 's'} at the time of their change")
