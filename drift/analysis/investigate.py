@@ -347,6 +347,8 @@ def round_trip_stories(
     for ident, its in trips.trips.items():
         if ident in trips.with_stops or ident[1] in UNIT_RUNTIME_KEYS:
             continue
+        if _applied_at_return(history, before, ident, its[-1]):
+            continue
         trip = next(
             (t for t in its if failing is not None and t.away_id <= failing < t.back_id), None
         )
@@ -376,6 +378,35 @@ def round_trip_stories(
             if trip is not None:
                 out.append(undone(story, trip, len(trips.trips[trip.ident])))
     return out
+
+
+def _applied_at_return(history: History, before: State, ident: tuple[str, str], trip: Trip) -> bool:
+    """Whether a fact that says a change waits went away because the change was applied.
+
+    `lib_disk:PATH` exists only while PATH on disk is not what the process
+    maps, `unit:need_daemon_reload` only while unit files are newer than what
+    systemd loaded: their return is the change taken up (the mapped `lib:PATH`,
+    the unit's loaded settings, now other than at the baseline), a story the
+    ends of the window already tell; not a change undone. When what they
+    waited for is as it was, the change was undone: a round trip after all.
+    """
+    subject, key = ident
+    if key.startswith("lib_disk:"):
+        waited = [("lib:" + key.removeprefix("lib_disk:"))]
+    elif key == "unit:need_daemon_reload":
+        waited = None  # any of the unit's loaded settings
+    else:
+        return False
+    state = history.state_at(trip.back_id)
+    for (s, k), version in state.items():
+        if s != subject or k == key or k in UNIT_RUNTIME_KEYS:
+            continue
+        if waited is None and not k.startswith("unit:") or waited is not None and k not in waited:
+            continue
+        was = before.get((s, k))
+        if (was.value if was else None) != version.value:
+            return True
+    return False
 
 
 def undone(story: Story, trip: Trip, times: int) -> Story:
