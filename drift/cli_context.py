@@ -95,14 +95,20 @@ class DriftContext:
     def history(self, *, hint: str = "run `drift record` or `drift init`") -> History:
         """Open the history, or say in one line why there is none: where drift looked, where a
         config says the history is, or that the first record is still running."""
-        from drift.errors import NoDatabaseError, NoHistoryError, RecordRunning, SchemaTooOld
+        from drift.errors import (
+            NoDatabaseError,
+            NoHistoryError,
+            RecordRunning,
+            SchemaTooOld,
+            UnknownNameError,
+        )
         from drift.store.locks import record_running
         from drift.store.query import History
 
         db = self.db_url()
         try:
-            return History.open(db, self.host_name())
-        except (NoDatabaseError, NoHistoryError, SchemaTooOld) as exc:
+            return History.open(db, self.host_name(), asked=self.host is not None)
+        except (NoDatabaseError, NoHistoryError, SchemaTooOld, UnknownNameError) as exc:
             if isinstance(exc, NoDatabaseError):
                 raise NoDatabaseError(self.no_database(exc.path, hint), exc.path) from None
             try:
