@@ -147,13 +147,15 @@ def init(obj: DriftContext) -> None:
     from drift.config import find_config
     from drift.keyfile import load_key
     from drift.record import secret_key_path
-    from drift.sample_config import STARTER_CONFIG
+    from drift.sample_config import starter_config
     from drift.store.files import sqlite_privacy
     from drift.store.schema import upgrade_database
 
     if find_config(obj.config_arg()) is None:
         path = Path(obj.config_path or "drift.toml")
-        path.write_text(STARTER_CONFIG, encoding="utf-8")
+        # --db or $DRIFT_DB, resolved before the config is: the starter names that database.
+        given = obj.db_url().public() if obj.db else None
+        path.write_text(starter_config(given), encoding="utf-8")
         click.echo(f"wrote a starter config to {path}: edit it to name your services and files")
     config = obj.config()
     db = obj.db_url()
@@ -172,7 +174,7 @@ def init(obj: DriftContext) -> None:
     exposure = key.exposure()
     if exposure is not None:
         click.echo(f"drift: warning: secret key {key.path} {exposure}", err=True)
-    click.echo(f"next: drift record   (then add it to cron; config {config.path})")
+    click.echo(f"next: {obj.record_command()}   (then add it to cron; config {config.path})")
 
 
 @cli.command(short_help="Collect and store one snapshot (run it every minute).")

@@ -83,6 +83,22 @@ class DriftContext:
 
         return resolve_db_url(self.db_choice()[0])
 
+    def record_command(self) -> str:
+        """`drift record` with what it needs to reach this history: --config when one was
+        given, --db when neither $DRIFT_DB nor the config's db would lead there."""
+        import os
+        import shlex
+
+        from drift.store.urls import resolve_db_url
+
+        args = ["drift", "record"]
+        if self.config_arg() is not None:
+            args += ["--config", str(self.config_arg())]
+        db = self.db_url()
+        if resolve_db_url(os.environ.get("DRIFT_DB") or self.config().db).url != db.url:
+            args += ["--db", db.public()]
+        return shlex.join(args)
+
     def host_name(self) -> str:
         """--host, else the config's host."""
         return self.host or self.config().host

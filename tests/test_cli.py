@@ -104,6 +104,30 @@ def test_init_writes_a_starter_config_that_records(tmp_path: Path) -> None:
     )
 
 
+def test_init_with_a_database_names_it_in_the_starter_config(tmp_path: Path) -> None:
+    # `drift init --db PATH` then its own hint `drift record`: the record lands in PATH, not
+    # in a second history (and key) in the default state folder.
+    (tmp_path / "elsewhere").mkdir()
+    out = run_drift(["init", "--db", "elsewhere/x.db"], tmp_path).stdout
+    db = tmp_path / "elsewhere" / "x.db"
+    assert f'db = "{db}"' in (tmp_path / "drift.toml").read_text()
+    assert out.splitlines()[-1].startswith("next: drift record ")
+    assert run_drift(["record"], tmp_path).stdout.startswith("snapshot #1: 0 facts")
+    shown = json.loads(run_drift(["show", "--db", str(db), "--format", "json"], tmp_path).stdout)
+    assert shown["data"]["snapshot"]["snapshot"] == 1
+    assert not (tmp_path / "xdg-state" / "drift").exists()
+
+
+def test_init_with_a_database_its_config_does_not_name_says_the_exact_next_command(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "drift.toml").write_text('host = "h"\n')
+    out = run_drift(["init", "--db", str(tmp_path / "x.db")], tmp_path).stdout
+    assert out.splitlines()[-1].startswith(f"next: drift record --db {tmp_path / 'x.db'}   ")
+    again = run_drift(["init", "--db", str(tmp_path / "x.db"), "--config", "drift.toml"], tmp_path)
+    assert f"next: drift record --config drift.toml --db {tmp_path / 'x.db'}" in again.stdout
+
+
 def imported_modules(args: list[str], tmp_path: Path) -> set[str]:
     """Top-level modules a real `drift ARGS` process imported (python -X importtime)."""
     code = "import sys; from drift.cli import main; sys.argv[0] = 'drift'; main()"
