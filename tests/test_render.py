@@ -121,9 +121,12 @@ def test_long_values_that_differ_late_are_shortened_where_they_differ() -> None:
     root = "/home/alice/work/checkouts/inference-serving/deployments/decode-node-7"
     home = change("service:decode", "env:HOME", "modified", f"{root}/old-home", f"{root}/new-home")
     title = "the environment decode was started from changed: HOME, PATH, +4"
-    out = render_template("since.txt.j2", context(title, [home]))
+    # On a terminal (a width): piped, nothing is cut.
+    out = render_template("since.txt.j2", context(title, [home]), width=500)
     line = next(line for line in out.splitlines() if "env:HOME" in line)
     assert line.endswith(": …/decode-node-7/old-home -> …/decode-node-7/new-home")
+    piped = render_template("since.txt.j2", context(title, [home]))
+    assert f"{root}/old-home -> {root}/new-home" in piped
 
 
 def test_colour_never_changes_where_a_line_wraps() -> None:
