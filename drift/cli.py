@@ -620,16 +620,17 @@ def mark(obj: DriftContext, kind: str, at: When | None, note: str | None) -> Non
     Example: drift mark stable --note "decode answers, p99 ok"
     """
     from drift.display import printable
-    from drift.marks import mark_time
+    from drift.marks import mark_said, mark_time, mark_warnings
     from drift.store.writer import add_mark
-    from drift.timespec import When, describe_when, from_us
 
     # A mark belongs to a recorded history: never start a database (or a host) with one.
     with obj.history(hint="run `drift record` first (a mark needs a recorded history)") as history:
         moment = mark_time(history, at)
+        warnings = mark_warnings(history, moment)
     mark_id = add_mark(obj.db_url(), obj.host_name(), kind, moment, note)
-    when_text = describe_when(When(at=from_us(moment)))
+    when_text = mark_said(at, moment)
     click.echo(f"mark #{mark_id}: {kind} at {when_text} for host {printable(obj.host_name())}")
+    _warn(warnings)
 
 
 DEMO_REPORT = "drift-demo-report.html"

@@ -162,7 +162,16 @@ def investigate(
         suspects=suspects,
         changes_by_subject=changes_by_subject(suspects),
         timeline=timeline_entries(
-            marks, first, last, ranked, events, inside.versions, flapped, scope.switches, failures
+            marks,
+            first,
+            last,
+            ranked,
+            events,
+            inside.versions,
+            flapped,
+            scope.switches,
+            failures,
+            up_to_now=current is None,
         ),
         unchanged=_unchanged(before, after, last, scope.changes, values),
         blind_spots=[_blind_spot(s) for s in spots],

@@ -32,8 +32,15 @@ def timeline_entries(
     flapped: dict[tuple[str, str], int],
     switches: list[ConfigSwitch] | None = None,
     failures: Mapping[str, Failure] | None = None,
+    *,
+    up_to_now: bool = False,
 ) -> list[TimelineEntry]:
-    """Restarts, failures, changes, config switches, health, flapping and marks, in time order."""
+    """Restarts, failures, changes, config switches, health, flapping and marks, in time order.
+
+    With `up_to_now` (the window runs to the latest record), a mark made since that record
+    is in too: "it broke again" or a note typed a minute ago belongs in the story now, not
+    only once the next record is taken.
+    """
     entries: list[tuple[int, TimelineKind, str]] = [
         (s.taken_us, "config", s.text) for s in switches or ()
     ]
@@ -74,7 +81,7 @@ def timeline_entries(
             )
         )
     for mark in marks:
-        if baseline.taken_us < mark.at_us <= current.taken_us:
+        if baseline.taken_us < mark.at_us and (up_to_now or mark.at_us <= current.taken_us):
             note = f": {mark.note}" if mark.note else ""
             entries.append((mark.at_us, "mark", f"marked {mark.kind}{note}"))
     entries.sort(key=lambda e: (e[0], e[1]))
