@@ -33,6 +33,7 @@ from drift.cli_options import (
     report_format_option,
     report_options,
 )
+from drift.display import plural
 from drift.errors import DriftError
 
 if TYPE_CHECKING:
@@ -241,8 +242,8 @@ def record(obj: DriftContext, quiet: bool) -> None:
     else:
         errors = len(result.errors)
         click.echo(
-            f"snapshot #{result.snapshot_id}: {result.facts:,} facts, {result.changed:,} changed, "
-            f"{errors:,} error{'' if errors == 1 else 's'}, {result.seconds:.2f}s"
+            f"snapshot #{result.snapshot_id}: {plural(result.facts, 'fact')}, "
+            f"{result.changed:,} changed, {plural(errors, 'error')}, {result.seconds:.2f}s"
         )
         if result.facts == 0 and not errors:
             click.echo(
@@ -273,7 +274,7 @@ def _say_spool(result: SnapshotResult, quiet: bool) -> None:
                 err=True,
             )
     elif result.shipped and not quiet:
-        click.echo(f"shipped {result.shipped:,} spooled snapshot(s) first", err=True)
+        click.echo(f"shipped {plural(result.shipped, 'spooled snapshot')} first", err=True)
 
 
 def _error_text(err: CollectionError) -> str:
@@ -293,13 +294,14 @@ def _say_config_change(change: ConfigChange | None, quiet: bool) -> None:
     if change is None:
         return
     what = "; ".join(change.sections) or "settings only"
-    moved = f"{change.untracked:,} facts no longer tracked, {change.tracked:,} now tracked"
+    moved = f"{plural(change.untracked, 'fact')} no longer tracked, {change.tracked:,} now tracked"
     if change.covers_none:
         before = change.before_path or "no config file"
         after = change.after_path or "no config file"
         click.echo(
             f"warning: {after} watches nothing the last record's config ({before}) watched; "
-            f"{change.untracked:,} facts are no longer tracked (wrong --config?)",
+            f"{plural(change.untracked, 'fact')} {'is' if change.untracked == 1 else 'are'} "
+            "no longer tracked (wrong --config?)",
             err=True,
         )
     elif not quiet:
@@ -730,15 +732,16 @@ def _say_pruned(result: PruneResult) -> None:
     would = "would drop" if result.dry_run else "dropped"
     for host in result.hosts:
         stable = f" ({host.stable_marks:,} stable)" if host.stable_marks else ""
+        held = "value held then now begins" if host.repointed == 1 else "values held then now begin"
         click.echo(
             f"{host.host}: history begins at #{host.keep_from} ({local_time(host.keep_from_us)}); "
-            f"{would} {host.snapshots:,} records, {host.versions:,} values, "
-            f"{host.marks:,} marks{stable}; {host.repointed:,} values held then now begin there"
+            f"{would} {plural(host.snapshots, 'record')}, {plural(host.versions, 'value')}, "
+            f"{plural(host.marks, 'mark')}{stable}; {host.repointed:,} {held} there"
         )
     if not result.dry_run:
         click.echo(
-            f"{would} {result.facts:,} facts, {result.blobs:,} long texts and "
-            f"{result.provenances:,} provenances no value uses any more"
+            f"{would} {plural(result.facts, 'fact')}, {plural(result.blobs, 'long text')} and "
+            f"{plural(result.provenances, 'provenance')} no value uses any more"
         )
 
 

@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
 from investigations import LOCAL, TIME, change, investigation, snapshot, suspect
 
 from drift.analysis.investigation import SuspectChange
@@ -145,3 +147,13 @@ def test_colour_never_changes_where_a_line_wraps() -> None:
         plain = render_template("since.txt.j2", ctx, width=width)
         coloured = render_template("since.txt.j2", ctx, color=True, width=width)
         assert re.sub(r"\x1b\[[0-9;]*m", "", coloured) == plain, width
+
+
+@given(count=st.integers(0, 10**7))
+def test_a_count_agrees_with_its_noun(count: int) -> None:
+    from drift.display import plural
+
+    text = plural(count, "mark")
+    assert text.replace(",", "").split(" ")[0] == str(count)
+    assert text.endswith(" mark" if count == 1 else " marks")
+    assert plural(count, "entry", "entries").endswith(" entry" if count == 1 else " entries")
