@@ -119,6 +119,14 @@ def terminal_width() -> int | None:
     return shutil.get_terminal_size().columns
 
 
+def evidence_shown(width: int | None, show_all: bool) -> int | None:
+    """How many of a story's changes the text shows: all when piped (for grep) or with
+    --all, else the first EVIDENCE_SHOWN on a terminal."""
+    from drift.render.terminal import EVIDENCE_SHOWN
+
+    return None if width is None or show_all else EVIDENCE_SHOWN
+
+
 @click.group(cls=DriftGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="drift")
 def cli() -> None:
@@ -380,12 +388,18 @@ def _render(
         extras["digests"] = options["digests"]
         return render_report(extras, fmt, obj.config().templates_dir)
     color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    width = terminal_width()
     return render_template(
         "since.txt.j2",
-        {**context, "explain": options["explain"], "digests": options["digests"]},
+        {
+            **context,
+            "explain": options["explain"],
+            "digests": options["digests"],
+            "evidence_shown": evidence_shown(width, options["show_all"]),
+        },
         obj.config().templates_dir,
         color=color,
-        width=terminal_width(),
+        width=width,
     )
 
 
@@ -794,7 +808,12 @@ def demo(keep: bool, output: str | None) -> None:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
     context = plain(investigation)
-    shown = {**context, "explain": False, "digests": False}
+    shown = {
+        **context,
+        "explain": False,
+        "digests": False,
+        "evidence_shown": evidence_shown(width, False),
+    }
     emit(render_template("since.txt.j2", shown, width=width))
     # One fixed name where the user is, replaced each time: seen, and never piling up in /tmp.
     target = Path(output or DEMO_REPORT).absolute()
