@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from investigations import LOCAL, TIME, change, investigation, snapshot, suspect
@@ -157,3 +158,15 @@ def test_a_count_agrees_with_its_noun(count: int) -> None:
     assert text.replace(",", "").split(" ")[0] == str(count)
     assert text.endswith(" mark" if count == 1 else " marks")
     assert plural(count, "entry", "entries").endswith(" entry" if count == 1 else " entries")
+
+
+def test_a_template_compiled_with_colour_renders_plain_without_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compiled templates are cached by their source alone: a styled heading must be painted
+    when rendered, not folded into the cached code of whichever run compiled it first."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    ctx = context("t", [change("script:/x", "export:K", "added", None, "v")])
+    assert "\x1b[" in render_template("since.txt.j2", ctx, color=True, width=80)
+    assert "\x1b" not in render_template("since.txt.j2", ctx, width=80)
+    assert "\x1b" not in render_template("since.txt.j2", ctx)

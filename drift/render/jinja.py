@@ -90,7 +90,12 @@ def make_environment(
     """
     env = jinja2.Environment(
         loader=template_loader(templates_dir),
-        bytecode_cache=_bytecode_cache(),
+        # Jinja folds a filter called on constants (`"Suspects" | paint("heading")`) into the
+        # compiled code: code compiled with colour, or with cutting, is kept apart from code
+        # compiled without, or a piped render would be served a terminal's compiled text.
+        bytecode_cache=_bytecode_cache(
+            f"{'color' if color else 'plain'}-{'cut' if cuts is None or cuts.cut else 'whole'}"
+        ),
         autoescape=jinja2.select_autoescape(AUTOESCAPE_ENDINGS),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
@@ -132,10 +137,11 @@ def template_cache_dir() -> Path:
     return Path(cache) / "drift" / "templates"
 
 
-def _bytecode_cache() -> jinja2.BytecodeCache | None:
-    """The cache of compiled templates in the user's own 0700 cache folder; None, so every
-    template is compiled, when it cannot be made or is not the user's alone (compiled
-    code loaded from a folder another user can write would run as this one)."""
+def _bytecode_cache(flavour: str) -> jinja2.BytecodeCache | None:
+    """The cache of compiled templates in the user's own 0700 cache folder, one file per
+    template and `flavour` (the filters' settings); None, so every template is compiled,
+    when it cannot be made or is not the user's alone (compiled code loaded from a folder
+    another user can write would run as this one)."""
     folder = template_cache_dir()
     try:
         make_private_dirs(folder)
@@ -144,7 +150,7 @@ def _bytecode_cache() -> jinja2.BytecodeCache | None:
         return None
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
         return None
-    return _QuietBytecodeCache(str(folder))
+    return _QuietBytecodeCache(str(folder), f"__jinja2_%s.{flavour}.cache")
 
 
 def render_template(
