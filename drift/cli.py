@@ -33,6 +33,7 @@ from drift.cli_options import (
     report_format_option,
     report_options,
 )
+from drift.display import plural
 from drift.errors import DriftError
 
 if TYPE_CHECKING:
@@ -118,6 +119,14 @@ def terminal_width() -> int | None:
     return shutil.get_terminal_size().columns
 
 
+def evidence_shown(width: int | None, show_all: bool) -> int | None:
+    """How many of a story's changes the text shows: all when piped (for grep) or with
+    --all, else the first EVIDENCE_SHOWN on a terminal."""
+    from drift.render.terminal import EVIDENCE_SHOWN
+
+    return None if width is None or show_all else EVIDENCE_SHOWN
+
+
 @click.group(cls=DriftGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="drift")
 def cli() -> None:
@@ -147,13 +156,15 @@ def init(obj: DriftContext) -> None:
     from drift.config import find_config
     from drift.keyfile import load_key
     from drift.record import secret_key_path
-    from drift.sample_config import STARTER_CONFIG
+    from drift.sample_config import starter_config
     from drift.store.files import sqlite_privacy
     from drift.store.schema import upgrade_database
 
     if find_config(obj.config_arg()) is None:
         path = Path(obj.config_path or "drift.toml")
-        path.write_text(STARTER_CONFIG, encoding="utf-8")
+        # --db or $DRIFT_DB, resolved before the config is: the starter names that database.
+        given = obj.db_url().public() if obj.db else None
+        path.write_text(starter_config(given), encoding="utf-8")
         click.echo(f"wrote a starter config to {path}: edit it to name your services and files")
     config = obj.config()
     db = obj.db_url()
@@ -172,7 +183,7 @@ def init(obj: DriftContext) -> None:
     exposure = key.exposure()
     if exposure is not None:
         click.echo(f"drift: warning: secret key {key.path} {exposure}", err=True)
-    click.echo(f"next: drift record   (then add it to cron; config {config.path})")
+    click.echo(f"next: {obj.record_command()}   (then add it to cron; config {config.path})")
 
 
 @cli.command(short_help="Collect and store one snapshot (run it every minute).")
@@ -239,8 +250,8 @@ def record(obj: DriftContext, quiet: bool) -> None:
     else:
         errors = len(result.errors)
         click.echo(
-            f"snapshot #{result.snapshot_id}: {result.facts:,} facts, {result.changed:,} changed, "
-            f"{errors:,} error{'' if errors == 1 else 's'}, {result.seconds:.2f}s"
+            f"snapshot #{result.snapshot_id}: {plural(result.facts, 'fact')}, "
+            f"{result.changed:,} changed, {plural(errors, 'error')}, {result.seconds:.2f}s"
         )
         if result.facts == 0 and not errors:
             click.echo(
@@ -271,7 +282,7 @@ def _say_spool(result: SnapshotResult, quiet: bool) -> None:
                 err=True,
             )
     elif result.shipped and not quiet:
-        click.echo(f"shipped {result.shipped:,} spooled snapshot(s) first", err=True)
+        click.echo(f"shipped {plural(result.shipped, 'spooled snapshot')} first", err=True)
 
 
 def _error_text(err: CollectionError) -> str:
@@ -291,13 +302,14 @@ def _say_config_change(change: ConfigChange | None, quiet: bool) -> None:
     if change is None:
         return
     what = "; ".join(change.sections) or "settings only"
-    moved = f"{change.untracked:,} facts no longer tracked, {change.tracked:,} now tracked"
+    moved = f"{plural(change.untracked, 'fact')} no longer tracked, {change.tracked:,} now tracked"
     if change.covers_none:
         before = change.before_path or "no config file"
         after = change.after_path or "no config file"
         click.echo(
             f"warning: {after} watches nothing the last record's config ({before}) watched; "
-            f"{change.untracked:,} facts are no longer tracked (wrong --config?)",
+            f"{plural(change.untracked, 'fact')} {'is' if change.untracked == 1 else 'are'} "
+            "no longer tracked (wrong --config?)",
             err=True,
         )
     elif not quiet:
@@ -376,12 +388,18 @@ def _render(
         extras["digests"] = options["digests"]
         return render_report(extras, fmt, obj.config().templates_dir)
     color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    width = terminal_width()
     return render_template(
         "since.txt.j2",
-        {**context, "explain": options["explain"], "digests": options["digests"]},
+        {
+            **context,
+            "explain": options["explain"],
+            "digests": options["digests"],
+            "evidence_shown": evidence_shown(width, options["show_all"]),
+        },
         obj.config().templates_dir,
         color=color,
-        width=terminal_width(),
+        width=width,
     )
 
 
@@ -619,25 +637,25 @@ def mark(obj: DriftContext, kind: str, at: When | None, note: str | None) -> Non
     """
     from drift.analysis.windows import failing_at
     from drift.display import printable
-    from drift.marks import mark_time
+    from drift.marks import mark_said, mark_time, mark_warnings
     from drift.store.writer import add_mark
-    from drift.timespec import When, describe_when, from_us
 
     # A mark belongs to a recorded history: never start a database (or a host) with one.
     with obj.history(hint="run `drift record` first (a mark needs a recorded history)") as history:
         moment = mark_time(history, at)
         contest = failing_at(history, moment) if kind == "stable" else None
+        warnings = mark_warnings(history, moment)
     if contest is not None:
         # The operator may know better: the mark is kept, and `since` says it is contested.
-        click.echo(
-            f"drift: warning: {contest.words()} at #{contest.record.id}, the last record at "
+        warnings.append(
+            f"{contest.words()} at #{contest.record.id}, the last record at "
             "or before this mark; it is recorded, but `drift since` takes the last passing "
-            "check before that failure as the baseline (give --stable to take the mark)",
-            err=True,
+            "check before that failure as the baseline (give --stable to take the mark)"
         )
     mark_id = add_mark(obj.db_url(), obj.host_name(), kind, moment, note)
-    when_text = describe_when(When(at=from_us(moment)))
+    when_text = mark_said(at, moment)
     click.echo(f"mark #{mark_id}: {kind} at {when_text} for host {printable(obj.host_name())}")
+    _warn(warnings)
 
 
 DEMO_REPORT = "drift-demo-report.html"
@@ -737,15 +755,16 @@ def _say_pruned(result: PruneResult) -> None:
     would = "would drop" if result.dry_run else "dropped"
     for host in result.hosts:
         stable = f" ({host.stable_marks:,} stable)" if host.stable_marks else ""
+        held = "value held then now begins" if host.repointed == 1 else "values held then now begin"
         click.echo(
             f"{host.host}: history begins at #{host.keep_from} ({local_time(host.keep_from_us)}); "
-            f"{would} {host.snapshots:,} records, {host.versions:,} values, "
-            f"{host.marks:,} marks{stable}; {host.repointed:,} values held then now begin there"
+            f"{would} {plural(host.snapshots, 'record')}, {plural(host.versions, 'value')}, "
+            f"{plural(host.marks, 'mark')}{stable}; {host.repointed:,} {held} there"
         )
     if not result.dry_run:
         click.echo(
-            f"{would} {result.facts:,} facts, {result.blobs:,} long texts and "
-            f"{result.provenances:,} provenances no value uses any more"
+            f"{would} {plural(result.facts, 'fact')}, {plural(result.blobs, 'long text')} and "
+            f"{plural(result.provenances, 'provenance')} no value uses any more"
         )
 
 
@@ -798,7 +817,12 @@ def demo(keep: bool, output: str | None) -> None:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
     context = plain(investigation)
-    shown = {**context, "explain": False, "digests": False}
+    shown = {
+        **context,
+        "explain": False,
+        "digests": False,
+        "evidence_shown": evidence_shown(width, False),
+    }
     emit(render_template("since.txt.j2", shown, width=width))
     # One fixed name where the user is, replaced each time: seen, and never piling up in /tmp.
     target = Path(output or DEMO_REPORT).absolute()

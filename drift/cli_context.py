@@ -83,6 +83,22 @@ class DriftContext:
 
         return resolve_db_url(self.db_choice()[0])
 
+    def record_command(self) -> str:
+        """`drift record` with what it needs to reach this history: --config when one was
+        given, --db when neither $DRIFT_DB nor the config's db would lead there."""
+        import os
+        import shlex
+
+        from drift.store.urls import resolve_db_url
+
+        args = ["drift", "record"]
+        if self.config_arg() is not None:
+            args += ["--config", str(self.config_arg())]
+        db = self.db_url()
+        if resolve_db_url(os.environ.get("DRIFT_DB") or self.config().db).url != db.url:
+            args += ["--db", db.public()]
+        return shlex.join(args)
+
     def host_name(self) -> str:
         """--host, else the config's host."""
         return self.host or self.config().host
@@ -95,14 +111,20 @@ class DriftContext:
     def history(self, *, hint: str = "run `drift record` or `drift init`") -> History:
         """Open the history, or say in one line why there is none: where drift looked, where a
         config says the history is, or that the first record is still running."""
-        from drift.errors import NoDatabaseError, NoHistoryError, RecordRunning, SchemaTooOld
+        from drift.errors import (
+            NoDatabaseError,
+            NoHistoryError,
+            RecordRunning,
+            SchemaTooOld,
+            UnknownNameError,
+        )
         from drift.store.locks import record_running
         from drift.store.query import History
 
         db = self.db_url()
         try:
-            return History.open(db, self.host_name())
-        except (NoDatabaseError, NoHistoryError, SchemaTooOld) as exc:
+            return History.open(db, self.host_name(), asked=self.host is not None)
+        except (NoDatabaseError, NoHistoryError, SchemaTooOld, UnknownNameError) as exc:
             if isinstance(exc, NoDatabaseError):
                 raise NoDatabaseError(self.no_database(exc.path, hint), exc.path) from None
             try:

@@ -159,6 +159,7 @@ def push(obj: DriftContext) -> None:
     """
     from dataclasses import replace
 
+    from drift.display import plural
     from drift.errors import DriftError
     from drift.store.push import ship, spool_path
     from drift.store.writer import HistoryWriter
@@ -176,6 +177,6 @@ def push(obj: DriftContext) -> None:
         click.echo(f"nothing to ship for host {config.host} ({spool} holds no record)")
         return
     click.echo(
-        f"shipped {done.shipped:,} snapshot(s) of host {config.host} from {spool} to "
+        f"shipped {plural(done.shipped, 'snapshot')} of host {config.host} from {spool} to "
         f"{db.display()}" + (f"; {done.skipped:,} it already had" if done.skipped else "")
     )

@@ -43,6 +43,12 @@ def escaped(char: str) -> str:
     return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """`1 mark`, `2 marks`, `1,200 long texts`: a count with its noun agreeing (`nouns` for
+    a plural not made with -s)."""
+    return f"{count:,} {noun if count == 1 else nouns or noun + 's'}"
+
+
 def truncated(text: str, limit: int) -> str:
     """`text` cut to at most `limit` characters, an ellipsis marking the cut."""
     return text if len(text) <= limit else text[: limit - 1] + "…"

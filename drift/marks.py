@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from drift.store.query import History
 from drift.store.writer import now_us
-from drift.timespec import When, refuse_future, to_us
+from drift.timespec import (
+    When,
+    describe_when,
+    from_us,
+    local_time,
+    quote_when,
+    refuse_future,
+    to_us,
+)
 
 
 def mark_time(history: History, when: When | None) -> int:
@@ -16,3 +24,24 @@ def mark_time(history: History, when: When | None) -> int:
     if when.at is not None:
         return to_us(when.at)
     return history.snapshot_for(when, "--at").taken_us
+
+
+def mark_warnings(history: History, moment: int) -> list[str]:
+    """What is odd about a mark at `moment`: one before the first record marks a time no
+    record shows, so it says nothing about any recorded state."""
+    first = history.first()
+    if moment >= first.taken_us:
+        return []
+    return [
+        f"the mark is at {local_time(moment)}, before the first record of host "
+        f"{history.host} (#{first.id} at {local_time(first.taken_us)}): no record shows "
+        "the state then"
+    ]
+
+
+def mark_said(when: When | None, moment: int) -> str:
+    """The mark's time as `drift mark` says it: with how a WHEN that could mean two days was
+    read (`23:59 (read as yesterday 23:59, 2026-12-06 23:59:00 UTC)`)."""
+    if when is not None and when.reading:
+        return quote_when(when)
+    return describe_when(When(at=from_us(moment)))

@@ -96,3 +96,17 @@ STARTER_CONFIG = """\
 # [gpu]
 # enabled = true
 """
+
+# The commented `db` line of STARTER_CONFIG, replaced when init is given a database.
+_DB_LINE = '# db = "/var/lib/drift/drift.db"  # default: ~/.local/state/drift/drift.db\n'
+
+
+def starter_config(db: str | None) -> str:
+    """STARTER_CONFIG, naming `db` (the database `drift init` was given, password dropped)
+    so that every later command reading this file uses it, not a second history."""
+    if db is None:
+        return STARTER_CONFIG
+    import json
+
+    # A JSON string is a TOML basic string: quotes, backslashes, control characters escaped.
+    return STARTER_CONFIG.replace(_DB_LINE, f"db = {json.dumps(db, ensure_ascii=False)}\n", 1)

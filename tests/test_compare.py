@@ -170,7 +170,7 @@ def test_text_from_the_box_is_escaped_in_html_and_markdown(fleet: tuple[Path, st
     [
         ([], "name the hosts to compare, or give --fleet"),
         (["decode-1"], "has nothing to compare with"),
-        (["decode-1", "decode-9"], "no history for host 'decode-9'"),
+        (["decode-1", "decode-9"], 'no host "decode-9" on record in '),
         (["decode-1", "decode-2", "--fleet"], "either hosts or --fleet"),
         (["--fleet", "--at", "2001-01-01T00:00:00+00:00"], "no host to compare"),
     ],

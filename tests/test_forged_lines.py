@@ -20,7 +20,7 @@ from collections.abc import Iterator
 import pytest
 from conftest import run_drift
 from test_report_templates import fenced_blocks, parse
-from test_terminal_width import SGR, on_terminal
+from test_terminal_width import SGR, on_terminal, unwrapped
 
 SUSPECT = "\n 9. [1.00] FORGED SUSPECT"
 BLIND = "\nBlind spots: none (FORGED)"
@@ -137,7 +137,8 @@ def test_on_a_terminal_a_wrapped_value_never_starts_a_line(box: dict, command: l
     if command[0] in ("since", "diff"):
         assert "\x1b[" in raw  # coloured: really a terminal
     assert hidden(screen) == []
-    piped = run_drift(args, box["tmp"]).stdout.split("\n")
+    # The same terminal too wide to wrap: values cut alike (piped output cuts none).
+    piped = unwrapped(args, box["tmp"]).split("\n")
     # A line at column 0 is one drift began; a value wrapped goes on indented.
     for line in screen.split("\n"):
         if (line and not line.startswith(" ")) or re.match(r" ?\d+\. \[", line):

@@ -293,7 +293,7 @@ def test_drift_prune_dry_run_changes_nothing_and_prune_drops_what_it_said(tmp_pa
     dry = run_drift(["prune", "--dry-run", *cfg], tmp_path).stdout
     assert dry.startswith("cli-host: history begins at #6 (")
     assert (
-        "would drop 5 records, 1 values, 1 marks (1 stable); 1 values held then now begin there"
+        "would drop 5 records, 1 value, 1 mark (1 stable); 1 value held then now begins there"
         in dry
     )
     assert db.read_bytes() == before
@@ -302,7 +302,7 @@ def test_drift_prune_dry_run_changes_nothing_and_prune_drops_what_it_said(tmp_pa
     assert asked.returncode == 2 and "pass --yes" in asked.stderr
     out = run_drift(["prune", "--yes", *cfg], tmp_path).stdout
     assert out.startswith(dry.splitlines()[0].replace("would drop", "dropped")[:40])
-    assert "dropped 5 records, 1 values, 1 marks (1 stable)" in out
+    assert "dropped 5 records, 1 value, 1 mark (1 stable)" in out
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM snapshots").fetchone()[0] == 2
         assert conn.execute("SELECT count(*) FROM marks").fetchone()[0] == 0
@@ -418,7 +418,7 @@ def test_a_prune_that_drops_a_stable_mark_asks_for_yes(sandbox: Any, tmp_path: P
     assert refused.returncode == 2
     assert refused.stdout.startswith("gpu-node-7: history begins at #3 (")
     assert "would drop 2 records, " in refused.stdout
-    assert ", 1 marks (1 stable); " in refused.stdout
+    assert ", 1 mark (1 stable); " in refused.stdout
     assert refused.stderr == (
         "drift: nothing dropped: this would drop 1 stable mark of gpu-node-7; pass --yes to "
         "drop it (or --dry-run to only see what would go)\n"
@@ -429,7 +429,7 @@ def test_a_prune_that_drops_a_stable_mark_asks_for_yes(sandbox: Any, tmp_path: P
     assert snapshot_and_mark_counts(sandbox.db_path) == before
     done = run_drift(["prune", "--keep", "1s", "--yes", *cfg], tmp_path).stdout
     assert "gpu-node-7: history begins at #3 (" in done
-    assert "dropped 2 records, " in done and ", 1 marks (1 stable); " in done
+    assert "dropped 2 records, " in done and ", 1 mark (1 stable); " in done
     assert snapshot_and_mark_counts(sandbox.db_path) == (1, 0)
     # What is kept still reads: the culprit is in the state of the one record left.
     shown = run_drift(["show", "SGLANG_SM120_MMA_TARGET_CTAS", *cfg], tmp_path).stdout

@@ -7,6 +7,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from investigations import LOCAL, TIME, change, investigation, snapshot, suspect
 
 from drift.analysis.investigation import SuspectChange
@@ -121,9 +124,12 @@ def test_long_values_that_differ_late_are_shortened_where_they_differ() -> None:
     root = "/home/alice/work/checkouts/inference-serving/deployments/decode-node-7"
     home = change("service:decode", "env:HOME", "modified", f"{root}/old-home", f"{root}/new-home")
     title = "the environment decode was started from changed: HOME, PATH, +4"
-    out = render_template("since.txt.j2", context(title, [home]))
+    # On a terminal (a width): piped, nothing is cut.
+    out = render_template("since.txt.j2", context(title, [home]), width=500)
     line = next(line for line in out.splitlines() if "env:HOME" in line)
     assert line.endswith(": …/decode-node-7/old-home -> …/decode-node-7/new-home")
+    piped = render_template("since.txt.j2", context(title, [home]))
+    assert f"{root}/old-home -> {root}/new-home" in piped
 
 
 def test_colour_never_changes_where_a_line_wraps() -> None:
@@ -142,3 +148,25 @@ def test_colour_never_changes_where_a_line_wraps() -> None:
         plain = render_template("since.txt.j2", ctx, width=width)
         coloured = render_template("since.txt.j2", ctx, color=True, width=width)
         assert re.sub(r"\x1b\[[0-9;]*m", "", coloured) == plain, width
+
+
+@given(count=st.integers(0, 10**7))
+def test_a_count_agrees_with_its_noun(count: int) -> None:
+    from drift.display import plural
+
+    text = plural(count, "mark")
+    assert text.replace(",", "").split(" ")[0] == str(count)
+    assert text.endswith(" mark" if count == 1 else " marks")
+    assert plural(count, "entry", "entries").endswith(" entry" if count == 1 else " entries")
+
+
+def test_a_template_compiled_with_colour_renders_plain_without_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compiled templates are cached by their source alone: a styled heading must be painted
+    when rendered, not folded into the cached code of whichever run compiled it first."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    ctx = context("t", [change("script:/x", "export:K", "added", None, "v")])
+    assert "\x1b[" in render_template("since.txt.j2", ctx, color=True, width=80)
+    assert "\x1b" not in render_template("since.txt.j2", ctx, width=80)
+    assert "\x1b" not in render_template("since.txt.j2", ctx)

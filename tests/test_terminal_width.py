@@ -71,6 +71,12 @@ def on_terminal(args: list[str], tmp_path: Path, columns: int, **env: str) -> st
     return screen.decode().replace("\r\n", "\n")
 
 
+def unwrapped(args: list[str], tmp_path: Path) -> str:
+    """What a terminal too wide to wrap anything shows: the text of `on_terminal` before
+    wrapping (values cut as on any terminal; piped output cuts none)."""
+    return SGR.sub("", on_terminal(args, tmp_path, 200, COLUMNS="100000"))
+
+
 COMMANDS = [
     ["since", "--stable", "#2", "--explain", "--all"],
     ["diff", "#1", "#3", "--digests"],
@@ -83,7 +89,7 @@ COMMANDS = [
 def test_at_80_columns_lines_fit_and_no_word_is_split(incident: dict, command: list[str]) -> None:
     args, tmp_path = [*command, *incident["cfg"]], incident["tmp"]
     raw = on_terminal(args, tmp_path, 80)
-    piped = run_drift(args, tmp_path).stdout
+    piped = unwrapped(args, tmp_path)
     screen = SGR.sub("", raw)
 
     lines = screen.splitlines()
@@ -115,7 +121,7 @@ def test_a_suspect_continues_under_its_title_not_its_number(incident: dict) -> N
 def test_a_wide_terminal_leaves_short_lines_alone(incident: dict) -> None:
     args = ["since", "--stable", "#2", "--explain", *incident["cfg"]]
     wide = SGR.sub("", on_terminal(args, incident["tmp"], 200)).splitlines()
-    piped = run_drift(args, incident["tmp"]).stdout.splitlines()
+    piped = unwrapped(args, incident["tmp"]).splitlines()
     short = [line for line in piped if len(line) <= 200]
     assert len(short) < len(piped)  # the "why" lines are longer: they alone wrap
     assert [line for line in wide if line in set(short)] == short
@@ -139,3 +145,28 @@ def test_columns_overrides_the_terminal_and_piped_output_is_never_wrapped(
         line.startswith(" 1. [") and line.endswith(incident["culprit"])
         for line in plain.splitlines()
     )
+
+
+@pytest.mark.parametrize(
+    "command", [*COMMANDS, ["since", "--stable", "#2"], ["show", "running"]], ids=lambda c: c[0]
+)
+def test_piped_output_cuts_nothing(incident: dict, command: list[str]) -> None:
+    # Piped, each item is one whole line for grep: no value, title, timeline text or
+    # provenance is cut short with an ellipsis (the incident holds none of its own).
+    args, tmp_path = [*command, *incident["cfg"]], incident["tmp"]
+    piped = run_drift(args, tmp_path).stdout
+    assert "…" not in piped
+    if command == ["show", "running"]:
+        # The provenance of a service's `running` names its whole pidfile.
+        pidfile = Path(incident["culprit"]).parent.parent / "run" / "decode.pid"
+        assert f"(pidfile {pidfile})]" in piped
+    if command[0] == "since":
+        timeline = piped.split("\nTimeline", 1)[-1]
+        assert incident["culprit"] in timeline
+
+
+def test_on_a_terminal_a_cut_value_says_where_it_is_whole(incident: dict) -> None:
+    args = ["show", *incident["cfg"]]
+    screen = SGR.sub("", on_terminal(args, incident["tmp"], 80))
+    assert "…" in screen  # long values are cut to keep the screen readable
+    assert "piped or with --format json" in screen

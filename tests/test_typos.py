@@ -129,22 +129,64 @@ def test_a_pattern_that_matches_no_fact_says_how_to_list_them(
     assert "SGLANG_SM120_MMA_TARGET_CTAS" in run_drift(["history", "CTAS", *cfg], tmp).stdout
 
 
+@pytest.mark.parametrize("host", ["gpu-node-77", "typo"])
 @pytest.mark.parametrize(
     "args",
     [
-        ["show", "--host", "gpu-node-77"],
-        ["history", "CTAS", "--host", "gpu-node-77"],
-        ["since", "--host", "gpu-node-77"],
-        ["mark", "stable", "--host", "gpu-node-77"],
+        ["show"],
+        ["show", "--at", "#1"],
+        ["history", "CTAS"],
+        ["since"],
+        ["since", "--format", "json"],
+        ["diff", "#1", "#2"],
+        ["report", "-o", "pm.md"],
+        ["mark", "stable"],
+        ["mark", "note", "--note", "checked"],
     ],
 )
 def test_a_mistyped_host_names_the_recorded_ones(
-    incident: tuple[Path, list[str]], args: list[str]
+    incident: tuple[Path, list[str]], args: list[str], host: str
 ) -> None:
-    message = refused(incident, *args)
-    assert "no history for host 'gpu-node-77'" in message
-    assert '(did you mean "gpu-node-7"?)' in message
-    assert "recorded hosts: gpu-node-7, gpu-node-8" in message
+    # A --host that names none of the recorded hosts is a typo: never "run `drift record`
+    # first", which would start a second history under the typo.
+    tmp, cfg = incident
+    db = cfg[cfg.index("--db") + 1]
+    close = ' (did you mean "gpu-node-7"?)' if host == "gpu-node-77" else ""
+    expected = f'no host "{host}" on record in {db}{close}; known: gpu-node-7, gpu-node-8'
+    if "json" in args:
+        result = run_drift([*args, "--host", host, *cfg], tmp, check=False)
+        assert result.returncode == 2
+        assert json.loads(result.stdout)["errors"][0]["message"] == expected
+        return
+    assert refused(incident, *args, "--host", host) == f"drift: {expected}\n"
+    assert not (tmp / "pm.md").exists()
+
+
+def test_a_host_never_recorded_in_a_history_of_others_says_to_record_it(
+    incident: tuple[Path, list[str]],
+) -> None:
+    # The config's own host, not recorded yet in a database other hosts share: that is no
+    # typo, so drift says to record it (and which hosts the database holds).
+    tmp, cfg = incident
+    config = tmp / "other.toml"
+    config.write_text('host = "spare"\n')
+    db = cfg[cfg.index("--db") + 1]
+    result = run_drift(["since", "--config", str(config), "--db", db], tmp, check=False)
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"drift: no history for host 'spare' in {db} (recorded hosts: gpu-node-7, "
+        "gpu-node-8; pick one with --host): run `drift record` first\n"
+    )
+
+
+def test_a_mistyped_host_in_an_empty_database_says_to_record(tmp_path: Path) -> None:
+    db = str(tmp_path / "d.db")
+    run_drift(["init", "--db", db], tmp_path)
+    result = run_drift(["show", "--db", db, "--host", "typo"], tmp_path, check=False)
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"drift: no history for host 'typo' in {db}: run `drift record` first\n"
+    )
 
 
 @pytest.mark.parametrize(
@@ -162,8 +204,8 @@ def test_a_mistyped_host_names_the_recorded_ones(
         ),
         (
             ["compare", "gpu-node-7", "gpu-node-77"],
-            "no history for host 'gpu-node-77' (did you mean \"gpu-node-7\"?) "
-            "(recorded hosts: gpu-node-7, gpu-node-8)",
+            'no host "gpu-node-77" on record in {db} (did you mean "gpu-node-7"?); '
+            "known: gpu-node-7, gpu-node-8",
         ),
         (
             ["since", "--fleet", "--role", "decoder"],
@@ -180,7 +222,8 @@ def test_a_mistyped_host_names_the_recorded_ones(
 def test_the_fleet_commands_refuse_a_mistyped_name(
     incident: tuple[Path, list[str]], args: list[str], message: str
 ) -> None:
-    assert refused(incident, *args) == f"drift: {message}\n"
+    db = incident[1][incident[1].index("--db") + 1]
+    assert refused(incident, *args) == f"drift: {message.replace('{db}', db)}\n"
 
 
 def test_the_fleet_commands_still_filter_by_a_known_name(

@@ -41,8 +41,8 @@ from drift.analysis.comparison import (
 from drift.analysis.kinds import category
 from drift.analysis.values import Values, where
 from drift.analysis.windows import choose_baseline
-from drift.errors import DriftError, NoHistoryError
-from drift.names import check_known, did_you_mean
+from drift.errors import DriftError
+from drift.names import check_known
 from drift.scope import Scope
 from drift.store.fleet import Fleet, HostInfo
 from drift.store.query import History, SnapshotInfo, StoredVersion
@@ -122,13 +122,8 @@ def _members(
     """The hosts asked for, each read at the moment asked."""
     known = {h.name: h for h in fleet.hosts()}
     if options.hosts:
-        missing = [h for h in options.hosts if h not in known]
-        if missing:
-            names = ", ".join(known) or "none"
-            raise NoHistoryError(
-                f"no history for host {missing[0]!r}{did_you_mean(missing[0], known)} "
-                f"(recorded hosts: {names})"
-            )
+        for host in options.hosts:
+            check_known("host", host, known, f"in {fleet.db.display()}")
         chosen = [known[h] for h in dict.fromkeys(options.hosts)]
     else:
         around = around_us(options, now_us)

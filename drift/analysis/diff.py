@@ -85,18 +85,32 @@ def blind_spots(
     `gaps`, the usual interval and the gaps, is given when `window` holds only
     the records where something happened (drift.store.window.WindowRecords).
     """
-    spots: dict[tuple[str, str | None, str], list[int]] = {}
+    # One blind spot per fact that could not be read: a message that names a pid or a time
+    # changes with each restart, yet it is the same hole. The latest message is told.
+    spots: dict[tuple[str, str | None], list[int]] = {}
+    latest: dict[tuple[str, str | None], tuple[int, str]] = {}
     current_id = window[-1].id if window else baseline.id
-    current_errors: set[tuple[str, str | None, str]] = set()
+    current_errors: set[tuple[str, str | None]] = set()
     for snap in window:
         for err in snap.errors:
-            ident = (err["subject"], err.get("key"), err["message"])
+            ident = (err["subject"], err.get("key"))
             spots.setdefault(ident, []).append(snap.taken_us)
+            if snap.taken_us >= latest.get(ident, (-1, ""))[0]:
+                latest[ident] = (snap.taken_us, err["message"])
             if snap.id == current_id:
                 current_errors.add(ident)
     out = [
-        BlindSpot("error", s, k, m, min(times), max(times), len(times), (s, k, m) in current_errors)
-        for (s, k, m), times in spots.items()
+        BlindSpot(
+            "error",
+            s,
+            k,
+            latest[s, k][1],
+            min(times),
+            max(times),
+            len(times),
+            (s, k) in current_errors,
+        )
+        for (s, k), times in spots.items()
     ]
     usual, pairs = gaps if gaps is not None else _gaps([baseline, *window])
     for a, b in pairs:

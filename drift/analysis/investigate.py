@@ -202,6 +202,7 @@ def investigate(
             scope.switches,
             failures,
             trips,
+            up_to_now=current is None,
         ),
         unchanged=_unchanged(before, after, last, scope.changes, values),
         blind_spots=[_blind_spot(s) for s in spots],

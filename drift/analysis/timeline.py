@@ -34,12 +34,17 @@ def timeline_entries(
     switches: list[ConfigSwitch] | None = None,
     failures: Mapping[str, Failure] | None = None,
     trips: RoundTrips | None = None,
+    *,
+    up_to_now: bool = False,
 ) -> list[TimelineEntry]:
     """Restarts, failures, changes, config switches, health, flapping and marks, in time order.
 
     `trips` are the round trips of the facts that `flapped`: a change undone
     inside the window is its suspect's, placed when it came and when it went;
     a service that stopped and came back is one line, its facts with it.
+    With `up_to_now` (the window runs to the latest record), a mark made since that record
+    is in too: "it broke again" or a note typed a minute ago belongs in the story now, not
+    only once the next record is taken.
     """
     entries: list[tuple[int, TimelineKind, str]] = [
         (s.taken_us, "config", s.text) for s in switches or ()
@@ -91,7 +96,7 @@ def timeline_entries(
             )
         )
     for mark in marks:
-        if baseline.taken_us < mark.at_us <= current.taken_us:
+        if baseline.taken_us < mark.at_us and (up_to_now or mark.at_us <= current.taken_us):
             note = f": {mark.note}" if mark.note else ""
             entries.append((mark.at_us, "mark", f"marked {mark.kind}{note}"))
     entries.sort(key=lambda e: (e[0], e[1]))

@@ -25,7 +25,7 @@ import click
 import jinja2
 from markupsafe import Markup
 
-from drift.display import printable, short, short_against
+from drift.display import SHORT_VALUE, printable, short, short_against
 from drift.errors import TemplateError
 from drift.private_dirs import make_private_dirs
 from drift.render.markdown import md_code, md_fence, md_text
@@ -53,8 +53,35 @@ _STYLES: dict[str, dict[str, Any]] = {
 }
 
 
+# Said once under terminal text where a value was cut: the whole of it is a pipe away.
+CUT_NOTE = "(… marks text cut to fit the screen: piped or with --format json, it is whole)\n"
+
+
+class Cuts:
+    """The `short` filters of one text render: on a terminal they cut long text and count
+    the cuts (so the page can say where the whole text is); piped, they cut nothing, so
+    that grep finds every item whole."""
+
+    def __init__(self, cut: bool) -> None:
+        self.cut = cut
+        self.count = 0
+
+    def _counted(self, text: str | None, shown: str | None) -> str | None:
+        if shown != text:
+            self.count += 1
+        return shown
+
+    def short(self, text: str | None, limit: int = SHORT_VALUE) -> str | None:
+        return self._counted(text, short(text, limit)) if self.cut else text
+
+    def short_against(
+        self, text: str | None, other: str | None, limit: int = SHORT_VALUE
+    ) -> str | None:
+        return self._counted(text, short_against(text, other, limit)) if self.cut else text
+
+
 def make_environment(
-    templates_dir: str | None = None, *, color: bool = False
+    templates_dir: str | None = None, *, color: bool = False, cuts: Cuts | None = None
 ) -> jinja2.Environment:
     """The Jinja environment for drift's templates and those in `templates_dir`.
 
@@ -63,7 +90,12 @@ def make_environment(
     """
     env = jinja2.Environment(
         loader=template_loader(templates_dir),
-        bytecode_cache=_bytecode_cache(),
+        # Jinja folds a filter called on constants (`"Suspects" | paint("heading")`) into the
+        # compiled code: code compiled with colour, or with cutting, is kept apart from code
+        # compiled without, or a piped render would be served a terminal's compiled text.
+        bytecode_cache=_bytecode_cache(
+            f"{'color' if color else 'plain'}-{'cut' if cuts is None or cuts.cut else 'whole'}"
+        ),
         autoescape=jinja2.select_autoescape(AUTOESCAPE_ENDINGS),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
@@ -73,8 +105,8 @@ def make_environment(
     )
     env.filters.update(
         printable=printable,
-        short=short,
-        short_against=short_against,
+        short=short if cuts is None else cuts.short,
+        short_against=short_against if cuts is None else cuts.short_against,
         num=number,
         md=md_text,
         code=md_code,
@@ -105,10 +137,11 @@ def template_cache_dir() -> Path:
     return Path(cache) / "drift" / "templates"
 
 
-def _bytecode_cache() -> jinja2.BytecodeCache | None:
-    """The cache of compiled templates in the user's own 0700 cache folder; None, so every
-    template is compiled, when it cannot be made or is not the user's alone (compiled
-    code loaded from a folder another user can write would run as this one)."""
+def _bytecode_cache(flavour: str) -> jinja2.BytecodeCache | None:
+    """The cache of compiled templates in the user's own 0700 cache folder, one file per
+    template and `flavour` (the filters' settings); None, so every template is compiled,
+    when it cannot be made or is not the user's alone (compiled code loaded from a folder
+    another user can write would run as this one)."""
     folder = template_cache_dir()
     try:
         make_private_dirs(folder)
@@ -117,7 +150,7 @@ def _bytecode_cache() -> jinja2.BytecodeCache | None:
         return None
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
         return None
-    return _QuietBytecodeCache(str(folder))
+    return _QuietBytecodeCache(str(folder), f"__jinja2_%s.{flavour}.cache")
 
 
 def render_template(
@@ -135,10 +168,14 @@ def render_template(
     own. With `color`, the `paint` filter adds ANSI styles around a value it
     shows the same way. With `width` (a terminal's columns), every line is
     wrapped to it by `wrap_lines`, after rendering: templates need not know
-    about widths.
+    about widths. Without one (piped), the `short` filters cut nothing; with one,
+    a page where they cut something ends with CUT_NOTE.
     """
-    env = make_environment(templates_dir, color=color)
-    return wrap_lines(render(env, name, context), width)
+    cuts = Cuts(cut=width is not None)
+    text = render(make_environment(templates_dir, color=color, cuts=cuts), name, context)
+    if cuts.count:
+        text += ("" if text.endswith("\n") else "\n") + CUT_NOTE
+    return wrap_lines(text, width)
 
 
 def render_report(context: dict[str, Any], fmt: str, templates_dir: str | None = None) -> str:

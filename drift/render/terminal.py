@@ -10,6 +10,9 @@ from __future__ import annotations
 import re
 
 MIN_WIDTH = 40  # narrower terminals get 40-column lines: a hanging indent needs room
+# A story's evidence shown on a terminal before "... and N more" (--all, piped, JSON,
+# Markdown and HTML list every one): a package story can hold a hundred.
+EVIDENCE_SHOWN = 10
 _SGR = re.compile(r"\x1b\[[0-9;]*m")  # drift's own colours: values are `printable` already
 _PIECES = re.compile(r" +|[^ ]+")
 # What starts a line and is not its text: a continuation goes under the text after it.

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from drift.errors import NoHistoryError
-from drift.names import did_you_mean
+from drift.names import check_known
 from drift.store.db import DbapiConnection, connect_dbapi
 from drift.store.query import (
     IDS_PER_QUERY,
@@ -98,12 +97,7 @@ class Fleet:
         if isinstance(host, HostInfo):
             return History(self.conn, host.name, host.host_id)
         known = {h.name: h for h in self.hosts()}
-        if host not in known:
-            names = ", ".join(known) or "none"
-            raise NoHistoryError(
-                f"no history for host {host!r} in {self.db.display()}"
-                f"{did_you_mean(host, known)} (recorded hosts: {names})"
-            )
+        check_known("host", host, known, f"in {self.db.display()}")
         return History(self.conn, host, known[host].host_id)
 
     def service_names(self, host_ids: list[int]) -> set[str]:

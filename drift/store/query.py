@@ -21,7 +21,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from drift.errors import NoHistoryError, StoreError, TimeSpecError
-from drift.names import did_you_mean
+from drift.names import did_you_mean, unknown_name
 from drift.store.db import DbapiConnection, connect_dbapi
 from drift.store.delta import MOVING_SQL, PROVENANCE_SQL, TEXT_KEYS
 from drift.store.schema import check_revision, current_revision_dbapi
@@ -136,14 +136,20 @@ class History:
         self._blobs: dict[str, str] = {}
 
     @classmethod
-    def open(cls, db: DbUrl, host: str) -> History:
-        """Open a host's history; NoHistoryError if it has never been recorded."""
+    def open(cls, db: DbUrl, host: str, *, asked: bool = False) -> History:
+        """Open a host's history; NoHistoryError if it has never been recorded.
+
+        A host `asked` for by name (--host) that the database does not hold, while it
+        holds others, is a typo: UnknownNameError naming them, never "record it first".
+        """
         conn = connect_dbapi(db)
         try:
             check_revision(current_revision_dbapi(conn))
             row = conn.execute("SELECT id FROM hosts WHERE name = ?", (host,)).fetchone()
             if row is None:
                 hosts = [r[0] for r in conn.execute("SELECT name FROM hosts ORDER BY name")]
+                if asked and hosts:
+                    raise unknown_name("host", host, hosts, f"in {db.display()}")
                 known = (
                     f"{did_you_mean(host, hosts)} (recorded hosts: {', '.join(hosts)}; "
                     "pick one with --host)"
