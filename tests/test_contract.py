@@ -113,7 +113,8 @@ CONTRACT: dict[str, str] = {
 # What the HTML and Markdown reports add next to the investigation when they render it.
 REPORT_EXTRAS = ("regenerate", "generated_at", "explain", "digests", "picture", "glance")
 TEMPLATES = {
-    "since.txt.j2": (Investigation, ("explain", "digests")),
+    # evidence_shown: how many of a story's changes the terminal lists (None: all)
+    "since.txt.j2": (Investigation, ("explain", "digests", "evidence_shown")),
     "report.html.j2": (Investigation, REPORT_EXTRAS),
     "report.md.j2": (Investigation, REPORT_EXTRAS),
     "show.txt.j2": (StateView, ()),
