@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -137,3 +138,31 @@ def _us(text: str) -> int:
     from datetime import datetime
 
     return int(datetime.fromisoformat(text).timestamp() * 1_000_000)
+
+
+def test_a_restart_said_to_follow_the_edit_is_listed_after_it_however_close(
+    sandbox: Any, tmp_path: Path
+) -> None:
+    """The incident's own pace: the edit, then at once a co-restart of all three. A start is
+    read to the clock tick (10 ms), so it may read a little earlier than the edit's file
+    time; a restart line that says it came after the edit is listed after it all the same."""
+    claims = 0
+    for n in range(5):  # the tick makes it a matter of luck: give it several chances to bite
+        before = run_drift(["record", *_cfg(sandbox)], tmp_path).stdout.split()[1].rstrip(":")
+        script = sandbox.script("decode")
+        script.write_text(script.read_text() + f"export TRY_{n}=1\n")
+        sandbox.restart_all()
+        run_drift(["record", *_cfg(sandbox)], tmp_path)
+        out = run_drift(["since", "--stable", before, "--format", "json", *_cfg(sandbox)], tmp_path)
+        timeline = json.loads(out.stdout)["data"]["timeline"]
+        for restart in (t for t in timeline if t["kind"] == "restart"):
+            for rank in re.findall(r"#(\d+)", restart["text"].partition("after the edit")[2]):
+                edit = next(
+                    t
+                    for t in timeline
+                    if t["kind"] == "change" and t["text"].startswith(f"#{rank} ")
+                )
+                claims += 1
+                assert timeline.index(edit) < timeline.index(restart), timeline
+                assert edit["at"] < restart["at"], (edit, restart)
+    assert claims, "no restart was ordered after an edit by its file time"

@@ -9,7 +9,7 @@ folded into another's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from drift.analysis.excursions import RoundTrips, ServiceStop
 from drift.analysis.failures import Failure
@@ -52,7 +52,7 @@ def timeline_entries(
     trips = trips or RoundTrips({}, {}, (), frozenset())
     # A service seen stopped and back is told by its stop line, with both pids.
     stopped = frozenset(stop.service for stop in trips.stops)
-    entries += restart_entries(events, after_edits(ranked), stopped)
+    entries += restart_entries(events, after_edits(ranked), stopped, edit_times(ranked))
     for failure in (failures or {}).values():
         entries.append((failure.since_us, "failure", f"{failure.service} {failure.summary()}"))
     for r in ranked:
@@ -184,12 +184,24 @@ def restart_entries(
     events: list[RestartEvent],
     after_edits: Mapping[str, list[int]] | None = None,
     stopped: frozenset[str] = frozenset(),
+    edited_at: Mapping[int, int] | None = None,
 ) -> list[tuple[int, TimelineKind, str]]:
     """The timeline's restarts: one line per service restarted several times, one per
     single restart (but of a service `stopped` and back, told by its stop), and one per
     moment services restarted together; a single start that came after an edit by its
-    file time (`after_edits`) says so."""
+    file time (`after_edits`) says so, and is placed after that edit (`edited_at`: each
+    suspect's file time, by rank), even where a start read to the clock tick reads earlier."""
     edits = after_edits or {}
+
+    def placed(at_us: int, restarts: Sequence[Restart]) -> int:
+        times = [
+            (edited_at or {}).get(rank, at_us)
+            for r in restarts
+            if r.count == 1
+            for rank in edits.get(r.service, [])
+        ]
+        return max([at_us, *(t + 1 for t in times)])
+
     entries: list[tuple[int, TimelineKind, str]] = []
     restarts = {id(r): r for e in events for r in e.restarts}.values()
     for r in restarts:
@@ -210,14 +222,29 @@ def restart_entries(
             ordered = "".join(
                 f"; {r.service}{_after(edits, r)}" for r in event.restarts if _after(edits, r)
             )
-            entries.append((event.at_us, "restart", f"co-restart of {names}, {within}{ordered}"))
+            entries.append(
+                (
+                    placed(event.at_us, event.restarts),
+                    "restart",
+                    f"co-restart of {names}, {within}{ordered}",
+                )
+            )
         elif event.restarts[0].count == 1 and event.restarts[0].service not in stopped:
             r = event.restarts[0]
             text = f"restart of {r.service} ({_pids(r)})"
             if _after(edits, r):
                 text += f",{_after(edits, r)}"
-            entries.append((event.at_us, "restart", text))
+            entries.append((placed(event.at_us, [r]), "restart", text))
     return entries
+
+
+def edit_times(ranked: list[RankedStory]) -> dict[int, int]:
+    """Each suspect's file time (by rank), where the records agree with one."""
+    return {
+        r.rank: r.story.changed.edited_us
+        for r in ranked
+        if r.story.changed is not None and r.story.changed.edited_us is not None
+    }
 
 
 def _after(edits: Mapping[str, list[int]], r: Restart) -> str:
