@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -73,6 +74,10 @@ class BlindSpot:
     current: bool  # still true at the current snapshot
 
 
+# A process id in an error message: "pid 812", "/proc/812/".
+_PIDS = re.compile(r"(\bpid |/proc/)\d+")
+
+
 def blind_spots(
     baseline: SnapshotInfo,
     window: list[SnapshotInfo],
@@ -85,15 +90,17 @@ def blind_spots(
     `gaps`, the usual interval and the gaps, is given when `window` holds only
     the records where something happened (drift.store.window.WindowRecords).
     """
-    # One blind spot per fact that could not be read: a message that names a pid or a time
-    # changes with each restart, yet it is the same hole. The latest message is told.
-    spots: dict[tuple[str, str | None], list[int]] = {}
-    latest: dict[tuple[str, str | None], tuple[int, str]] = {}
+    # One blind spot per fact and problem: a message that names a pid changes with each
+    # restart, yet it is the same hole (told by its latest message); two problems of one
+    # subject (a secret key both replaced and readable by others) stay two.
+    Ident = tuple[str, str | None, str]
+    spots: dict[Ident, list[int]] = {}
+    latest: dict[Ident, tuple[int, str]] = {}
     current_id = window[-1].id if window else baseline.id
-    current_errors: set[tuple[str, str | None]] = set()
+    current_errors: set[Ident] = set()
     for snap in window:
         for err in snap.errors:
-            ident = (err["subject"], err.get("key"))
+            ident = (err["subject"], err.get("key"), _PIDS.sub(r"\1N", err["message"]))
             spots.setdefault(ident, []).append(snap.taken_us)
             if snap.taken_us >= latest.get(ident, (-1, ""))[0]:
                 latest[ident] = (snap.taken_us, err["message"])
@@ -102,15 +109,15 @@ def blind_spots(
     out = [
         BlindSpot(
             "error",
-            s,
-            k,
-            latest[s, k][1],
+            ident[0],
+            ident[1],
+            latest[ident][1],
             min(times),
             max(times),
             len(times),
-            (s, k) in current_errors,
+            ident in current_errors,
         )
-        for (s, k), times in spots.items()
+        for ident, times in spots.items()
     ]
     usual, pairs = gaps if gaps is not None else _gaps([baseline, *window])
     for a, b in pairs:
