@@ -24,7 +24,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from bash_oracle import launched
 from bench_scripts import attribute_live  # noqa: E402
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from drift.collectors.flags import parse_flags
@@ -293,6 +293,34 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     preset=st.sampled_from([None, "1"]),
     loop=st.sampled_from(["for", "while"]),
     given_options=st.lists(st.tuples(st.sampled_from(OPTIONS), st.booleans()), max_size=3),
+)
+# An export made in both arms of two branches, the branch choice resting on a
+# string of options whose values the caller may give.
+@example(
+    statements=[
+        ("option", "1", True),
+        ("if", [], [("flag",), ("export", "A", "1")]),
+        ("case", [("flag",), ("option", "1", True)], [("export", "A", "1")]),
+        ("case", [], [("flag",)]),
+    ],
+    background=False,
+    mode=None,
+    preset=None,
+    loop="for",
+    given_options=[],
+)
+@example(
+    statements=[
+        ("if", [], [("flag",)]),
+        ("if", [], [("flag",)]),
+        ("case", [], [("flag",)]),
+        ("case", [("option", "1", False)], []),
+    ],
+    background=False,
+    mode="y",
+    preset=None,
+    loop="for",
+    given_options=[],
 )
 def test_every_single_line_claim_is_the_line_bash_ran(
     workdir: Path,

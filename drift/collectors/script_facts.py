@@ -287,6 +287,7 @@ def _unread_lines(model: Any) -> list[dict[str, Any]]:
 def _flags(model: Any) -> dict[str, list[Possibility]]:
     """flag name -> its possibilities, over every launch and command line the script may run."""
     from drift.shell.patterns import Hole, feasible, unread
+    from drift.shell.values import MAX_VARIANTS
 
     out: dict[str, list[Possibility]] = {}
     for launch in model.launches:
@@ -306,8 +307,10 @@ def _flags(model: Any) -> dict[str, list[Possibility]]:
                         )
                     )
     for launch in model.launches:
-        if launch.unknown:
-            # A command drift cannot read may pass any flag: none is sure to come from a line.
+        if launch.unknown or len(launch.variants) >= MAX_VARIANTS:
+            # A command drift cannot read, or one with more command lines than drift keeps
+            # (a line left out may be the one that ran), may pass any flag: none is sure
+            # to come from a line.
             for possible in out.values():
                 possible.append(Possibility((Hole("?"),), launch.origin, launch.conds, "unknown"))
     return {name: _unique(possible) for name, possible in out.items()}

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from drift.shell.model import Launch
-from drift.shell.patterns import Hole
+from drift.shell.patterns import Hole, feasible
 from drift.shell.values import MAX_ALTERNATIVES, Alt, Binding, Field, Prefix, Seg, dedupe
 
 
@@ -102,7 +102,10 @@ def merge_paths(states: Sequence[State], base: State) -> State:
                     for b in values or caller_bindings(name)
                 )
             bindings.extend(values)
-        merged[name] = dedupe(bindings)[-MAX_ALTERNATIVES:]
+        # A value kept through both sides of one test (`case y)` then `*)` of another
+        # `case` on the same variable) is in no run: left out before the cap.
+        runs = [b for b in bindings if feasible(b.conds)] or bindings
+        merged[name] = dedupe(runs)[-MAX_ALTERNATIVES:]
     out.vars = merged
     out.allexport = any(s.allexport for s in live)
     cwds = {s.cwd for s in live}

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from drift.rooted import Files
 from drift.shell.fields import merge_options, split_fields
-from drift.shell.patterns import Hole
+from drift.shell.patterns import Hole, feasible
 from drift.shell.state import State, caller_bindings
 from drift.shell.syntax import Node, node_text, pieces_between
 from drift.shell.values import (
@@ -133,13 +133,21 @@ class Words:
         return values.pop()
 
     def fields(self, nodes: Sequence[Node], st: State) -> list[tuple[Field, ...]]:
-        """The command lines a list of words may expand to (each a tuple of fields), capped."""
+        """The command lines a list of words may expand to (each a tuple of fields), capped.
+
+        Words whose values come from both sides of one test never meet in a
+        run: such command lines are left out before the cap, which they would
+        otherwise fill with lines no run has, pushing out lines a run has. A
+        list at the cap may have lost some (see `drift.collectors.script_facts`).
+        """
         variants: list[tuple[Field, ...]] = [()]
         for node in nodes:
             word_origin = self.origin(node)
             options = [split_fields(a, word_origin) for a in self.alts(node, st)]
             options = merge_options(list(dict.fromkeys(options)) or [()])
             product = [v + o for v in variants for o in options]
+            runs = [p for p in product if feasible(c for f in p for c in f.conds)]
+            product = runs or product  # none a run can have: keep what was read
             if len(product) > MAX_VARIANTS:
                 product = product[:MAX_VARIANTS]
             variants = product
