@@ -716,7 +716,7 @@ def test_processes_exiting_while_read_never_crash(tmp_path: Path, spawn: Spawn) 
         for spec in specs:
             facts, errors = collect(spec)
             if errors:
-                assert all(e.key is None for e in errors)
+                assert all(e.key is None for e in errors), errors
                 assert "running" not in facts
                 kinds["error"] += 1
             elif facts["running"].value == "true":

@@ -112,12 +112,34 @@ def library_facts(subject: str, pid: int, ctx: CollectContext) -> list[Result]:
     if not maps:
         # A zombie (or a kernel thread) maps nothing: never read as every library unloaded.
         _alive(pid, ctx.proc_root)
-    reader = _Reader(subject, pid, ctx, {"pid": pid, "source": source})
-    out = reader.facts(mapped_files(maps))
-    # Its files are read through /proc/PID/root, which an exiting process takes with it:
-    # what failed then says nothing of the files (a path "deleted", a read "gone").
-    _alive(pid, ctx.proc_root)
+    mappings = mapped_files(maps)
+    for _attempt in range(MAX_REREADS):
+        reader = _Reader(subject, pid, ctx, {"pid": pid, "source": source})
+        out = reader.facts(mappings)
+        # Its files are read through /proc/PID/root, which an exiting process takes with it:
+        # what failed then says nothing of the files (a path "deleted", a read "gone").
+        _alive(pid, ctx.proc_root)
+        if not any(isinstance(r, CollectionError) for r in out):
+            return out
+        # A process that exec'd (a serve script becoming its server) or unmapped a file
+        # while it was read has other mappings now: what failed was the old image's.
+        try:
+            again = mapped_files(read_maps(pid, ctx.proc_root))
+        except OSError:
+            return out
+        if [_where(m) for m in again] == [_where(m) for m in mappings]:
+            return out
+        mappings = again
     return out
+
+
+# How often a process whose mappings changed while they were read is read again.
+MAX_REREADS = 3
+
+
+def _where(m: Mapping) -> tuple[str, str, tuple[int, int], int]:
+    """What names a mapping: its file, the range it is at, the file's device and inode."""
+    return (m.path, m.span, m.dev, m.inode)
 
 
 def read_maps(pid: int, proc_root: str) -> bytes:

@@ -240,6 +240,13 @@ def _rewritten_title(
         return None
     if words and _names_a_program(words[0], exe, cwd, f"{proc_root}/{proc.pid}/root"):
         return None
+    # A process in the middle of an exec (`exec -a NAME prog`) shows no environment for a
+    # moment: a title is a lasting claim, taken only when a second reading says the same.
+    try:
+        if proc.environ() or proc.cmdline() != words:
+            return None
+    except psutil.AccessDenied:
+        return None
     return storable(" ".join(w for w in words if w))
 
 
