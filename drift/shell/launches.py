@@ -6,6 +6,11 @@ launch if it is an ``exec`` or the best server-looking command of its path,
 with the environment it receives there. A shell it starts (``bash -c
 "..."``, ``bash FILE``, ``bash <<EOF``) or a shell script it runs is
 followed instead, and what that child launches counts.
+
+One idea, kept whole past 500 lines: every way a command can become the
+server (exec, a wrapper, a shell it starts, an eval'd string, a function
+called by a built name, a launch in the background) ends in the same
+choice of launch candidates, and reads best beside it.
 """
 
 from __future__ import annotations

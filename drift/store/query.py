@@ -5,6 +5,9 @@ templates stay independent of the database. It speaks DB-API through
 drift.store.db's DbapiConnection (`?` placeholders on SQLite and
 PostgreSQL), as the writer does: a read command imports no SQLAlchemy,
 which alone costs a `drift since` 250 ms before it reads a row.
+
+One idea, kept whole past 500 lines: every read of one host's history goes
+through `History`, whose queries share its host id, dialect and chunking.
 """
 
 from __future__ import annotations
