@@ -417,6 +417,11 @@ VALUES = (
 )
 
 
+# Fields whose value drift picks from a closed set (a change's kind, a story's status, a
+# change's role): templates branch on them, so a drawn "added" would only change the branch.
+DRIFT_WORDS = frozenset({"kind", "status", "role"})
+
+
 def substitute(context: Any, value: Callable[[], str], key: str = "") -> Any:
     """`context` with every string (and every dict key a template shows) from `value`.
 
@@ -433,6 +438,8 @@ def substitute(context: Any, value: Callable[[], str], key: str = "") -> Any:
     if isinstance(context, list):
         return [substitute(v, value, key) for v in context]
     if isinstance(context, str):
+        if key in DRIFT_WORDS:
+            return context  # drift's own word from a closed set, never text from the box
         if key == "subject" and ":" in context:
             return context.split(":", 1)[0] + ":" + value()
         return value()
@@ -582,10 +589,16 @@ def test_on_a_terminal_a_wrapped_value_goes_on_indented(data: st.DataObject, wid
     screen = render_template("since.txt.j2", context, color=True, width=width)
     plain = re.sub(r"\x1b\[[0-9;]*m", "", screen)
     assert hidden(plain, allowed="\n") == set()
-    assert plain == wrap_lines(piped, width)  # colour changes no line
+    cut = "cut to fit the screen" in plain.replace("\n", " ")
+    if not cut:
+        assert plain == wrap_lines(piped, width)  # colour changes no line
+    else:
+        # A value too long for the screen is cut on a terminal (never piped), and the page
+        # ends saying where it is whole.
+        assert "piped or with --format json, it is" in plain.replace("\n", " ")
     began = [line.expandtabs() for line in piped.split("\n")]  # a terminal line has no tab
     for line in plain.split("\n"):
-        if line and not line.startswith(" "):
+        if line and not line.startswith(" ") and not (cut and ("…" in line or "cut to" in line)):
             assert any(p.startswith(line) for p in began), line
 
 
