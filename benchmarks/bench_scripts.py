@@ -401,6 +401,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", type=Path, default=ROOT / "tests" / "shell_corpus")
     parser.add_argument("--json", type=Path, help="write the per-case results here")
     parser.add_argument("-v", "--verbose", action="store_true", help="every answer not right")
+    parser.add_argument(
+        "--misses-of",
+        choices=("tuned", "heldout", "all"),
+        default="tuned",
+        help="whose misses -v lists (default: tuned; held-out is read for its figure only)",
+    )
     args = parser.parse_args(argv)
 
     cases = sorted(p for p in args.corpus.iterdir() if (p / "case.json").exists())
@@ -440,6 +446,8 @@ def main(argv: list[str] | None = None) -> int:
         timing[f"generated_{lines}_ms"] = round(drift_ms, 1)
     if args.verbose:
         for r in results:
+            if args.misses_of != "all" and r.split != args.misses_of:
+                continue
             for note in r.notes:
                 print(f"  {r.name}: {note}")
             for note in r.notes_untold:
