@@ -145,3 +145,21 @@ def test_the_count_is_systemd_s_when_it_saw_more_than_the_records() -> None:
         Restart("router", "1", "2", 4 * MIN, ()), service_runs({}, plain)["router"], 1
     )
     assert (restart.count, restart.counted_by) == (2, "records")
+
+
+def test_a_new_process_started_within_a_second_of_the_last_is_a_start() -> None:
+    """A restart made at once after the baseline process started (a quick replay, a crash a
+    moment after start) is a new pid: it counts, however close the two starts are."""
+    before = {
+        ("service:router", "started_at"): version("started_at", iso(30 * SEC), 1, 2),
+        ("service:router", "pid"): version("pid", "4100", 1, 2),
+    }
+    inside = [
+        version("started_at", iso(30 * SEC + 400_000), 2, None),
+        version("pid", "4177", 2, None),
+    ]
+    runs = service_runs(before, inside)["router"]
+    assert window_starts(runs, 1) == [30 * SEC + 400_000]
+    # The same process read again (drift began to record systemd's stamp of it) stays none.
+    same = service_runs(before, [version("unit:exec_main_start", iso(30 * SEC + 4_000), 2, None)])
+    assert window_starts(same["router"], 1) == []

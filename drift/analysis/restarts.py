@@ -180,7 +180,8 @@ def window_starts(runs: ServiceRuns, baseline_id: int) -> list[int]:
 
     Two readings of one start by one record (``started_at`` and systemd's
     start of the run) are one start; a start no later than the baseline's
-    process is that process read again (a fact drift began to record later).
+    process is that process read again (a fact drift began to record later),
+    unless the record that read it also saw a pid the baseline did not have.
     """
     before = [
         moment
@@ -189,11 +190,19 @@ def window_starts(runs: ServiceRuns, baseline_id: int) -> list[int]:
         if v.first_snapshot_id <= baseline_id and (moment := parse_time_us(v.value)) is not None
     ]
     floor = max(before) + SAME_START_US if before else None
+    # A record that saw a pid the baseline never had saw a new process, however soon
+    # after the baseline's it started: the floor only guards readings of one process.
+    baseline_pids = {v.value for v in runs.of("pid") if v.first_snapshot_id <= baseline_id}
+    new_process = {
+        v.first_snapshot_id for v in runs.inside("pid", baseline_id) if v.value not in baseline_pids
+    }
     by_record: dict[int, list[int]] = {}
     for key in ("unit:exec_main_start", "started_at"):
         for v in runs.inside(key, baseline_id):
             moment = parse_time_us(v.value)
-            if moment is None or (floor is not None and moment < floor):
+            if moment is None:
+                continue
+            if floor is not None and moment < floor and v.first_snapshot_id not in new_process:
                 continue
             seen = by_record.setdefault(v.first_snapshot_id, [])
             if not any(abs(moment - other) < SAME_START_US for other in seen):
