@@ -221,6 +221,16 @@ def attribute_together(
     this way are applied until nothing more is learnt.
     """
     known = set(known)
+    # The command line that runs singles out its branch most surely (its words are the
+    # script's own): the other values are read on that branch. A value no possibility
+    # of that branch gives is not the script's there (a `conda run` activation, the
+    # caller), never the line of another branch that could give it.
+    for key, (script, live) in pairs.items():
+        if _is_exec(key):
+            launched = attribute(script, live, known)
+            if launched is not None and launched.single is not None:
+                if feasible(known | set(launched.held)):
+                    known |= set(launched.held)
     out: dict[K, Attribution | None] = {}
     for _round in range(4):
         out = {key: attribute(script, live, known) for key, (script, live) in pairs.items()}
@@ -232,6 +242,11 @@ def attribute_together(
             break
         known = learnt
     return out
+
+
+def _is_exec(key: object) -> bool:
+    """Whether a pair's key is a script's exec fact (``"exec"`` or ``(script, "exec")``)."""
+    return key == "exec" or (isinstance(key, tuple) and bool(key) and key[-1] == "exec")
 
 
 def passed_flags(
