@@ -40,9 +40,12 @@ import psutil
 from drift.collectors.hashing import RACY_WINDOW_NS, HashProgress, Read, read_all, read_opened
 from drift.collectors.packages import normalise
 from drift.collectors.process import stat_fields
+from drift.collectors.small_files import Unread, read_small
 from drift.facts import CachedStat, CollectContext, CollectionError, Fact, storable
 
 Result = Fact | CollectionError
+
+RECORD_BYTES = 32 << 20  # a RECORD lists every file of its distribution: torch's is some 2 MB
 
 MAX_LIBRARY = 64 << 30
 """A mapped file larger than this is recorded by its stat, not read (none is, in practice)."""
@@ -410,10 +413,12 @@ class Owners:
         if cached is not None:
             return cached.split("\n") if cached else ()
         try:
-            with open(host, "rb") as f:
-                text = f.read().decode("utf-8", "surrogateescape")
-        except OSError:
+            data = read_small(host, RECORD_BYTES)
+        except Unread:
+            data = None  # which files it owns is unknown: they are named by path alone
+        if data is None:
             return ()
+        text = data.decode("utf-8", "surrogateescape")
         listed = sorted(_shared_objects(text))
         if time.time_ns() - st.st_ctime_ns < RACY_WINDOW_NS:
             return listed  # may be written again within its timestamps' tick: read it next time
