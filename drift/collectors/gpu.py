@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import cast
 from xml.etree import ElementTree
 
-from defusedxml import DefusedXmlException, EntitiesForbidden
+from defusedxml import EntitiesForbidden
 from defusedxml.ElementTree import DefusedXMLParser
 
 from drift.collectors.commands import run_bounded
@@ -273,7 +273,8 @@ def _bounded_tree(data: bytes) -> ElementTree.Element:
         raise GpuReadError(
             "output declares XML entities, which nvidia-smi never does: not read"
         ) from None
-    except (ElementTree.ParseError, DefusedXmlException) as exc:
+    except (ElementTree.ParseError, ValueError) as exc:  # DefusedXmlException; an encoding
+        # expat cannot take ("multi-byte encodings are not supported")
         raise GpuReadError(f"output is not XML ({exc})") from None
     if root is None:
         raise GpuReadError(f"output is not nvidia-smi's XML (its root is <{target.root}>)")

@@ -75,9 +75,17 @@ def unit_journal(unit: str, systemctl: Sequence[str], timeout: float = TIMEOUT) 
     if run.exit_code != 0:
         reason = run.stderr_last_line or "no output"
         raise JournalError(f"{command} failed (exit {run.exit_code}): {reason}")
+    entries, skipped = read_entries(run.stdout)
+    lines = select_runs(list(reversed(entries)), command)
+    return replace(lines, skipped=skipped) if skipped else lines
+
+
+def read_entries(output: bytes) -> tuple[list[JournalEntry], int]:
+    """The entries of runs in journalctl's JSON output, in its order, and how many were
+    broken (skipped, never guessed)."""
     entries: list[JournalEntry] = []
     skipped = 0
-    for raw in run.stdout.splitlines():
+    for raw in output.splitlines():
         try:
             entry = _entry(raw)
         except UnreadableEntry:
@@ -85,8 +93,7 @@ def unit_journal(unit: str, systemctl: Sequence[str], timeout: float = TIMEOUT) 
             continue
         if entry is not None:
             entries.append(entry)
-    lines = select_runs(list(reversed(entries)), command)
-    return replace(lines, skipped=skipped) if skipped else lines
+    return entries, skipped
 
 
 def select_runs(entries: list[JournalEntry], command: str) -> JournalLines:
