@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 from drift.collectors.gpu import GpuReadError, parse_smi_xml, reading_facts
 from drift.collectors.journal import read_entries
 from drift.collectors.packages import distribution
-from drift.collectors.small_files import TIMEOUT, Unread, read_head, read_small
 from drift.facts import CollectContext, Fact
+from drift.small_files import TIMEOUT, Unread, read_head, read_small
 
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 SECONDS = TIMEOUT + 1.0  # one input's time, at most

@@ -40,8 +40,8 @@ import psutil
 from drift.collectors.hashing import RACY_WINDOW_NS, HashProgress, Read, read_all, read_opened
 from drift.collectors.packages import normalise
 from drift.collectors.process import stat_fields
-from drift.collectors.small_files import Unread, read_small
 from drift.facts import CachedStat, CollectContext, CollectionError, Fact, storable
+from drift.small_files import Unread, read_small
 
 Result = Fact | CollectionError
 

@@ -33,8 +33,8 @@ from typing import Any
 
 from drift.collectors.hashing import RACY_WINDOW_NS
 from drift.collectors.python_env import PythonEnv, PythonUnknown, is_interpreter, python_env
-from drift.collectors.small_files import Unread, as_text, read_head, read_small
 from drift.facts import CachedStat, CollectContext, CollectionError, Fact, storable
+from drift.small_files import Unread, as_text, read_head, read_small
 
 Result = Fact | CollectionError
 
@@ -207,7 +207,7 @@ def _package_facts(
 def distribution(where: str, ctx: CollectContext) -> tuple[str, str, str, str] | None:
     """(Name, Version, installer, source) of one dist-info or egg-info; None without a Name.
 
-    Unread when a file of it is there but not read (`drift.collectors.small_files`).
+    Unread when a file of it is there but not read (`drift.small_files`).
     """
     # Two stats in the usual case (a dist-info folder's METADATA, and the folder):
     # this runs for every distribution at every record.

@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from drift.collectors.small_files import Unread, as_text, read_small
+from drift.small_files import Unread, as_text, read_small
 
 # python, python3, python3.11, python3.11d: the names CPython installs itself under.
 PTH_BYTES = 1 << 20  # a .pth file names folders, one a line

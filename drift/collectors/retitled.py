@@ -27,8 +27,8 @@ from drift.collectors.packages import (
     unread_facts,
 )
 from drift.collectors.python_env import PythonUnknown, mapped_interpreter
-from drift.collectors.small_files import Unread
 from drift.facts import CollectContext, Fact, storable
+from drift.small_files import Unread
 
 
 def retitled_python_facts(subject: str, pid: int, exe: str, ctx: CollectContext) -> list[Result]:

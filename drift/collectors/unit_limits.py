@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import os
 
-from drift.collectors.small_files import Unread, as_text, read_small
 from drift.collectors.systemd import LIMITS, UnitState
 from drift.collectors.unit_files import MAX_UNIT_FILE, service_assignments
 from drift.facts import Fact
+from drift.small_files import Unread, as_text, read_small
 
 
 def limit_facts(subject: str, state: UnitState, root: str | None) -> list[Fact]:

@@ -5,9 +5,11 @@ world-writable folder: a METADATA there may be a FIFO nobody writes (an open
 that never returns), a link to /dev/zero (a read that never ends) or a
 16 MB file with no blank line. `drift record` runs as root every minute, so
 every small file a collector reads (a distribution's METADATA, PKG-INFO,
-INSTALLER, RECORD, direct_url.json, top_level.txt; pyvenv.cfg and ``*.pth``;
-a checkout's HEAD, refs and packed-refs; unit files and /proc files) goes
-through here, as the files collector's own reads do:
+INSTALLER, RECORD, direct_url.json; pyvenv.cfg, ``*.pth`` and site.py; a
+checkout's HEAD, refs and packed-refs; serve scripts and the files they
+source; unit files, drop-ins and EnvironmentFiles, through
+`drift.rooted.Files` inside a container too) goes through here, as the files
+collector's own reads do:
 
 - opened ``O_NONBLOCK`` (a FIFO opens at once) and, unless a link is
   expected there, ``O_NOFOLLOW`` (a planted link is refused, not read as root);
@@ -30,8 +32,21 @@ import errno
 import os
 import stat
 import time
+from typing import Any, Protocol
 
-from drift.rooted import HOST, Files
+
+class Opener(Protocol):
+    """What opens a path: the host (os.open) or a container's root (`drift.rooted`)."""
+
+    def open(self, path: str, flags: int) -> int: ...
+
+
+class _Host:
+    def open(self, path: str, flags: int) -> int:
+        return os.open(path, flags)
+
+
+HOST: Opener = _Host()
 
 SMALL = 64 << 10
 """A marker file's bound (INSTALLER, direct_url.json, HEAD, a loose ref, pyvenv.cfg)."""
@@ -41,50 +56,76 @@ CHUNK = 64 << 10
 
 _FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
 _ABSENT = (errno.ENOENT, errno.ENOTDIR)
-_TYPES = (
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISDIR, "a folder"),
-)
+
+
+def file_type(mode: int) -> str:
+    """What a file that is not regular is, in words ("a FIFO")."""
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "a special file"
 
 
 class Unread(Exception):
-    """A file that is there but was not read: the message says which and why."""
+    """A file that is there but was not read: the message says which and why.
 
-    def __init__(self, path: str, reason: str) -> None:
+    `kind` says why in one word: "link" (a symlink where none is expected,
+    or too many), "type" (not a regular file), "size", "slow", or "error"
+    (the open or the read failed: `errno` is set).
+    """
+
+    def __init__(self, path: str, reason: str, kind: str, errno_: int | None = None) -> None:
         super().__init__(f"cannot read {path}: {reason}")
         self.path = path
         self.reason = reason
+        self.kind = kind
+        self.errno = errno_
 
 
-def read_small(
+def read_small(path: str, limit: int = SMALL, **how: Any) -> bytes | None:
+    """The whole of a regular file of at most `limit` bytes; None if it is not there.
+
+    Raises Unread for a file that is a link (unless ``follow=True``), not a
+    regular file, larger than `limit`, unreadable, or slower than its time
+    bound. `how` is `read_small_stat`'s keywords.
+    """
+    found = read_small_stat(path, limit, **how)
+    return None if found is None else found[0]
+
+
+def read_small_stat(
     path: str,
     limit: int = SMALL,
     *,
     follow: bool = False,
-    files: Files = HOST,
+    files: Opener = HOST,
     timeout: float = TIMEOUT,
-) -> bytes | None:
-    """The whole of a regular file of at most `limit` bytes; None if it is not there.
-
-    Raises Unread for a file that is a link (unless `follow`), not a regular
-    file, larger than `limit`, unreadable, or slower than `timeout`.
-    """
+) -> tuple[bytes, os.stat_result] | None:
+    """As `read_small`, with the file's stat taken after the read: the last write of the
+    bytes read is no later than its ctime."""
     fd = _open(path, follow, files)
     if fd is None:
         return None
     try:
-        size = os.fstat(fd).st_size
-        if size > limit:
-            raise Unread(path, f"{size:,} bytes, over the {limit:,} drift reads")
+        if os.fstat(fd).st_size > limit:
+            raise Unread(path, _larger(limit), "size")
         data = _read(fd, path, limit + 1, None, timeout)
+        after = os.fstat(fd)
     finally:
         os.close(fd)
     if len(data) > limit:  # grew since, or a /proc file (whose size is 0)
-        raise Unread(path, f"over the {limit:,} bytes drift reads")
-    return data
+        raise Unread(path, _larger(limit), "size")
+    return data, after
+
+
+def _larger(limit: int) -> str:
+    return f"larger than {limit:,} bytes, not read"
 
 
 def read_head(
@@ -93,7 +134,7 @@ def read_head(
     until: bytes = b"",
     *,
     follow: bool = False,
-    files: Files = HOST,
+    files: Opener = HOST,
     timeout: float = TIMEOUT,
 ) -> bytes | None:
     """A regular file's first bytes: up to the first `until` (excluded) if it comes within
@@ -114,27 +155,28 @@ def as_text(data: bytes) -> str:
     return data.decode("utf-8", "replace")
 
 
-def _open(path: str, follow: bool, files: Files) -> int | None:
+def _open(path: str, follow: bool, files: Opener) -> int | None:
     flags = _FLAGS if follow else _FLAGS | os.O_NOFOLLOW
     try:
         fd = files.open(path, flags)
     except OSError as exc:
         if exc.errno in _ABSENT:
             return None
-        if exc.errno == errno.ELOOP and not follow:
-            raise Unread(path, "a symlink, where drift expects a file") from None
-        raise Unread(path, exc.strerror or str(exc)) from None
-    except ValueError as exc:  # a NUL byte in the name
-        raise Unread(path, str(exc)) from None
+        if exc.errno == errno.ELOOP:
+            if follow:
+                raise Unread(path, "too many levels of symbolic links", "link") from None
+            raise Unread(path, "a symlink, where drift expects a file", "link") from None
+        raise Unread(path, f"cannot open: {exc.strerror or exc}", "error", exc.errno) from None
+    except ValueError:  # a NUL byte in the name
+        raise Unread(path, "cannot open: not a path", "error") from None
     try:
         mode = os.fstat(fd).st_mode
     except OSError as exc:
         os.close(fd)
-        raise Unread(path, exc.strerror or str(exc)) from None
+        raise Unread(path, f"cannot open: {exc.strerror or exc}", "error", exc.errno) from None
     if not stat.S_ISREG(mode):
         os.close(fd)
-        kind = next((name for test, name in _TYPES if test(mode)), "not a regular file")
-        raise Unread(path, f"{kind}, not a regular file")
+        raise Unread(path, f"{file_type(mode)}, not a regular file", "type")
     return fd
 
 
@@ -148,7 +190,7 @@ def _read(fd: int, path: str, limit: int, until: bytes | None, timeout: float) -
         try:
             chunk = os.read(fd, min(CHUNK, limit - got))
         except OSError as exc:
-            raise Unread(path, exc.strerror or str(exc)) from None
+            raise Unread(path, f"cannot read: {exc.strerror or exc}", "error", exc.errno) from None
         if not chunk:
             break
         chunks.append(chunk)
@@ -158,5 +200,5 @@ def _read(fd: int, path: str, limit: int, until: bytes | None, timeout: float) -
                 break
             tail = (tail + chunk)[-(len(until) - 1) :] if len(until) > 1 else b""
         if time.monotonic() > deadline:
-            raise Unread(path, f"read took over {timeout:g} s")
+            raise Unread(path, f"read took over {timeout:g} s", "slow")
     return b"".join(chunks)
