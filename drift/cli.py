@@ -776,9 +776,13 @@ def _say_pruned(result: PruneResult) -> None:
 
 
 def _size(database: Any) -> int | None:
-    """The size of an SQLite history's file (None for PostgreSQL)."""
+    """The size of an SQLite history's file (None for PostgreSQL, or a file not there: the
+    prune that follows says so in its words)."""
     path = database.sqlite_path
-    return None if path is None else int(path.stat().st_size)
+    try:
+        return None if path is None else int(path.stat().st_size)
+    except OSError:
+        return None
 
 
 @cli.command(short_help="Replay the motivating incident in a sandbox.")
@@ -901,7 +905,7 @@ def db_current(obj: DriftContext) -> None:
     """Print the database's schema revision and the one this drift needs."""
     from drift.errors import NoDatabaseError
     from drift.store.db import connect_dbapi
-    from drift.store.schema import HEAD_REVISION, current_revision_dbapi
+    from drift.store.schema import HEAD_REVISION, current_revision_dbapi, revision_status
 
     database = obj.db_url()
     try:
@@ -914,7 +918,7 @@ def db_current(obj: DriftContext) -> None:
         revision = current_revision_dbapi(conn)
     finally:
         conn.close()
-    status = "up to date" if revision == HEAD_REVISION else "run `drift db upgrade`"
+    status = revision_status(revision)
     click.echo(
         f"{database.display()}: schema {revision or '(none)'}; this drift needs "
         f"{HEAD_REVISION} ({status})"

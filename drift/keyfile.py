@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from drift.errors import ConfigError
+from drift.small_files import file_type
 
 KEY_BYTES = 32
 FINGERPRINT_LABEL = b"drift secret key fingerprint v1"
@@ -105,7 +106,7 @@ def _read_key(path: Path) -> SecretKey | None:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise ConfigError(
-                f"{path}: cannot read secret key: it is {_file_type(info.st_mode)}, "
+                f"{path}: cannot read secret key: it is {file_type(info.st_mode)}, "
                 "not a regular file"
             )
         if info.st_uid != os.geteuid():
@@ -133,19 +134,6 @@ def _target(path: Path) -> str:
         return os.readlink(path)
     except OSError:
         return "?"
-
-
-def _file_type(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-    ):
-        if test(mode):
-            return name
-    return "a special file"
 
 
 def _user(uid: int) -> str:

@@ -18,12 +18,13 @@ import errno
 import os
 import stat
 
+from drift.small_files import Unread, read_head, read_small
+
 MAX_LINKS = 40
 """Symlinks followed in one path before giving up, as the kernel does (ELOOP)."""
 
 _DIRECTORY = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
 _LOOK = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
-_READ_REGULAR = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW
 
 
 class Files:
@@ -84,39 +85,20 @@ class Files:
 
     def read_regular(self, path: str, limit: int) -> bytes | None:
         """A file's bytes if it is a regular file of at most `limit` bytes (never a FIFO,
-        device or symlink), else None.
+        device or symlink), else None (`drift.small_files.read_small`).
         """
-        fd = self._open_regular(path, _READ_REGULAR)
-        if fd is None:
+        try:
+            return read_small(path, limit, files=self)
+        except Unread:
             return None
-        with os.fdopen(fd, "rb") as f:
-            if os.fstat(f.fileno()).st_size > limit:
-                return None
-            return f.read(limit + 1)
 
     def first_line(self, path: str, limit: int) -> bytes | None:
-        """At most `limit` bytes of the first line of a regular file, or None."""
-        fd = self._open_regular(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        if fd is None:
-            return None
-        with os.fdopen(fd, "rb") as f:
-            return f.readline(limit)
-
-    def _open_regular(self, path: str, flags: int) -> int | None:
-        """A descriptor of `path` if it is a regular file, else None. The type is checked on
-        the descriptor before Python wraps it: a folder opens, then fails to wrap."""
+        """At most `limit` bytes of the first line of a regular file (without its newline),
+        or None."""
         try:
-            fd = self.open(path, flags)
-        except (OSError, ValueError):
+            return read_head(path, limit, b"\n", follow=True, files=self)
+        except Unread:
             return None
-        try:
-            regular = stat.S_ISREG(os.fstat(fd).st_mode)
-        except OSError:
-            regular = False
-        if not regular:
-            os.close(fd)
-            return None
-        return fd
 
 
 HOST = Files()

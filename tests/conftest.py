@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,9 +25,22 @@ def drift_env(tmp_path: Path) -> dict[str, str]:
 
 
 def run_drift(
-    args: list[str], tmp_path: Path, *, check: bool = True, timeout: float = 60
+    args: list[str],
+    tmp_path: Path,
+    *,
+    check: bool = True,
+    timeout: float = 60,
+    memory: int | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run the installed drift command; fail loudly with its output on a bad exit."""
+    """Run the installed drift command; fail loudly with its output on a bad exit.
+
+    `memory` bounds its address space (bytes): past it, an allocation fails.
+    """
+
+    def bound() -> None:
+        if memory is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
     result = subprocess.run(
         [DRIFT, *args],
         capture_output=True,
@@ -35,6 +49,7 @@ def run_drift(
         env=drift_env(tmp_path),
         cwd=tmp_path,
         stdin=subprocess.DEVNULL,
+        preexec_fn=bound if memory is not None else None,
     )
     if check:
         assert result.returncode == 0, (

@@ -87,6 +87,36 @@ def test_reading_a_database_that_does_not_exist_says_how_to_start(tmp_path: Path
     assert not (tmp_path / "none.db").exists()
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["prune", "--keep", "90d"],
+        ["prune", "--keep", "90d", "--yes"],
+        ["prune", "--keep", "90d", "--dry-run"],
+        ["since"],
+        ["show"],
+        ["history", "x"],
+        ["diff", "#1", "#2"],
+        ["report", "-o", "r.html"],
+        ["mark", "stable"],
+        ["db", "current"],
+        ["compare", "--fleet"],
+    ],
+    ids=" ".join,
+)
+def test_every_command_on_a_database_that_does_not_exist_is_one_line(
+    tmp_path: Path, args: list[str]
+) -> None:
+    config = tmp_path / "drift.toml"
+    config.write_text('host = "cli"\n')
+    db = tmp_path / "none.db"
+    result = run_drift([*args, "--config", str(config), "--db", str(db)], tmp_path, check=False)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("drift: ") and result.stderr.count("\n") == 1, result.stderr
+    assert f"{db}: no drift database here yet" in result.stderr
+    assert not db.exists()
+
+
 def test_record_without_any_config_says_how_to_make_one(tmp_path: Path) -> None:
     result = run_drift(["record", "--db", str(tmp_path / "d.db")], tmp_path, check=False)
     assert result.returncode == 2

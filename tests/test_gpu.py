@@ -114,8 +114,12 @@ def edited(xml: bytes, gpu_uuid: str, **paths: str) -> bytes:
 
 
 def without_gpu(xml: bytes, gpu_uuid: str) -> bytes:
+    """`xml` as nvidia-smi writes it without that GPU: one fewer listed, and attached."""
     root = ElementTree.fromstring(xml)
     root.remove(next(g for g in root.iterfind("gpu") if g.findtext("uuid") == gpu_uuid))
+    attached = root.find("attached_gpus")
+    assert attached is not None
+    attached.text = str(len(root.findall("gpu")))
     return ElementTree.tostring(root, xml_declaration=True)
 
 
@@ -227,6 +231,23 @@ FAILURES = {
     "entities": (
         "printf '<!DOCTYPE x [<!ENTITY a \"aaaa\">]><nvidia_smi_log>&a;</nvidia_smi_log>'",
         "output declares XML entities",
+    ),
+    # The same in UTF-16, where the bytes "<!ENTITY" never appear: the name would be "PWNED".
+    "entities in UTF-16": (
+        'printf \'<?xml version="1.0" encoding="UTF-16"?><!DOCTYPE x [<!ENTITY a "PWNED">]>'
+        "<nvidia_smi_log><attached_gpus>1</attached_gpus><gpu><uuid>GPU-1</uuid>"
+        "<product_name>&a;</product_name></gpu></nvidia_smi_log>' | iconv -t UTF-16",
+        "output declares XML entities",
+    ),
+    # No GPU, and 3 million levels of nesting (12 MB): bounded, and not "every GPU removed".
+    "deep": (
+        "printf '<nvidia_smi_log>'; yes '<a>' | head -n 3000000 | tr -d '\\n'",
+        "output nests deeper than 16 levels",
+    ),
+    "no GPU listed": (
+        "echo '<nvidia_smi_log><driver_version>550.54.15</driver_version>"
+        "<attached_gpus>4</attached_gpus></nvidia_smi_log>'",
+        "output lists 0 GPUs and says 4 attached",
     ),
 }
 

@@ -491,3 +491,37 @@ def test_packages_and_libraries_first_read_are_now_tracked_not_a_change(
     sections = [s for c in data["scope"]["changes"] for s in c["sections"]]
     assert "libraries: +decode" in sections
     assert "packages: +decode" in sections
+
+
+# --- names the kernel escapes or marks -----------------------------------------------------
+
+
+def test_a_name_with_a_newline_or_ending_in_deleted_is_its_file_until_unlinked(
+    tmp_path: Path, libdir: Path
+) -> None:
+    """The kernel writes a newline as \\012 and marks an unlinked file " (deleted)"; a file
+    may be named either way. The inode says which file it is, and whether it is gone."""
+    newline = libdir / "libnew\nline.so"
+    marked = libdir / "libold.so (deleted)"
+    for lib in (newline, marked):
+        shutil.copyfile(system_libz(), lib)
+    box = Server(tmp_path, [newline, marked])
+    box.start()
+    try:
+        maps = Path(f"/proc/{box.pid}/maps").read_text()
+        assert "libnew\\012line.so" in maps and "libold.so (deleted)\n" in maps
+        write_config(tmp_path, box.pidfile)
+        record(tmp_path)
+        record(tmp_path)
+        facts = shown(tmp_path)
+        libs = {k for k in facts if k.startswith(("lib:", "lib_disk:")) and str(libdir) in k}
+        # Both are mapped and on disk as they are: no lib_disk fact, no blind spot.
+        assert len(libs) == 2 and all(k.startswith("lib:") for k in libs), libs
+        assert f"lib:{marked}" in libs
+        assert library_suspects(since(tmp_path)) == []
+        # Now the one named "(deleted)" really is: the kernel writes "... (deleted) (deleted)".
+        marked.unlink()
+        record(tmp_path)
+        assert shown(tmp_path)[f"lib_disk:{marked}"] == "deleted"
+    finally:
+        box.stop()

@@ -265,6 +265,10 @@ def test_record_refuses_a_database_from_a_newer_drift(tmp_path: Path) -> None:
     assert snapshots(db) == 1
     upgrade = run_drift(["db", "upgrade", *cfg], tmp_path, check=False)
     assert upgrade.returncode == 2 and "newer drift" in upgrade.stderr
+    # `db current` names the newer schema and the way out: a newer drift, not `db upgrade`.
+    current = run_drift(["db", "current", *cfg], tmp_path).stdout
+    assert "schema 9999;" in current and "written by a newer drift: upgrade drift" in current
+    assert "run `drift db upgrade`" not in current
 
 
 def test_a_file_that_is_not_a_database_is_one_line(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "resources",
             "atomic",
             "private_dirs",
+            "small_files",
             "rooted",
             "facts",
             "declaration",

@@ -23,7 +23,11 @@ import shlex
 import shutil
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import cast
 from xml.etree import ElementTree
+
+from defusedxml import EntitiesForbidden
+from defusedxml.ElementTree import DefusedXMLParser
 
 from drift.collectors.commands import run_bounded
 from drift.config import GpuSpec
@@ -157,21 +161,23 @@ def _first_line(data: bytes) -> str:
 def parse_smi_xml(data: bytes) -> GpuReading:
     """The facts of `nvidia-smi -q -x` output; GpuReadError if it is not that XML.
 
-    No entity is expanded: output that declares any is refused, as nvidia-smi
-    never writes one (its DTD is named, not loaded).
+    Parsed by defusedxml, so no entity is ever expanded whatever the output's
+    encoding (nvidia-smi never declares one: output that does is refused), and
+    bounded: past MAX_DEPTH levels or MAX_ELEMENTS kept elements it is refused,
+    and only the elements a fact comes from are built. An answer that lists
+    fewer GPUs than it says are attached, or none, is not read: "no GPU" from
+    a broken answer is a blind spot, never every GPU removed.
     """
-    if b"<!ENTITY" in data:
-        raise GpuReadError("output declares XML entities, which nvidia-smi never does: not read")
-    try:
-        root = ElementTree.fromstring(data)
-    except ElementTree.ParseError as exc:
-        raise GpuReadError(f"output is not XML ({exc})") from None
-    if root.tag != "nvidia_smi_log":
-        raise GpuReadError(f"output is not nvidia-smi's XML (its root is <{root.tag}>)")
+    root = _bounded_tree(data)
     reading = GpuReading()
     for key, path in DRIVER_FIELDS:
         _keep(reading, reading.driver, "driver", key, root.findtext(path))
-    for index, gpu in enumerate(root.iterfind("gpu")):
+    gpus = root.findall("gpu")
+    attached = (root.findtext("attached_gpus") or "").strip()
+    if not gpus or attached != str(len(gpus)):
+        said = f"says {attached} attached" if attached.isdigit() else "says none are attached"
+        raise GpuReadError(f"output lists {len(gpus)} GPUs and {said}: not read")
+    for index, gpu in enumerate(gpus):
         uuid = _clean(gpu.findtext("uuid") or "") or f"PCI-{gpu.get('id', index)}"
         values = {"uuid": uuid, "index": str(index)}
         for key, paths in GPU_FIELDS:
@@ -184,6 +190,98 @@ def parse_smi_xml(data: bytes) -> GpuReading:
             values["mig.devices"] = _mig_devices(migs)
         reading.gpus.append(values)
     return reading
+
+
+MAX_DEPTH = 16  # nvidia-smi's XML is 5 deep
+MAX_ELEMENTS = 100_000  # of those kept: some 40 a GPU
+_MIG = ("mig_devices", "mig_device")
+_KEPT_PATHS = (
+    "attached_gpus",
+    *(path for _key, path in DRIVER_FIELDS),
+    "gpu/uuid",
+    *(f"gpu/{path}" for _key, paths in GPU_FIELDS for path in paths),
+    *(
+        f"gpu/{'/'.join(_MIG)}/{leaf}"
+        for leaf in (
+            "gpu_instance_id",
+            "compute_instance_id",
+            "device_attributes/shared/multiprocessor_count",
+        )
+    ),
+)
+_KEPT = frozenset(
+    ("nvidia_smi_log", *parts[:n])
+    for parts in (tuple(p.split("/")) for p in _KEPT_PATHS)
+    for n in range(len(parts) + 1)
+)
+"""The element paths a fact is read from, and every path above them: nothing else is built."""
+
+
+class _Refused(Exception):
+    """The XML is past a bound: the message says which."""
+
+
+class _KeptTree:
+    """An XMLParser target building only the elements under `_KEPT`, within the bounds."""
+
+    def __init__(self) -> None:
+        self.builder = ElementTree.TreeBuilder()
+        self.path: list[str] = []
+        self.root = ""
+        self.skipping = 0  # depth inside an element not kept
+        self.kept = 0
+
+    def start(self, tag: str, attrs: dict[str, str]) -> None:
+        self.root = self.root or tag
+        self.path.append(tag)
+        if len(self.path) > MAX_DEPTH:
+            raise _Refused(f"output nests deeper than {MAX_DEPTH} levels")
+        if self.skipping or tuple(self.path) not in _KEPT:
+            self.skipping += 1
+            return
+        self.kept += 1
+        if self.kept > MAX_ELEMENTS:
+            raise _Refused(f"output has more than {MAX_ELEMENTS:,} elements to read")
+        self.builder.start(tag, attrs)
+
+    def end(self, tag: str) -> None:
+        self.path.pop()
+        if self.skipping:
+            self.skipping -= 1
+        else:
+            self.builder.end(tag)
+
+    def data(self, text: str) -> None:
+        if not self.skipping:
+            self.builder.data(text)
+
+    def close(self) -> ElementTree.Element | None:
+        return self.builder.close() if self.root == "nvidia_smi_log" else None
+
+
+def _bounded_tree(data: bytes) -> ElementTree.Element:
+    """The kept elements of nvidia-smi's XML, parsed in chunks so a bound stops it early."""
+    target = _KeptTree()
+    parser = DefusedXMLParser(target=target)
+    try:
+        for at in range(0, len(data), _FEED):
+            parser.feed(data[at : at + _FEED])
+        root = parser.close()
+    except _Refused as exc:
+        raise GpuReadError(f"{exc}: not read") from None
+    except EntitiesForbidden:
+        raise GpuReadError(
+            "output declares XML entities, which nvidia-smi never does: not read"
+        ) from None
+    except (ElementTree.ParseError, ValueError) as exc:  # DefusedXmlException; an encoding
+        # expat cannot take ("multi-byte encodings are not supported")
+        raise GpuReadError(f"output is not XML ({exc})") from None
+    if root is None:
+        raise GpuReadError(f"output is not nvidia-smi's XML (its root is <{target.root}>)")
+    return cast(ElementTree.Element, root)
+
+
+_FEED = 64 << 10
 
 
 def _keep(reading: GpuReading, into: dict[str, str], who: str, key: str, text: str | None) -> None:

@@ -15,7 +15,7 @@ import json
 import re
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from drift.collectors.commands import run_bounded
@@ -38,6 +38,7 @@ class JournalLines:
     text: str
     invocations: tuple[str, ...]
     command: str
+    skipped: int = 0  # entries of a run that could not be read (a stamp out of range, ...)
 
 
 class JournalError(Exception):
@@ -74,8 +75,25 @@ def unit_journal(unit: str, systemctl: Sequence[str], timeout: float = TIMEOUT) 
     if run.exit_code != 0:
         reason = run.stderr_last_line or "no output"
         raise JournalError(f"{command} failed (exit {run.exit_code}): {reason}")
-    entries = [e for e in map(_entry, run.stdout.splitlines()) if e is not None]
-    return select_runs(list(reversed(entries)), command)
+    entries, skipped = read_entries(run.stdout)
+    lines = select_runs(list(reversed(entries)), command)
+    return replace(lines, skipped=skipped) if skipped else lines
+
+
+def read_entries(output: bytes) -> tuple[list[JournalEntry], int]:
+    """The entries of runs in journalctl's JSON output, in its order, and how many were
+    broken (skipped, never guessed)."""
+    entries: list[JournalEntry] = []
+    skipped = 0
+    for raw in output.splitlines():
+        try:
+            entry = _entry(raw)
+        except UnreadableEntry:
+            skipped += 1
+            continue
+        if entry is not None:
+            entries.append(entry)
+    return entries, skipped
 
 
 def select_runs(entries: list[JournalEntry], command: str) -> JournalLines:
@@ -118,22 +136,33 @@ class JournalEntry:
     line: str
 
 
+_STAMP = re.compile(r"[0-9]{1,20}")  # microseconds since 1970, as journalctl writes them
+
+
+class UnreadableEntry(Exception):
+    """An entry of a run that cannot be read as one: it is skipped and counted, never guessed."""
+
+
 def _entry(raw: bytes) -> JournalEntry | None:
-    """One JSON entry as a line; None for one of no run, or not JSON."""
+    """One JSON entry as a line; None for one of no run; UnreadableEntry for a broken one."""
     try:
         entry = json.loads(raw)
-    except ValueError:
-        return None
+    except (ValueError, RecursionError):
+        raise UnreadableEntry from None
     if not isinstance(entry, dict):
-        return None
+        raise UnreadableEntry
     own = entry.get("_SYSTEMD_INVOCATION_ID")
     invocation = own or entry.get("INVOCATION_ID")
     if not isinstance(invocation, str) or not invocation:
         return None  # systemd's lines between runs
+    stamp = entry.get("__REALTIME_TIMESTAMP")
+    if not isinstance(stamp, str) or not _STAMP.fullmatch(stamp):
+        raise UnreadableEntry
     try:
-        moment = _EPOCH + timedelta(microseconds=int(entry.get("__REALTIME_TIMESTAMP", "")))
-    except ValueError:
-        return None
+        # A stamp past year 9999 (a damaged journal file) is no time a datetime can hold.
+        moment = _EPOCH + timedelta(microseconds=int(stamp))
+    except OverflowError:
+        raise UnreadableEntry from None
     who = entry.get("SYSLOG_IDENTIFIER")
     pid = entry.get("_PID")
     speaker = f"{who}[{pid}]" if isinstance(who, str) and isinstance(pid, str) else "?"

@@ -41,8 +41,11 @@ from drift.collectors.hashing import RACY_WINDOW_NS, HashProgress, Read, read_al
 from drift.collectors.packages import normalise
 from drift.collectors.process import stat_fields
 from drift.facts import CachedStat, CollectContext, CollectionError, Fact, storable
+from drift.small_files import Unread, read_small
 
 Result = Fact | CollectionError
+
+RECORD_BYTES = 32 << 20  # a RECORD lists every file of its distribution: torch's is some 2 MB
 
 MAX_LIBRARY = 64 << 30
 """A mapped file larger than this is recorded by its stat, not read (none is, in practice)."""
@@ -65,16 +68,40 @@ class Mapping:
     once read.
     """
 
-    __slots__ = ("deleted", "dev", "digest", "inode", "mapped_as", "path", "span")
+    __slots__ = ("deleted", "dev", "digest", "inode", "mapped_as", "names", "path", "span")
 
-    def __init__(self, path: str, span: str, dev: tuple[int, int], inode: int, deleted: bool):
+    def __init__(
+        self,
+        path: str,
+        span: str,
+        dev: tuple[int, int],
+        inode: int,
+        deleted: bool,
+        names: tuple[str, ...] = (),
+    ):
         self.path = path
         self.span = span
         self.dev = dev
         self.inode = inode
         self.deleted = deleted
+        self.names = names or (path,)  # what the maps line may mean, most likely first
         self.mapped_as: str | None = None
         self.digest: str | None = None
+
+
+def _names(written: str) -> tuple[str, tuple[str, ...], bool]:
+    """(the path, every path the name may be, whether the kernel marks it deleted) of a maps name.
+
+    The kernel writes a newline in a name as ``\\012`` and leaves a backslash as
+    it is, so ``\\012`` may be either; it adds `` (deleted)`` to an unlinked
+    file's name, and a file may be named so. Which it is, is for the inode to
+    say (`_Reader._settle`): these are the candidates.
+    """
+    decoded = written.replace("\\012", "\n")
+    marked = decoded.endswith(_DELETED_SUFFIX)
+    path = decoded[: -len(_DELETED_SUFFIX)] if marked else decoded
+    raw = written[: -len(_DELETED_SUFFIX)] if marked else written
+    return path, tuple(dict.fromkeys((path, raw, decoded, written))), marked
 
 
 def mapped_files(maps: bytes) -> list[Mapping]:
@@ -85,18 +112,15 @@ def mapped_files(maps: bytes) -> list[Mapping]:
         if len(fields) < 6 or b"x" not in fields[1] or not fields[5].startswith(b"/"):
             continue
         inode = int(fields[4])
-        path = os.fsdecode(fields[5])
-        if inode == 0 or path.startswith(_SKIPPED):
+        written = os.fsdecode(fields[5])
+        if inode == 0 or written.startswith(_SKIPPED):
             continue
-        deleted = path.endswith(_DELETED_SUFFIX)
-        if deleted:
-            path = path[: -len(_DELETED_SUFFIX)]
+        path, names, deleted = _names(written)
         if path in found:
             continue
         major, _, minor = fields[3].partition(b":")
-        found[path] = Mapping(
-            path, fields[0].decode(), (int(major, 16), int(minor, 16)), inode, deleted
-        )
+        dev = (int(major, 16), int(minor, 16))
+        found[path] = Mapping(path, fields[0].decode(), dev, inode, deleted, names)
     return [found[p] for p in sorted(found)]
 
 
@@ -170,11 +194,16 @@ class _Reader:
         self.root = f"{ctx.proc_root}/{pid}/root"
         self.provenance = provenance
         self.owners = Owners(ctx, self.root)
+        self.stats: dict[str, os.stat_result | None] = {}  # each name's, as `_settle` found it
 
     def facts(self, mappings: list[Mapping]) -> list[Result]:
         """Every mapped file's facts, in path order; what cannot be read as errors."""
-        mappings = self._named_as_recorded(mappings)
-        disk = {m.path: self._disk_stat(m.path) for m in mappings}
+        settled = {m.path: m for m in map(self._settle, mappings)}
+        mappings = self._named_as_recorded(sorted(settled.values(), key=lambda m: m.path))
+        disk = {
+            m.path: self.stats[m.path] if m.path in self.stats else self._disk_stat(m.path)
+            for m in mappings
+        }
         moved = {m.path for m in mappings if not _same_file(m, disk[m.path])}
         # The files the process sees at their paths (the mapped ones, mostly), hashed
         # together so the first record of a large process shows progress and uses two threads.
@@ -183,6 +212,28 @@ class _Reader:
         for m in mappings:
             out += self._facts_of(m, disk[m.path], digests.get(m.path), m.path in moved)
         return out
+
+    def _settle(self, m: Mapping) -> Mapping:
+        """The mapping under the name that leads to its inode, and deleted only if it is.
+
+        A name that stats to the mapped device and inode is the file, whatever
+        it reads like. Else the mapped file itself (map_files) says whether it
+        is unlinked (no link left); only where that cannot be read (it needs
+        root) does the kernel's `` (deleted)`` mark stand.
+        """
+        for name in m.names:
+            st = self.stats[name] = self._disk_stat(name)
+            if _same_file(m, st, marked=False):
+                m.path, m.deleted = name, False
+                return m
+        try:
+            links = os.stat(f"{self.ctx.proc_root}/{self.pid}/map_files/{m.span}").st_nlink
+        except ProcessLookupError:
+            raise psutil.NoSuchProcess(self.pid) from None
+        except OSError:
+            return m
+        m.deleted = links == 0
+        return m
 
     def _named_as_recorded(self, mappings: list[Mapping]) -> list[Mapping]:
         """A deleted mapped file whose folder was renamed first, named by its recorded path.
@@ -338,9 +389,10 @@ class _Reader:
         return read
 
 
-def _same_file(m: Mapping, st: os.stat_result | None) -> bool:
-    """Whether the path still names the mapped file (same device and inode, not unlinked)."""
-    if st is None or m.deleted:
+def _same_file(m: Mapping, st: os.stat_result | None, *, marked: bool = True) -> bool:
+    """Whether the path still names the mapped file (same device and inode, not unlinked;
+    with `marked` False, whatever the maps line said)."""
+    if st is None or (marked and m.deleted):
         return False
     return st.st_ino == m.inode and (os.major(st.st_dev), os.minor(st.st_dev)) == m.dev
 
@@ -410,10 +462,12 @@ class Owners:
         if cached is not None:
             return cached.split("\n") if cached else ()
         try:
-            with open(host, "rb") as f:
-                text = f.read().decode("utf-8", "surrogateescape")
-        except OSError:
+            data = read_small(host, RECORD_BYTES)
+        except Unread:
+            data = None  # which files it owns is unknown: they are named by path alone
+        if data is None:
             return ()
+        text = data.decode("utf-8", "surrogateescape")
         listed = sorted(_shared_objects(text))
         if time.time_ns() - st.st_ctime_ns < RACY_WINDOW_NS:
             return listed  # may be written again within its timestamps' tick: read it next time

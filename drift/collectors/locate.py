@@ -330,7 +330,14 @@ def _journal(subject: str, unit: str, ctx: CollectContext) -> Result:
         lines = unit_journal(unit, ctx.systemctl)
     except JournalError as exc:
         return CollectionError(subject, "unit:journal", str(exc))
-    provenance = {"unit": unit, "run": lines.command, "invocations": list(lines.invocations)}
+    provenance: dict[str, Any] = {
+        "unit": unit,
+        "run": lines.command,
+        "invocations": list(lines.invocations),
+    }
+    if lines.skipped:
+        provenance["skipped"] = lines.skipped
+        provenance["unsure"] = f"{lines.skipped} of its entries could not be read: not shown"
     return Fact(subject, "unit:journal", lines.text, provenance)
 
 

@@ -34,6 +34,7 @@ from typing import Any
 from drift.collectors.hashing import RACY_WINDOW_NS
 from drift.collectors.python_env import PythonEnv, PythonUnknown, is_interpreter, python_env
 from drift.facts import CachedStat, CollectContext, CollectionError, Fact, storable
+from drift.small_files import Unread, as_text, read_head, read_small
 
 Result = Fact | CollectionError
 
@@ -42,7 +43,8 @@ PYTHON_KEYS = ("python", "python:", "package:", "package_source:", "package_head
 """What the python facts of a service are: an error on each covers them all."""
 
 _SUFFIXES = (".dist-info", ".egg-info")
-_HEAD = 8192  # a METADATA header block is read in chunks of this size
+HEADER_BYTES = 1 << 20  # of a METADATA or PKG-INFO, at most this much is read for its headers
+PACKED_REFS_BYTES = 32 << 20  # a checkout with 100,000 tags has a 6 MB packed-refs
 
 
 _SEPARATORS = re.compile(r"[-_.]+")
@@ -115,10 +117,21 @@ def _facts(subject: str, pid: int, env: PythonEnv, ctx: CollectContext) -> Itera
             yield CollectionError(subject, "package:", f"cannot list {folder}: {exc.strerror}")
             continue
         here: dict[str, list[tuple[str, tuple[str, str, str, str]]]] = {}
+        unread: dict[str, str] = {}
         for entry in sorted(n for n in names if n.lower().endswith(_SUFFIXES)):
-            found = distribution(f"{folder}/{entry}", ctx)
+            try:
+                found = distribution(f"{folder}/{entry}", ctx)
+            except Unread as exc:
+                unread.setdefault(folder_name(entry), str(exc))
+                continue
             if found is not None:
                 here.setdefault(normalise(found[0]), []).append((entry, found))
+        for name, message in unread.items():
+            if name not in seen:
+                # Which version it is, and whether it shadows one later on the path, is
+                # unknown: its facts keep their last values, never read as removed.
+                seen.add(name)
+                yield from unread_facts(subject, name, message)
         for name, dists in here.items():
             if name in seen:
                 continue  # shadowed by a folder earlier on the path
@@ -126,6 +139,17 @@ def _facts(subject: str, pid: int, env: PythonEnv, ctx: CollectContext) -> Itera
             (entry, found), *others = dists
             unsure = _duplicates(folder, entry, others)
             yield from _package_facts(subject, name, f"{folder}/{entry}", found, unsure)
+
+
+def folder_name(entry: str) -> str:
+    """The distribution name a dist-info or egg-info folder's name gives (``Foo_Bar-1.0.dist-info``
+    is foo-bar), normalised: how a distribution whose metadata cannot be read is named."""
+    return normalise(os.path.splitext(os.path.basename(entry))[0].split("-", 1)[0])
+
+
+def unread_facts(subject: str, name: str, message: str) -> list[Result]:
+    """A distribution's facts as blind spots: its metadata is there but was not read."""
+    return [CollectionError(subject, f"{key}{name}", message) for key in PYTHON_KEYS[2:]]
 
 
 def _duplicates(
@@ -181,7 +205,10 @@ def _package_facts(
 
 
 def distribution(where: str, ctx: CollectContext) -> tuple[str, str, str, str] | None:
-    """(Name, Version, installer, source) of one dist-info or egg-info; None without a Name."""
+    """(Name, Version, installer, source) of one dist-info or egg-info; None without a Name.
+
+    Unread when a file of it is there but not read (`drift.small_files`).
+    """
     # Two stats in the usual case (a dist-info folder's METADATA, and the folder):
     # this runs for every distribution at every record.
     candidates = (
@@ -191,7 +218,8 @@ def distribution(where: str, ctx: CollectContext) -> tuple[str, str, str, str] |
     )
     for metadata in candidates:
         try:
-            st = os.stat(metadata)
+            # A link named METADATA is its metadata too: read (and refused) as one.
+            st = os.stat(metadata, follow_symlinks=metadata == where)
         except OSError:
             continue
         if metadata == where and stat.S_ISDIR(st.st_mode):
@@ -232,20 +260,15 @@ def _mtime_ns(folder: str) -> int:
 
 
 def _headers(path: str) -> tuple[str, str]:
-    """The Name and Version headers of a metadata file (its header block only)."""
-    text = b""
-    try:
-        with open(path, "rb") as f:
-            while b"\n\n" not in text:
-                chunk = f.read(_HEAD)
-                if not chunk:
-                    break
-                text += chunk
-    except OSError:
-        return "", ""
+    """The Name and Version headers of a metadata file (its header block only).
+
+    Only the first HEADER_BYTES are read: Name and Version come first in every
+    metadata version, and what is before the blank line is header, however
+    long the rest. Unread if the file cannot be read as a regular file.
+    """
+    data = read_head(path, HEADER_BYTES, b"\n\n") or b""
     found: dict[str, str] = {}
-    block = text.split(b"\n\n", 1)[0].decode("utf-8", "replace")
-    for line in block.splitlines():
+    for line in as_text(data).splitlines():
         key, sep, value = line.partition(":")
         key = key.strip().lower()
         if sep and not line[:1].isspace() and key in ("name", "version"):
@@ -254,11 +277,9 @@ def _headers(path: str) -> tuple[str, str]:
 
 
 def _small_text(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read(4096)
-    except OSError:
-        return ""
+    """A small marker file's text ("" if it is not there); Unread if it cannot be read."""
+    data = read_small(path)
+    return "" if data is None else as_text(data)
 
 
 def _direct_url(path: str) -> str:
@@ -294,9 +315,16 @@ def checkout_head(folder: str) -> tuple[str, str] | None:
 
     Read from the files as git keeps them (a worktree's ``.git`` file, HEAD,
     the loose ref, packed-refs); what is not there (a reftable, a ref that
-    is not written) raises HeadUnknown, never a guess.
+    is not written), or a file there drift will not read (`read_small`), raises
+    HeadUnknown, never a guess.
     """
-    at = os.path.abspath(folder)
+    try:
+        return _checkout_head(os.path.abspath(folder))
+    except Unread as exc:
+        raise HeadUnknown(str(exc)) from None
+
+
+def _checkout_head(at: str) -> tuple[str, str] | None:
     while True:
         dot = f"{at}/.git"
         if os.path.exists(dot):
@@ -327,16 +355,9 @@ def checkout_head(folder: str) -> tuple[str, str] | None:
 
 
 def _packed(common_dir: str, ref: str) -> str:
-    for line in _small_text_all(f"{common_dir}/packed-refs").splitlines():
-        sha, _, name = line.partition(" ")
-        if name == ref:
-            return sha
+    wanted = ref.encode("utf-8", "surrogateescape")
+    for line in (read_small(f"{common_dir}/packed-refs", PACKED_REFS_BYTES) or b"").splitlines():
+        sha, _, name = line.partition(b" ")
+        if name == wanted:
+            return sha.decode("ascii", "replace")
     return ""
-
-
-def _small_text_all(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-    except OSError:
-        return ""

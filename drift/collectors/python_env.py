@@ -25,7 +25,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from drift.small_files import Unread, as_text, read_small
+
 # python, python3, python3.11, python3.11d: the names CPython installs itself under.
+PTH_BYTES = 1 << 20  # a .pth file names folders, one a line
+SITE_PY = 1 << 20  # the interpreter's site.py is some 25 kB
+
 _INTERPRETER = re.compile(r"python(\d+(\.\d+)?)?[a-z]?")
 # Options that take a value (the next word when not glued on), and those that end the options.
 _WITH_VALUE = frozenset("WX")
@@ -213,14 +218,13 @@ def _pyvenv_cfg(executable: str) -> dict[str, str] | None:
     folder = os.path.dirname(executable)
     for candidate in (f"{folder}/pyvenv.cfg", f"{os.path.dirname(folder)}/pyvenv.cfg"):
         try:
-            with open(candidate, encoding="utf-8", errors="replace") as f:
-                text = f.read(65536)
-        except FileNotFoundError:
+            data = read_small(candidate)
+        except Unread as exc:
+            raise PythonUnknown(str(exc)) from None
+        if data is None:
             continue
-        except OSError as exc:
-            raise PythonUnknown(f"cannot read {candidate}: {exc.strerror or exc}") from None
         out = {"__file__": candidate}
-        for line in text.splitlines():
+        for line in as_text(data).splitlines():
             key, sep, value = line.partition("=")
             if sep:
                 out.setdefault(key.strip().lower(), value.strip())
@@ -301,10 +305,11 @@ def _site(
 def _debian(base: str, platlibdir: str, version: str) -> bool:
     """Whether the interpreter's own site.py is Debian's (its packages in dist-packages)."""
     try:
-        with open(f"{base}/{platlibdir}/python{version}/site.py", "rb") as f:
-            return b"dist-packages" in f.read()
-    except OSError:
-        return False
+        # The interpreter's own file, a link in some distributions: only a yes or no is kept.
+        data = read_small(f"{base}/{platlibdir}/python{version}/site.py", SITE_PY, follow=True)
+    except Unread as exc:
+        raise PythonUnknown(f"whose site.py it runs: {exc}") from None
+    return data is not None and b"dist-packages" in data
 
 
 def _site_packages(
@@ -336,11 +341,13 @@ def _add_site_dir(folder: str, out: list[str], known: set[str], unsure: list[str
         return
     for name in names:
         try:
-            with open(f"{folder}/{name}", encoding="utf-8", errors="replace") as f:
-                lines = f.read().splitlines()
-        except OSError:
-            continue
-        for line in lines:
+            # A link is followed (stow and Nix link them); what is read is never stored
+            # as text, only the folders it names that exist.
+            data = read_small(f"{folder}/{name}", PTH_BYTES, follow=True)
+        except Unread as exc:
+            # Which folders it adds is unknown: so is every distribution on the path.
+            raise PythonUnknown(str(exc)) from None
+        for line in as_text(data or b"").splitlines():
             if line.startswith("#") or not line.strip():
                 continue
             if line.startswith(("import ", "import\t")):

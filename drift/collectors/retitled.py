@@ -18,9 +18,17 @@ from typing import Any
 import psutil
 
 from drift.collectors.libraries import Owners, mapped_files, read_maps
-from drift.collectors.packages import Result, distribution, normalise, package_facts
+from drift.collectors.packages import (
+    Result,
+    distribution,
+    folder_name,
+    normalise,
+    package_facts,
+    unread_facts,
+)
 from drift.collectors.python_env import PythonUnknown, mapped_interpreter
 from drift.facts import CollectContext, Fact, storable
+from drift.small_files import Unread
 
 
 def retitled_python_facts(subject: str, pid: int, exe: str, ctx: CollectContext) -> list[Result]:
@@ -54,7 +62,14 @@ def retitled_python_facts(subject: str, pid: int, exe: str, ctx: CollectContext)
         if where is None or where in read:
             continue
         read.add(where)
-        found = distribution(where, ctx)
+        try:
+            found = distribution(where, ctx)
+        except Unread as exc:
+            name = folder_name(where)
+            if name not in names:
+                names.add(name)
+                out += unread_facts(subject, name, str(exc))
+            continue
         if found is None or normalise(found[0]) in names:
             continue  # one version of a name: the first mapped, as its path is unknown
         names.add(normalise(found[0]))

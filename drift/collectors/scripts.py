@@ -20,7 +20,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import stat
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -28,6 +27,7 @@ from drift.collectors.script_facts import script_facts
 from drift.collectors.start_folder import StartFolder, unit_start_folder
 from drift.facts import CollectContext, CollectionError, Fact, file_times, storable
 from drift.rooted import HOST, Files
+from drift.small_files import Unread, read_small_stat
 
 MAX_SCRIPT_BYTES = 8 << 20
 """A "script" larger than this is a misconfiguration (a log, a binary), not read each minute."""
@@ -168,27 +168,27 @@ class IsASymlink(OSError):
 
 
 def _read_regular_file(path: str, files: Files = HOST) -> tuple[bytes, os.stat_result]:
-    """The file's bytes and its stat; a FIFO or device is refused instead of blocking the record.
+    """The file's bytes and its stat after the read (`drift.small_files`); a FIFO or device
+    is refused instead of blocking the record.
 
     The last component must not be a symlink (IsASymlink); folders above it
     may be (``/opt/current -> /opt/v2`` is a common deployment).
     """
     try:
-        fd = files.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP and files.islink(path):
+        found = read_small_stat(path, MAX_SCRIPT_BYTES, files=files)
+    except Unread as exc:
+        if exc.kind == "link" and files.islink(path):
             raise IsASymlink(errno.ELOOP, "is a symlink", path) from None
-        raise
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file")
-        if info.st_size > MAX_SCRIPT_BYTES:
-            raise OSError(errno.EFBIG, f"{info.st_size} bytes is too large for a serve script")
-        data = f.read(MAX_SCRIPT_BYTES + 1)
-        # Its times as they stand after the read: the last write of the bytes read
-        # is then no later than this ctime, whatever happened during it.
-        return data, os.fstat(f.fileno())
+        if exc.kind == "type":
+            raise OSError(errno.EINVAL, "not a regular file") from None
+        if exc.kind == "size":
+            raise OSError(errno.EFBIG, f"too large for a serve script: {exc.reason}") from None
+        if exc.errno is not None:
+            raise OSError(exc.errno, os.strerror(exc.errno), path) from None
+        raise OSError(errno.EIO, exc.reason) from None
+    if found is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+    return found
 
 
 def _symlink_facts(

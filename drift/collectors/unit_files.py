@@ -18,14 +18,13 @@ order and names the line that set each variable last. Two uses:
 
 from __future__ import annotations
 
-import errno
 import os
-import stat
 from typing import NamedTuple
 
 from drift.collectors.systemd import SystemdError, split_quoted
 from drift.facts import CollectContext
 from drift.rooted import HOST, Files, RootedFiles
+from drift.small_files import Unread, read_small_stat
 
 MAX_UNIT_FILE = 1 << 20  # a unit file or drop-in larger than this is not read
 
@@ -114,30 +113,12 @@ def read_file_stat(
 ) -> tuple[bytes | None, str, os.stat_result | None]:
     """As `read_file`, with the file's stat taken after the read (None when not read)."""
     try:
-        fd = files.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
+        found = read_small_stat(path, limit, follow=True, files=files)
+    except Unread as exc:
+        return None, "not a regular file" if exc.kind == "type" else exc.reason, None
+    if found is None:
         return None, NO_SUCH_FILE, None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return None, "too many levels of symbolic links", None
-        return None, f"cannot open: {exc.strerror or exc}", None
-    except ValueError:  # a NUL in the path
-        return None, "cannot open: not a path", None
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return None, "not a regular file", None
-        if info.st_size > limit:
-            return None, f"larger than {limit:,} bytes, not read", None
-        try:
-            data = f.read(limit + 1)
-        except OSError as exc:
-            return None, f"cannot read: {exc.strerror or exc}", None
-        # After the read: the last write of the bytes read is no later than its ctime.
-        after = os.fstat(fd)
-    if len(data) > limit:
-        return None, f"larger than {limit:,} bytes, not read", None
-    return data, "", after
+    return found[0], "", found[1]
 
 
 def read_unit_files(paths: list[str], files: Files) -> list[UnitFile]:

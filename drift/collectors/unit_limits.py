@@ -15,6 +15,7 @@ import os
 from drift.collectors.systemd import LIMITS, UnitState
 from drift.collectors.unit_files import MAX_UNIT_FILE, service_assignments
 from drift.facts import Fact
+from drift.small_files import Unread, as_text, read_small
 
 
 def limit_facts(subject: str, state: UnitState, root: str | None) -> list[Fact]:
@@ -53,10 +54,8 @@ def limits_set(paths: list[str], root: str | None) -> frozenset[str] | None:
 
 def _read(path: str) -> str | None:
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_UNIT_FILE + 1)
-    except OSError:
+        # Unit files are links into /lib/systemd/system as often as not.
+        data = read_small(path, MAX_UNIT_FILE, follow=True)
+    except Unread:
         return None
-    if len(data) > MAX_UNIT_FILE:
-        return None
-    return data.decode("utf-8", "replace")
+    return None if data is None else as_text(data)

@@ -81,6 +81,17 @@ def check_revision(
     )
 
 
+def revision_status(
+    revision: str | None, *, head: str = HEAD_REVISION, known: tuple[str, ...] = KNOWN_REVISIONS
+) -> str:
+    """What to do about a database at `revision`, in words (`drift db current`)."""
+    if revision == head:
+        return "up to date"
+    if revision is not None and revision not in known:
+        return "written by a newer drift: upgrade drift to read it; `drift db upgrade` cannot"
+    return "run `drift db upgrade`"
+
+
 def require_schema(db: DbUrl) -> None:
     """Raise unless the database exists at this drift's schema (for read commands)."""
     conn = connect_dbapi(db)
