@@ -231,7 +231,7 @@ def _record_into(
         taken,
         facts,
         errors,
-        redactor.without_secret_paths(ctx.cache_updates),
+        redactor.without_secret_entries(ctx.cache_updates),
         started=started,
         config=replace(info, scope=info.scope.masked(redactor.mask_name, redactor.mask_glob)),
         key_fingerprint=key.fingerprint,
