@@ -54,6 +54,9 @@ DOT_SECRET = "DotsPw3Yc9Fn5Hj1Xs6K"
 BODY_TOKEN = "hf_" + "BodyQa8Wz3Ex7Rc2Tv6Yb1Un5Im9Ok4Pl"
 URL_PASSWORD = "PkgpLs5Dk9Fj3Gh7Hw2Z"
 URL_TOKEN = "PkgtQm8Vn2Xb6Cz4Lk7R"
+BRANCH_TOKEN = "ghp_" + "BranchRv3Nx8Kq2Zm7Wt4Yc9"
+HEALTH_SECRET = "HlthYp6Ds1Mv9Kb4Tq7X"
+CACHE_TOKEN = "hf_" + "CacheWe2Rt7Yu4Io9Pa5Sd3Fg8Hj6Kl1Zx"
 SECRETS = [
     ENV_SECRET,
     ARGV_SECRET,
@@ -69,6 +72,9 @@ SECRETS = [
     BODY_TOKEN,
     URL_PASSWORD,
     URL_TOKEN,
+    BRANCH_TOKEN,
+    HEALTH_SECRET,
+    CACHE_TOKEN,
 ]
 
 
@@ -149,7 +155,20 @@ class Box:
         conf = tmp_path / "conf"
         conf.mkdir()
         (conf / "app.env").write_text(f"API_TOKEN={FILE_SECRET}\n")
+        repo = tmp_path / "checkout"
+        repo.mkdir()
+        git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+        subprocess.run([*git, "init", "-q", "-b", f"deploy/{BRANCH_TOKEN}"], check=True)
+        (repo / "README").write_text("x\n")
+        subprocess.run([*git, "add", "README"], check=True)
+        subprocess.run([*git, "commit", "-qm", "first"], check=True)
+        cache = tmp_path / "cache"
+        cache.mkdir()
+        (cache / f"kernel-{CACHE_TOKEN}.bin").write_bytes(b"k")
         self.sections = {
+            "repos": f'[[repos]]\npath = "{repo}"\n',
+            "health": (f'[[health]]\nname = "ready"\nrun = "echo token={HEALTH_SECRET}; exit 1"\n'),
+            "caches": f'[[caches]]\nname = "jit"\npaths = ["{cache}"]\n',
             "services": f'[[services]]\nname = "decode"\npidfile = "{self.pidfile}"\n',
             "files": f'[[files]]\nname = "conf"\npaths = ["{conf}/*"]\ncontent = true\n',
             "commands": (
@@ -188,7 +207,9 @@ def box(tmp_path: Path, server: JsonServer) -> Iterator[Box]:
         b.stop()
 
 
-@pytest.mark.parametrize("section", ["services", "files", "commands", "endpoints"])
+@pytest.mark.parametrize(
+    "section", ["services", "files", "commands", "endpoints", "repos", "health", "caches"]
+)
 def test_no_piece_of_a_seeded_secret_is_in_the_database_file_after_each_collector(
     box: Box, section: str
 ) -> None:
