@@ -537,23 +537,32 @@ be a secret's prefix, which no later search can recognise as one."""
 
 
 def cut(text: str, limit: int, suffix: str = "...") -> str:
-    """`text` cut to at most `limit` characters (and `suffix`), never inside a secret.
+    """`text` cut to at most `limit` characters, `suffix` included, never inside a secret.
 
     The catalogue is searched in the whole text first (shapes, ``Bearer``,
     a tool's password, the value of a secret name), so a token whose shape
     only the whole text shows is not kept in part; and a cut inside a
     token-shaped run (letters, digits and ``_-+/=.~%:@$``, mixed or long)
-    masks what is kept of that run. What is kept whole is redacted later
-    like any text.
+    masks what is kept of that run: `CUT_MASK` stands for it. What is kept
+    whole is redacted later like any text.
     """
     if len(text) <= limit:
         return text
-    keep = max(0, limit - len(suffix))
+    room = max(0, limit - len(suffix))
     found: list[Span] = list(scan_shapes(text))
     found.extend(scan_auth(text))
     found.extend((t.start, t.end, t.value) for t in tool_passwords(text))
     found.extend(context_spans(text, secret_by_name))
-    masked = False
+    keep, masked = _cut_point(text, room, found)
+    if masked and keep + len(CUT_MASK) > room:
+        keep = _cut_point(text, max(0, room - len(CUT_MASK)), found)[0]
+    return text[:keep] + (CUT_MASK if masked else "") + suffix
+
+
+def _cut_point(text: str, at: int, found: list[Span]) -> tuple[int, bool]:
+    """Where to cut `text` at or before `at`, and whether what is cut there goes through a
+    secret of `found` or a token-shaped run (whose kept part is then cut too)."""
+    keep, masked = at, False
     for start, end, _secret in found:
         if start < keep < end:
             keep, masked = start, True
@@ -565,4 +574,4 @@ def cut(text: str, limit: int, suffix: str = "...") -> str:
         run = text[start : rest.end() if rest else keep]
         if start < keep and (len(run) >= 16 or (len(run) >= 6 and looks_random(run))):
             keep, masked = start, True
-    return text[:keep] + (CUT_MASK if masked else "") + suffix
+    return keep, masked
