@@ -219,6 +219,21 @@ def test_no_piece_of_a_seeded_secret_is_in_the_database_file_after_each_collecto
     assert leaked(shown) == []
 
 
+def test_a_mark_s_note_is_stored_with_its_secrets_masked(box: Box) -> None:
+    """An operator pastes what they saw into a note: the note reaches the database masked."""
+    box.record("files")
+    config = ["--config", str(box.tmp / "files.toml"), "--db", str(box.db)]
+    note = f"rotated: HF_TOKEN={ENV_SECRET}, new one {BODY_TOKEN}"
+    said = run_drift(["mark", "stable", "--note", note, *config], box.tmp).stdout
+    time.sleep(1.1)  # the next record a second after the mark
+    said += box.record("files")
+    shown = said + run_drift(["since", "--format", "json", *config], box.tmp).stdout
+    assert "rotated: HF_TOKEN=[redacted:" in shown
+    assert "rotated: HF_TOKEN=[redacted:" in stored_bytes(box.db).decode("utf-8", "replace")
+    assert leaked(stored_bytes(box.db)) == []
+    assert leaked(shown) == []
+
+
 def test_a_package_source_url_s_password_or_token_user_is_nowhere_stat_cache_included(
     box: Box,
 ) -> None:
@@ -325,7 +340,8 @@ def test_fuzz_a_journal_line_cut_at_its_limit_keeps_no_part_of_a_secret(
     line, once redacted as the record redacts it, holds no piece of it."""
     message = "x" * (LINE_CHARS - before_cut) + " " + secret_text + " tail"
     line = journal_line(message)
-    assert len(line) < LINE_CHARS + 80  # the line is still cut
+    message_kept = line.split(": ", 1)[1]
+    assert len(message_kept) <= LINE_CHARS  # the line is still cut at its limit
     fact = Fact("service:decode", "unit:journal", line, {})
     (stored,) = Redactor(KEY).redact([fact])
     assert leaked(repr(stored)) == []
@@ -337,6 +353,7 @@ def test_cut_never_keeps_part_of_a_token() -> None:
     line = "x" * (LINE_CHARS - 20) + " token " + BODY_TOKEN
     kept = cut(line, LINE_CHARS)
     assert len(kept) <= LINE_CHARS and leaked(kept, [BODY_TOKEN]) == []
+    assert kept.endswith(" token [redacted]...")
     assert cut("short", 40) == "short"
     assert cut("hello world configuration " * 4, 30).startswith("hello world configuration")
 
