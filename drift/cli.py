@@ -645,6 +645,7 @@ def mark(obj: DriftContext, kind: str, at: When | None, note: str | None) -> Non
     from drift.analysis.windows import failing_at
     from drift.display import printable
     from drift.marks import mark_said, mark_time, mark_warnings
+    from drift.record import redacted_note
     from drift.store.writer import add_mark
 
     # A mark belongs to a recorded history: never start a database (or a host) with one.
@@ -659,6 +660,7 @@ def mark(obj: DriftContext, kind: str, at: When | None, note: str | None) -> Non
             "or before this mark; it is recorded, but `drift since` takes the last passing "
             "check before that failure as the baseline (give --stable to take the mark)"
         )
+    note = redacted_note(obj.config(), obj.db_url(), note)
     mark_id = add_mark(obj.db_url(), obj.host_name(), kind, moment, note)
     when_text = mark_said(at, moment)
     click.echo(f"mark #{mark_id}: {kind} at {when_text} for host {printable(obj.host_name())}")

@@ -37,6 +37,18 @@ def secret_key_path(config: Config, db: DbUrl) -> Path:
     return base / "secret.key"
 
 
+def redacted_note(config: Config, db: DbUrl, note: str | None) -> str | None:
+    """A mark's note as it is stored: searched as a record's texts are, so a pasted token or
+    ``HF_TOKEN=...`` reaches the database masked."""
+    if not note:
+        return note
+    from drift.keyfile import load_key
+    from drift.secrets.redactor import Redactor
+
+    key = load_key(secret_key_path(config, db))
+    return Redactor(key.key, config.secrets).mask_text(note)
+
+
 def excluded_paths(config: Config, db: DbUrl) -> frozenset[str]:
     """drift's own files, which it must never hash: the database, its companions, backups, key,
     and the spool a host records into while a central database is out of reach."""
@@ -231,7 +243,7 @@ def _record_into(
         taken,
         facts,
         errors,
-        redactor.without_secret_paths(ctx.cache_updates),
+        redactor.without_secret_entries(ctx.cache_updates),
         started=started,
         config=replace(info, scope=info.scope.masked(redactor.mask_name, redactor.mask_glob)),
         key_fingerprint=key.fingerprint,

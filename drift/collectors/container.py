@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from drift.config import ContainerSpec
 from drift.rooted import RootedFiles
+from drift.secrets.shapes import cut
 
 # A pidfile written this long before the process it names started cannot have
 # been written for it: the boot time is known to the second, a start to the tick.
@@ -119,7 +120,7 @@ def _pid(spec: ContainerSpec, data: bytes, source: str) -> int:
     """The one PID `data` holds; 0 (what docker prints for a stopped container) is not running."""
     words = data.split()
     if len(words) != 1 or not words[0].isdigit():
-        text = data.decode("utf-8", "replace").strip()[:60]
+        text = cut(data[:4096].decode("utf-8", "replace").strip(), 60)
         raise _not_found(spec, f"{source} gave {text!r}, not one PID")
     pid = int(words[0])
     if pid == 0:

@@ -28,6 +28,7 @@ from drift.collectors.http_get import FetchError, http_get
 from drift.config import EndpointSpec
 from drift.facts import CollectContext, CollectionError, Fact, storable
 from drift.json_pointer import PointerError, leaves, parse, resolve, under
+from drift.secrets.shapes import cut
 
 MAX_BODY = 1 << 20
 """The most of a body read (1 MiB, as a command's output): a larger one is a blind spot."""
@@ -91,5 +92,6 @@ def _parse(body: bytes) -> Any:
     except RecursionError:
         raise FetchError("not JSON drift can read: nested too deep") from None
     except ValueError as exc:  # JSONDecodeError, or an integer of over 4,300 digits
-        head = body[:40].decode("utf-8", "replace")
+        # cut after the catalogue read the start whole: a token cut short is no token
+        head = cut(body[:4096].decode("utf-8", "replace"), 40, "")
         raise FetchError(f"not JSON ({exc}): starts {head!r}") from None

@@ -32,6 +32,7 @@ from defusedxml.ElementTree import DefusedXMLParser
 from drift.collectors.commands import run_bounded
 from drift.config import GpuSpec
 from drift.facts import CollectContext, CollectionError, Fact, storable
+from drift.secrets.shapes import cut
 
 SCOPE = "gpu:"
 """The error subject that covers every GPU and the driver (`CollectionError.covers`)."""
@@ -154,7 +155,7 @@ def read_command(command: tuple[str, ...], timeout: float) -> GpuReading:
 def _first_line(data: bytes) -> str:
     for line in data.decode("utf-8", errors="replace").splitlines():
         if line.strip():
-            return storable(line.strip())[:300]
+            return cut(storable(line.strip()), 300)
     return ""
 
 

@@ -25,6 +25,8 @@ from collections.abc import Callable
 from typing import TypeVar
 from urllib.parse import SplitResult, quote, urljoin, urlsplit
 
+from drift.secrets.shapes import cut
+
 MAX_REDIRECTS = 5
 """The most redirects followed for one request; a revisited URL is a loop at once."""
 
@@ -318,5 +320,4 @@ def _over(limit: int) -> FetchError:
 
 def _quote(line: bytes) -> str:
     """A line from the server, short and printable, for a one-line message."""
-    text = repr(line[:60].decode("latin-1"))
-    return text + ("..." if len(line) > 60 else "")
+    return repr(cut(line[:4096].decode("latin-1"), 63))

@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 
 from drift.collectors.commands import run_bounded
 from drift.facts import storable
+from drift.secrets.shapes import cut
 
 ENTRIES = 200  # newest journal entries of the unit read, at most
 RUNS = 3  # invocations kept, newest last
@@ -167,8 +168,7 @@ def _entry(raw: bytes) -> JournalEntry | None:
     pid = entry.get("_PID")
     speaker = f"{who}[{pid}]" if isinstance(who, str) and isinstance(pid, str) else "?"
     message = _message(entry.get("MESSAGE"))
-    if len(message) > LINE_CHARS:
-        message = message[: LINE_CHARS - 3] + "..."
+    message = cut(message, LINE_CHARS)  # never inside a secret: redacted whole, then cut
     at = moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
     return JournalEntry(invocation, bool(own), f"{at} {invocation[:8]} {speaker}: {message}")
 

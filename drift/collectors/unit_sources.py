@@ -16,7 +16,8 @@ read by drift itself:
 - ``unit:envfile_sha256:PATH``: each of those files' SHA-256 (an edit that
   changes no value, a line moved);
 - ``unit:envfile_ignored``: the lines of those files systemd drops (``export
-  NAME=1``, ``NAME-1=x``: not variable names), one ``FILE:LINE: TEXT`` a line;
+  NAME=1``, ``NAME-1=x``: not variable names), one ``FILE:LINE: NAME=…`` a line
+  (the value, which no process gets, is not kept);
 - ``unit:pass_environment:NAME``: what `PassEnvironment=` hands on from the
   manager's own environment (PID 1's, which only a reboot changes).
 
@@ -134,12 +135,25 @@ def _envfiles(
         out.append(Fact(subject, f"unit:envfile:{name}", assignment.value, where))
     if found.dropped:
         # `export NAME=1` and the like: systemd drops the line, which is worth saying.
-        lines = "\n".join(f"{a.file}:{a.line}: {a.text}" for a in found.dropped)
-        out.append(Fact(subject, "unit:envfile_ignored", lines, {"unit": state.unit}))
+        out.append(
+            Fact(
+                subject, "unit:envfile_ignored", ignored_lines(found.dropped), {"unit": state.unit}
+            )
+        )
     if found.problems:
         message = "; ".join(found.problems)
         out.append(CollectionError(subject, "unit:envfile:", f"{state.unit}: {message}"))
     return out
+
+
+def ignored_lines(dropped: tuple[Assignment, ...]) -> str:
+    """The lines systemd drops, ``FILE:LINE: NAME=…`` each: the name, never the value.
+
+    No process gets the value; and a line systemd does not read as an
+    assignment (``DB-PASSWORD=X``, a quoted value over several lines) is one
+    the redaction may not read as one either, so its text is not kept.
+    """
+    return "\n".join(f"{a.file}:{a.line}: {a.name}={'…' if a.value else ''}" for a in dropped)
 
 
 def _where(state: UnitState, assignment: Assignment) -> dict[str, Any]:

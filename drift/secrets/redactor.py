@@ -31,9 +31,9 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from drift.facts import CollectionError, Fact, FactBlock
+from drift.facts import CachedStat, CollectionError, Fact, FactBlock
 from drift.secrets import markers
 from drift.secrets.shapes import (
     Span,
@@ -51,6 +51,7 @@ from drift.secrets.shapes import (
     tool_passwords,
     whole_secret,
 )
+from drift.secrets.structure import mask_nested, named_by_structure
 from drift.subjects import DECLARED
 
 if TYPE_CHECKING:
@@ -58,6 +59,10 @@ if TYPE_CHECKING:
 
 # Shorter known values ("1", "on", "8000") would mask half of every text.
 MIN_KNOWN_LENGTH = 6
+
+# A stat cache value that is a SHA-256 holds nothing to mask (and a short known secret
+# could turn up inside one by chance).
+_HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 # Keys declared ``never`` (`drift.subjects`) are hashes, sizes, modes and ids:
@@ -73,7 +78,6 @@ _json_text = DECLARED.json_text
 
 
 Item = Fact | FactBlock | CollectionError
-_V = TypeVar("_V")
 
 
 @dataclass
@@ -310,17 +314,29 @@ class Redactor:
         """A file glob with secrets masked as in `mask_name`, matching the masked file names."""
         return self._apply(pattern, scan_shapes(pattern), self._literal_spans(pattern), glob=True)
 
-    def without_secret_paths(self, stats: dict[str, _V]) -> dict[str, _V]:
-        """`stats` (the stat cache, stored keyed by path) without the paths that hold a secret.
+    def without_secret_entries(self, stats: dict[str, CachedStat]) -> dict[str, CachedStat]:
+        """`stats` (the stat cache, stored keyed by path) without the entries that hold a
+        secret: in the path, or in the value remembered (a distribution's source URL).
 
-        Such a file is hashed again at every record instead of its path
-        reaching the database.
+        Such a file is read again at every record instead of its secret
+        reaching the database; what it gives is redacted as a fact.
         """
         paths = list(stats)
         masked = self.mask_names(paths)
-        if masked is paths:
-            return stats
-        return {p: stats[p] for p, m in zip(paths, masked, strict=True) if m == p}
+        kept = (
+            stats
+            if masked is paths
+            else {p: stats[p] for p, m in zip(paths, masked, strict=True) if m == p}
+        )
+        holding = [
+            path
+            for path, entry in kept.items()
+            if not _HEX_DIGEST.fullmatch(entry[4]) and self.mask_text(entry[4]) != entry[4]
+        ]
+        if not holding:
+            return kept
+        dropped = set(holding)
+        return {p: e for p, e in kept.items() if p not in dropped}
 
     def _holds_known(self, text: str) -> bool:
         # `in` per secret is a memmem each, much faster over a long text than the alternation
@@ -426,10 +442,11 @@ class Redactor:
             else:
                 flat.append(item)
         memo = _Memo()
+        named = self._by_structure(flat)
         secret_at: set[int] = set()
         for i, item in enumerate(flat):
             if isinstance(item, Fact):
-                if self._learn_fact(item, memo):
+                if self._learn_fact(item, memo, i in named):
                     secret_at.add(i)
             elif isinstance(item, FactBlock):
                 for provenance in _distinct(item.provenances):
@@ -473,8 +490,45 @@ class Redactor:
         """Facts with every secret digested or masked; unchanged facts are returned as they are."""
         return self.redact(facts)  # type: ignore[return-value]  # facts in, facts out
 
-    def _learn_fact(self, fact: Fact, memo: _Memo) -> bool:
-        """Learn the secrets of one fact; True if its value is a secret by name or format."""
+    def _by_structure(self, flat: list[Item]) -> set[int]:
+        """The indexes of the JSON-text facts whose structure names them secret
+        (`drift.secrets.structure`), a subject's leaves together; a leaf that is a JSON
+        document in a string is replaced in `flat` by itself with its secrets masked."""
+        by_subject: dict[str, dict[str, tuple[int, Any]]] = {}
+        for i, item in enumerate(flat):
+            if not isinstance(item, Fact) or item.secret or not _json_text(item.key):
+                continue
+            pointer = _name_in_key(item.key)
+            try:
+                leaf = json.loads(item.value)
+            except (ValueError, RecursionError):
+                continue
+            if pointer is not None:
+                by_subject.setdefault(item.subject, {})[pointer] = (i, leaf)
+        named: set[int] = set()
+        for entries in by_subject.values():
+            found = {pointer: leaf for pointer, (_i, leaf) in entries.items()}
+            named.update(entries[p][0] for p in named_by_structure(found, self.is_secret_name))
+            for i, leaf in entries.values():
+                if i in named or not isinstance(leaf, str):
+                    continue
+                inner = mask_nested(leaf, self.is_secret_name, self._nested_marker)
+                if inner is not None:
+                    fact = flat[i]
+                    assert isinstance(fact, Fact)
+                    flat[i] = Fact(fact.subject, fact.key, _json_string(inner), fact.provenance)
+        return named
+
+    def _nested_marker(self, secret: str) -> str:
+        """The marker of a secret inside a JSON document in a JSON string, remembered with
+        the spellings that nesting gives it (escaped once, and twice)."""
+        once = json.dumps(secret, ensure_ascii=False)[1:-1]
+        self.remember_secret(secret, json.dumps(once, ensure_ascii=False)[1:-1])
+        return self.marker(secret)
+
+    def _learn_fact(self, fact: Fact, memo: _Memo, named: bool = False) -> bool:
+        """Learn the secrets of one fact; True if its value is a secret by name, format or
+        (`named`) the structure around it."""
         self._learn(fact.subject, memo, shapes_only=True)
         self._learn(fact.key, memo)
         self._learn_provenance(fact.provenance, memo)
@@ -483,7 +537,7 @@ class Redactor:
             return False
         value = fact.value
         name = _name_in_key(key)
-        if (name is not None and self.is_secret_name(name)) or looks_like_token(value):
+        if named or (name is not None and self.is_secret_name(name)) or looks_like_token(value):
             secret = self.secret_of(key, value)
             # a value whose secret is short ("Bearer ab") is still masked whole elsewhere
             self.remember_secret(secret, value if len(secret) < MIN_KNOWN_LENGTH else None)
@@ -545,6 +599,15 @@ class Redactor:
             listed.append(entry)
         out["possible"] = listed
         return out
+
+
+def _json_string(text: str) -> str:
+    """`text` as a JSON string, unicode as it is (a lone surrogate escaped)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(text)
+    return json.dumps(text, ensure_ascii=False)
 
 
 def _joined(names: list[str], size: int = 4096) -> Iterator[str]:

@@ -17,8 +17,11 @@ A secret is found three ways:
   $2y$ $y$ $gy$ $7$ $argon2id$``), a PEM private key, ``Bearer``/``Basic``;
 - by **context**: the password of a URL (``postgres://user:PW@host``), the
   value after a secret flag (``--api-key X``, ``--password=X``), of a secret
-  assignment (``HF_TOKEN=X``, ``api_key = "X"``), JSON key or ``Name: value``
-  line, and the password option of tools whose short option is one:
+  assignment (``HF_TOKEN=X``, ``api_key = "X"``, ``db-password=X``,
+  ``DB.PASSWORD=X``; a quote left open runs to its line's end), JSON key (in a
+  JSON string too) or ``Name: value`` line, a URL's user that has no password
+  (``https://TOKEN@host``, not over ssh), and the password option of tools
+  whose short option is one:
   ``mysql``/``mysqldump``/``mysqladmin``/``mariadb*`` ``-pX`` (attached: a
   separate word after ``-p`` is the database), ``redis-cli -a X``,
   ``sshpass -p X``.
@@ -165,6 +168,9 @@ TOKEN_FORMATS = (
 _PEM = r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END[A-Z0-9 ]*PRIVATE KEY-----|\Z)"
 _AUTH_VALUE = r"[A-Za-z0-9._~+/-]{8,}=*"
 _QUOTED = r"\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'"
+# a quote whose closing one is not on its line (the first line of a multi-line value, a cut
+# text): the value runs to the end of the line
+_OPEN_QUOTED = r"\"(?:[^\"\\\n]|\\.)*\\?$|'[^'\n]*$"
 _JSON_STR = r"(?:[^\"\\\n]|\\.)*"
 _FLAG = r"--?[A-Za-z][\w.-]*"
 
@@ -179,6 +185,13 @@ _AUTH_SCAN = re.compile(rf"\b(?i:bearer|basic)[ \t]+(?P<auth>{_AUTH_VALUE})")
 _URL_SCAN = re.compile(
     r"(?<![\w+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@\"'<>\[\]]*:(?P<urlpw>[^\s/?#\"'<>]+)@"
 )
+# scheme://USER@ with no password: over https a lone user is a token (https://TOKEN@host,
+# as git and pip take one); over ssh it is a login name, and "git" is everyone's
+_URL_USER_SCAN = re.compile(
+    r"(?<![\w+.-])(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<urluser>[^\s:/?#@\"'<>\[\]]+)@"
+)
+_LOGIN_SCHEMES = frozenset({"ssh", "git+ssh", "ssh+git", "sftp", "scp", "rsync", "ftp"})
+_LOGIN_USERS = frozenset({"git", "anonymous", "ftp"})
 _CONTEXT_SCAN = re.compile(
     "|".join(
         [
@@ -187,16 +200,19 @@ _CONTEXT_SCAN = re.compile(
             rf"\"(?P<jef>{_FLAG})=(?=(?P<jefv>{_JSON_STR})\")",
             # shell: --token X, --token=X, --token \<newline> X ; a following -x is a flag
             rf"(?<![\w-])(?P<sf>{_FLAG})(?:=|[ \t]+(?:\\\r?\n[ \t]*)?)"
-            rf"(?=(?P<sfv>{_QUOTED}|[^\s'\"\\-][^\s'\"]*))",
+            rf"(?=(?P<sfv>{_QUOTED}|{_OPEN_QUOTED}|[^\s'\"\\-][^\s'\"]*))",
             # JSON object: "api_key": "X"
             rf"\"(?P<jk>[A-Za-z_][\w.-]*)\"[ \t]*:[ \t]*\"(?=(?P<jkv>{_JSON_STR})\")",
+            # JSON inside a JSON string: \"api_key\": \"X\"
+            r"\\\"(?P<ek>[A-Za-z_][\w.-]*)\\\"[ \t]*:[ \t]*\\\"(?=(?P<ekv>[^\"\\\n]*)\\\")",
             # YAML / HTTP header line: api_key: X   Authorization: Bearer X
             rf"^[ \t]*(?:-[ \t]+)?(?P<yk>[A-Za-z_][\w.-]*)[ \t]*:[ \t]+"
             rf"(?=(?P<ykv>{_QUOTED}|[^\s'\"#][^\n]*?)(?:[ \t]+\#|[ \t\r]*$))",
-            # assignment: HF_TOKEN=X, export DB_PASS="X", api_key = 'X', ?token=X ; in
-            # "API_KEY= cmd" the key is empty and cmd is a command
-            rf"(?<![\w$.-])(?P<an>[A-Za-z_][A-Za-z0-9_]*)(?:=|[ \t]+=[ \t]*)"
-            rf"(?=(?P<av>{_QUOTED}|[^\s'\";&|)=][^\s'\";&|)]*))",
+            # assignment: HF_TOKEN=X, export DB_PASS="X", api_key = 'X', ?token=X,
+            # db-password=X, DB.PASSWORD=X, ?X-Amz-Signature=X ; in "API_KEY= cmd" the key
+            # is empty and cmd is a command
+            rf"(?<![\w$.-])(?P<an>[A-Za-z_][\w.-]*)(?:=|[ \t]+=[ \t]*)"
+            rf"(?=(?P<av>{_QUOTED}|{_OPEN_QUOTED}|[^\s'\";&|)=][^\s'\";&|)]*))",
         ]
     ),
     re.MULTILINE,
@@ -207,6 +223,7 @@ _CONTEXT_GROUPS = (
     ("jef", "jefv", False, "json"),
     ("sf", "sfv", True, "shell"),
     ("jk", "jkv", False, "json"),
+    ("ek", "ekv", False, "json"),
     ("yk", "ykv", True, "yaml"),
     ("an", "av", True, "shell"),
 )
@@ -410,6 +427,13 @@ def scan_shapes(text: str) -> Sequence[Span]:
             for m in _URL_SCAN.finditer(text)
             if not ALREADY_REDACTED.fullmatch(m.group("urlpw"))
         )
+        spans.extend(
+            (m.start("urluser"), m.end("urluser"), percent_decoded(m.group("urluser")))
+            for m in _URL_USER_SCAN.finditer(text)
+            if m.group("scheme").lower() not in _LOGIN_SCHEMES
+            and m.group("urluser").lower() not in _LOGIN_USERS
+            and not ALREADY_REDACTED.fullmatch(m.group("urluser"))
+        )
     if token:
         spans.extend((m.start(), m.end(), m.group()) for m in _TOKEN_SCAN.finditer(text))
     return spans
@@ -475,6 +499,8 @@ def context_spans(text: str, is_secret_name: Callable[[str], bool]) -> list[Span
             quote = value[0]
             if len(value) >= 2 and quote in "\"'" and value[-1] == quote:
                 start, end, value = start + 1, end - 1, value[1:-1]
+            elif quote in "\"'":  # open to the end of its line
+                start, value = start + 1, value[1:]
             scheme = _AUTH_SCHEME.match(value)
             if scheme:  # keep "Bearer " readable, mask what follows
                 start, value = start + scheme.end(), value[scheme.end() :]
@@ -498,3 +524,54 @@ def _decoded(value: str, syntax: str, quote: str, in_query: bool) -> str:
     if syntax == "shell":
         return shell_decoded(value, quote if quote in "\"'" else "")
     return value
+
+
+# --- cutting a text short ------------------------------------------------------
+
+# the characters of a token's run (base64, hex, URL-safe, a URL's user:password@)
+_RUN_CHAR = re.compile(r"[A-Za-z0-9_\-+/=.~%:@$]")
+_RUN_REST = re.compile(r"[A-Za-z0-9_\-+/=.~%:@$]*")
+CUT_MASK = "[redacted]"
+"""What stands for a secret or a token-shaped run a cut went through: the part kept would
+be a secret's prefix, which no later search can recognise as one."""
+
+
+def cut(text: str, limit: int, suffix: str = "...") -> str:
+    """`text` cut to at most `limit` characters, `suffix` included, never inside a secret.
+
+    The catalogue is searched in the whole text first (shapes, ``Bearer``,
+    a tool's password, the value of a secret name), so a token whose shape
+    only the whole text shows is not kept in part; and a cut inside a
+    token-shaped run (letters, digits and ``_-+/=.~%:@$``, mixed or long)
+    masks what is kept of that run: `CUT_MASK` stands for it. What is kept
+    whole is redacted later like any text.
+    """
+    if len(text) <= limit:
+        return text
+    room = max(0, limit - len(suffix))
+    found: list[Span] = list(scan_shapes(text))
+    found.extend(scan_auth(text))
+    found.extend((t.start, t.end, t.value) for t in tool_passwords(text))
+    found.extend(context_spans(text, secret_by_name))
+    keep, masked = _cut_point(text, room, found)
+    if masked and keep + len(CUT_MASK) > room:
+        keep = _cut_point(text, max(0, room - len(CUT_MASK)), found)[0]
+    return text[:keep] + (CUT_MASK if masked else "") + suffix
+
+
+def _cut_point(text: str, at: int, found: list[Span]) -> tuple[int, bool]:
+    """Where to cut `text` at or before `at`, and whether what is cut there goes through a
+    secret of `found` or a token-shaped run (whose kept part is then cut too)."""
+    keep, masked = at, False
+    for start, end, _secret in found:
+        if start < keep < end:
+            keep, masked = start, True
+    if not masked and 0 < keep < len(text) and _RUN_CHAR.match(text, keep):
+        start = keep
+        while start > 0 and _RUN_CHAR.match(text, start - 1):
+            start -= 1
+        rest = _RUN_REST.match(text, keep)
+        run = text[start : rest.end() if rest else keep]
+        if start < keep and (len(run) >= 16 or (len(run) >= 6 and looks_random(run))):
+            keep, masked = start, True
+    return keep, masked
