@@ -273,7 +273,10 @@ def record(obj: DriftContext, quiet: bool) -> None:
 
 def _say_spool(result: SnapshotResult, quiet: bool) -> None:
     """A record kept in the spool says so on stderr (with --quiet, only the first of an
-    outage, so cron mails it once); a record that shipped the spool says how many went."""
+    outage, so cron mails it once); a record that shipped the spool says how many went.
+    A damaged spool set aside is said every time, --quiet or not."""
+    for warning in result.spool_warnings:
+        click.echo(warning, err=True)
     if result.spooled is not None:
         if not quiet or result.spool_began:
             click.echo(
