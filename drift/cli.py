@@ -699,7 +699,10 @@ def prune(obj: DriftContext, keep: str | None, dry_run: bool, yes: bool) -> None
     A prune that drops more than a day of a host's history, or a stable
     mark, first shows what it would drop and asks (on a terminal); without
     one it drops nothing and exits 2 unless --yes (what cron should pass).
+    Another host's history (--host OTHER) is pruned only with --yes as well,
+    and the output says whose it was.
     """
+    from drift.display import printable
     from drift.errors import ConfigError
     from drift.progress import StatusLine
     from drift.store.prune import prune_history, reasons_to_confirm, vacuum_sqlite
@@ -707,6 +710,8 @@ def prune(obj: DriftContext, keep: str | None, dry_run: bool, yes: bool) -> None
     from drift.timespec import local_time, parse_span
 
     config = obj.config()
+    # Another host's history is another writer's: it is dropped only when named twice.
+    other = obj.host if obj.host is not None and obj.host != config.host else None
     if keep is not None:
         span = parse_span(keep)
     elif config.keep is not None:
@@ -727,6 +732,12 @@ def prune(obj: DriftContext, keep: str | None, dry_run: bool, yes: bool) -> None
             _say_pruned(plan)
         if dry_run:
             return
+        if other is not None and not yes:
+            raise DriftError(
+                f"nothing dropped: {printable(other)} is not this host "
+                f"({printable(config.host)}); to prune another host's history name it twice: "
+                f"drift prune --host {printable(other)} --yes"
+            )
         if reasons:
             what = " and ".join(reasons)
             if not sys.stdin.isatty():
@@ -735,6 +746,11 @@ def prune(obj: DriftContext, keep: str | None, dry_run: bool, yes: bool) -> None
                     "(or --dry-run to only see what would go)"
                 )
             click.confirm(f"Drop {what}?", abort=True, err=True)
+    if other is not None:
+        click.echo(
+            f"pruning host {printable(other)}'s history, not this host's "
+            f"({printable(config.host)}): named by --host and confirmed by --yes"
+        )
     size = _size(database)
     status = None if not sys.stderr.isatty() else StatusLine(sys.stderr)
     try:
