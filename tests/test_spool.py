@@ -287,6 +287,19 @@ def test_a_spool_another_user_could_write_or_read_is_refused(fleet: Fleet, tmp_p
         readable = run_drift(["record", *args], tmp_path, check=False)
         assert readable.returncode == 2 and "other users can read or write" in readable.stderr
         (private / "s.db").chmod(0o600)
+        # Nor through a link the other user owns (they could point it elsewhere at any time).
+        as_user(user, ["ln", "-s", str(private), str(shared / "link")])
+        linked = host_config(box, "link.toml", HOST, gated_url(url, gate), shared / "link" / "s.db")
+        through = run_drift(["record", *linked], tmp_path, check=False)
+        assert (
+            through.returncode == 2
+            and f"{shared}/link on its way is a link owned by {user}" in (through.stderr)
+        )
+        # A FIFO for a spool is no file to trust, and never waited on.
+        os.mkfifo(private / "fifo.db", 0o600)
+        fifo = host_config(box, "fifo.toml", HOST, gated_url(url, gate), private / "fifo.db")
+        piped = run_drift(["record", *fifo], tmp_path, check=False, timeout=30)
+        assert piped.returncode == 2 and "fifo.db is not a regular file" in piped.stderr
         gate.open()
         back = run_drift(["record", *args], tmp_path)
         assert "shipped 1 spooled snapshot first" in back.stderr

@@ -196,23 +196,29 @@ def _remove_shipped(spool: Path, host: str, last_id: int) -> None:
     """Take what was shipped of `host` out of the spool: the whole file when it holds no other
     host's records (nor a newer one of this host's), else this host's rows only."""
     url = resolve_db_url(str(spool))
-    with HistoryWriter.open(url, create=False) as local, _spool_lock(local, host):
-        host_id = local.host_id(host)
-        if host_id is None:
-            return
-        newer = local.conn.execute(
-            "SELECT count(*) FROM snapshots WHERE host_id = ? AND id > ?", (host_id, last_id)
-        ).fetchone()[0]
-        if newer:
-            return  # recorded meanwhile; the next push skips what this one shipped
-        others = local.conn.execute(
-            "SELECT count(*) FROM hosts WHERE id <> ?", (host_id,)
-        ).fetchone()[0]
-        if others:
-            drop_host(local.conn, host_id)
-            return
-        local.close()
-        _remove(spool)
+    try:
+        with HistoryWriter.open(url, create=False) as local, _spool_lock(local, host):
+            _take_out(local, spool, host, last_id)
+    except RecordLocked:
+        pass  # another host's record held the spool all along: the next push skips these
+
+
+def _take_out(local: HistoryWriter, spool: Path, host: str, last_id: int) -> None:
+    """`_remove_shipped` with the spool's lock held."""
+    host_id = local.host_id(host)
+    if host_id is None:
+        return
+    newer = local.conn.execute(
+        "SELECT count(*) FROM snapshots WHERE host_id = ? AND id > ?", (host_id, last_id)
+    ).fetchone()[0]
+    if newer:
+        return  # recorded meanwhile; the next push skips what this one shipped
+    others = local.conn.execute("SELECT count(*) FROM hosts WHERE id <> ?", (host_id,))
+    if others.fetchone()[0]:
+        drop_host(local.conn, host_id)
+        return
+    local.close()
+    _remove(spool)
 
 
 @contextmanager

@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
 
 from drift.errors import StoreError
 from drift.store.db import DbapiConnection, write_transaction
@@ -63,13 +64,35 @@ def legacy_spool(db: DbUrl, configured: str | None) -> Path | None:
 def check_spool_place(spool: Path) -> None:
     """Raise StoreError unless the spool may be trusted: its folder private to the user running
     drift, no folder above it open to another user's renames, each of its files theirs alone."""
+    spool = Path(os.path.abspath(spool))
+    _check_links(spool)
+    folder = Path(os.path.realpath(spool.parent))
+    _check_folders(spool, folder)
+    _check_files(spool)
+
+
+def _check_links(spool: Path) -> None:
+    """No link on the way to the spool's folder belongs to another user: whoever owns a link
+    can point it elsewhere at any time."""
     me = os.geteuid()
-    folder = spool.parent
+    for part in [*reversed(spool.parent.parents), spool.parent]:
+        try:
+            info = os.lstat(part)
+        except OSError:
+            return  # made by drift from here on, private
+        if stat.S_ISLNK(info.st_mode) and info.st_uid not in (me, 0):
+            _refuse(spool, f"{part} on its way is a link owned by {_user(info.st_uid)}")
+
+
+def _check_folders(spool: Path, folder: Path) -> None:
+    """The folders above the spool's are root's or drift's user's and no one else can rename in
+    them (sticky if open to writing); the spool's own folder is that user's alone."""
+    me = os.geteuid()
     for above in reversed(folder.parents):
         try:
             info = os.stat(above)
         except OSError:
-            break  # made by drift below here, private
+            return
         if info.st_uid not in (me, 0):
             _refuse(spool, f"{above} above it is owned by {_user(info.st_uid)}")
         if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
@@ -84,6 +107,11 @@ def check_spool_place(spool: Path) -> None:
         _refuse(spool, f"its folder {folder} is owned by {_user(info.st_uid)}, not {_user(me)}")
     if info.st_mode & 0o077:
         _refuse(spool, f"its folder {folder} is open to other users ({_mode(info)}); chmod 700 it")
+
+
+def _check_files(spool: Path) -> None:
+    """The spool and its companions, where they exist, are regular files of drift's user, 0600."""
+    me = os.geteuid()
     for path in sqlite_side_files(spool):
         try:
             info = os.lstat(path)
@@ -97,7 +125,7 @@ def check_spool_place(spool: Path) -> None:
             _refuse(spool, f"other users can read or write {path} ({_mode(info)}); chmod 600 it")
 
 
-def _refuse(spool: Path, why: str) -> None:
+def _refuse(spool: Path, why: str) -> NoReturn:
     raise StoreError(
         f"{spool}: refusing this spool: {why} (another user could read the records or "
         "plant some to ship; set `spool` to a file in a folder only drift's user can enter)"
