@@ -50,6 +50,7 @@ def excluded_paths(config: Config, db: DbUrl) -> frozenset[str]:
         if spool is not None:
             paths.update(str(p) for p in sqlite_side_files(spool))
             paths.update(_named_after(spool, SET_ASIDE_MARK))
+            paths.update(_named_after(spool, ".bak-"))  # an older drift's spool, brought up
     if db.sqlite_path is not None:
         paths.update(str(p) for p in sqlite_side_files(db.sqlite_path))
         paths.update(_named_after(db.sqlite_path, ".bak-"))
@@ -211,14 +212,17 @@ def _spool_record(
     """Record into the host's spool, the central database being out of reach. A damaged spool
     is set aside first, and what can be read of it is copied into the new one."""
     from drift.private_dirs import make_private_dirs
-    from drift.store.push import salvage
-    from drift.store.spool import set_aside, spool_damage
+    from drift.store.push import Shipped, salvage
+    from drift.store.spool import set_aside, spool_damage, spool_too_new
 
     make_private_dirs(spool.parent)
+    warnings: list[str | None] = []
     damage = spool_damage(spool) if sqlite_exists(spool) else None
     aside = None if damage is None else set_aside(spool)
+    newer = spool_too_new(spool) if sqlite_exists(spool) else None
+    if newer is not None:
+        warnings.append(Shipped(0, 0, spool, newer, set_aside(spool), newer=True).warning(host, ""))
     began = not sqlite_exists(spool)
-    warnings = []
     with HistoryWriter.open(resolve_db_url(str(spool))) as local:
         with local.record_lock(host):
             if aside is not None and damage is not None:

@@ -407,3 +407,46 @@ def test_the_default_spool_is_one_per_config_and_host(fleet: Fleet, tmp_path: Pa
     # x2's spool is its own: shipping x's took nothing of it.
     (left,) = state.glob("spool*.db")
     assert left in spools and hosts_in(left) == {HOST: 1}
+
+
+def test_a_spool_an_older_drift_wrote_is_brought_up_and_shipped(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    from history_0005 import write_as_0005
+
+    url, gate, box = fleet
+    spool = tmp_path / "spool" / "spool.db"
+    args = host_config(box, "host.toml", HOST, gated_url(url, gate), spool)
+    gate.shut()
+    run_drift(["record", *args], tmp_path)
+    box.add_culprit()
+    box.restart_all()
+    run_drift(["record", *args], tmp_path)
+    kept = states(spool)
+    # The same records as the drift before migration 0006 stored them; then drift is upgraded.
+    old = tmp_path / "old.db"
+    write_as_0005(resolve_db_url(str(spool)), resolve_db_url(str(old)))
+    for path in spool.parent.glob("spool.db*"):
+        path.unlink()
+    old.rename(spool)
+    spool.chmod(0o600)
+    during = run_drift(["record", *args], tmp_path)  # still out of reach: kept in it
+    assert "database out of reach" in during.stderr and "damaged" not in during.stderr
+    gate.open()
+    back = run_drift(["record", *args], tmp_path)
+    assert "shipped 3 spooled snapshots first" in back.stderr
+    shipped = states(url)
+    assert {t: shipped[t] for t in kept} == kept
+    # One a newer drift wrote (drift downgraded meanwhile) is set aside unread, not misread.
+    gate.shut()
+    run_drift(["record", *args], tmp_path)
+    with sqlite3.connect(spool) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '9999'")
+    gate.open()
+    newer = run_drift(["record", *args], tmp_path)
+    line = next(
+        line for line in newer.stderr.splitlines() if "cannot be read by this drift" in line
+    )
+    aside = Path(line.split("set aside as ", 1)[1].split(",", 1)[0])
+    assert "schema 9999" in line and aside.exists() and not spool.exists()
+    assert len(states(url)) == len(shipped) + 1

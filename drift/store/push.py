@@ -38,6 +38,7 @@ from drift.store.spool import (
     readable_copy,
     set_aside,
     spool_damage,
+    spool_too_new,
 )
 from drift.store.urls import resolve_db_url
 from drift.store.window import state_after
@@ -58,11 +59,18 @@ class Shipped:
     damage: str | None = None
     set_aside: Path | None = None
     unread: bool = False
+    newer: bool = False  # written by a newer drift: set aside unread
 
     def warning(self, host: str, into: str) -> str | None:
         """One line saying where a damaged spool went and what of it was saved, or None."""
         if self.set_aside is None:
             return None
+        if self.newer:
+            return (
+                f"drift: spool {self.spool} cannot be read by this drift ({self.damage}): set "
+                f"aside as {self.set_aside}, unread; the drift that wrote it can push it "
+                "with `drift push`"
+            )
         if self.unread:
             saved = (
                 f"{_snapshots(self.shipped)} of host {host} could be read from it and "
@@ -98,6 +106,9 @@ def ship(
     damage = spool_damage(spool)
     if damage is not None:
         return salvage(set_aside(spool), spool, damage, central, host, progress)
+    newer = spool_too_new(spool)
+    if newer is not None:  # not read at all: this drift could misread it
+        return Shipped(0, 0, spool, newer, set_aside(spool), unread=True, newer=True)
     done = _ship_from(spool, central, host, progress)
     if done.damage is not None:  # found on the way: what was read is shipped
         aside = set_aside(spool)

@@ -172,6 +172,32 @@ def spool_damage(spool: Path) -> str | None:
         raw.close()
 
 
+def spool_too_new(spool: Path) -> str | None:
+    """Bring a spool an older drift wrote to this drift's schema (it is drift's own file, and
+    its records wait to be shipped by this drift); why it cannot be, when a newer drift wrote it.
+    """
+    from drift.errors import SchemaTooNew, SchemaTooOld
+    from drift.store.db import connect_dbapi
+    from drift.store.schema import check_revision, current_revision_dbapi, upgrade_database
+    from drift.store.urls import resolve_db_url
+
+    url = resolve_db_url(str(spool))
+    conn = connect_dbapi(url)
+    try:
+        revision = current_revision_dbapi(conn)
+    finally:
+        conn.close()
+    if revision is None:
+        return None  # a new spool: made at head when first written
+    try:
+        check_revision(revision)
+    except SchemaTooNew as exc:
+        return str(exc)
+    except SchemaTooOld:
+        upgrade_database(url)
+    return None
+
+
 def is_damage(exc: sqlite3.DatabaseError) -> bool:
     """Whether SQLite failed because the file is not (or no longer) a whole database."""
     code = getattr(exc, "sqlite_errorcode", None)
