@@ -310,6 +310,20 @@ def test_a_spool_another_user_could_write_or_read_is_refused(fleet: Fleet, tmp_p
         assert conn.execute("SELECT count(*) FROM marks").fetchone() == (0,)
 
 
+def outage(fleet: Fleet, args: list[str], spool: Path, tmp_path: Path) -> dict[int, set[Any]]:
+    """The database goes out of reach for two records, the culprit landing between them; the
+    states the spool kept."""
+    _url, gate, box = fleet
+    gate.shut()
+    run_drift(["record", *args], tmp_path)
+    box.add_culprit()
+    box.restart_all()
+    run_drift(["record", *args], tmp_path)
+    kept = states(spool)
+    assert len(kept) == 2
+    return kept
+
+
 def set_aside_named(stderr: str, spool: Path) -> Path:
     """The file a warning says a damaged spool was set aside as."""
     line = next(line for line in stderr.splitlines() if "is damaged" in line)
@@ -324,13 +338,7 @@ def test_a_damaged_spool_is_set_aside_and_recording_goes_on(fleet: Fleet, tmp_pa
     spool = tmp_path / "spool" / "spool.db"
     args = host_config(box, "host.toml", HOST, gated_url(url, gate), spool)
     run_drift(["record", *args], tmp_path)  # #1, central
-    gate.shut()
-    run_drift(["record", *args], tmp_path)
-    box.add_culprit()
-    box.restart_all()
-    run_drift(["record", *args], tmp_path)
-    kept = states(spool)
-    assert len(kept) == 2
+    kept = outage(fleet, args, spool, tmp_path)
     # A power cut: the spool's last page is lost. What SQLite can still read is kept.
     with sqlite3.connect(spool) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -417,12 +425,7 @@ def test_a_spool_an_older_drift_wrote_is_brought_up_and_shipped(
     url, gate, box = fleet
     spool = tmp_path / "spool" / "spool.db"
     args = host_config(box, "host.toml", HOST, gated_url(url, gate), spool)
-    gate.shut()
-    run_drift(["record", *args], tmp_path)
-    box.add_culprit()
-    box.restart_all()
-    run_drift(["record", *args], tmp_path)
-    kept = states(spool)
+    kept = outage(fleet, args, spool, tmp_path)
     # The same records as the drift before migration 0006 stored them; then drift is upgraded.
     old = tmp_path / "old.db"
     write_as_0005(resolve_db_url(str(spool)), resolve_db_url(str(old)))
