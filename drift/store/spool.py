@@ -147,6 +147,8 @@ def _user(uid: int) -> str:
 
 def spool_damage(spool: Path) -> str | None:
     """Why SQLite cannot read the spool whole (its own words), or None when it can."""
+    if os.path.getsize(spool) == 0:
+        return "it is empty: cut before its first record was whole"
     try:
         raw = sqlite3.connect(str(spool), isolation_level=None)
     except sqlite3.Error as exc:
