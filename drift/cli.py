@@ -280,7 +280,10 @@ def record(obj: DriftContext, quiet: bool) -> None:
 
 def _say_spool(result: SnapshotResult, quiet: bool) -> None:
     """A record kept in the spool says so on stderr (with --quiet, only the first of an
-    outage, so cron mails it once); a record that shipped the spool says how many went."""
+    outage, so cron mails it once); a record that shipped the spool says how many went.
+    A damaged spool set aside is said every time, --quiet or not."""
+    for warning in result.spool_warnings:
+        click.echo(warning, err=True)
     if result.spooled is not None:
         if not quiet or result.spool_began:
             click.echo(
@@ -705,7 +708,10 @@ def prune(obj: DriftContext, keep: str | None, dry_run: bool, yes: bool) -> None
     A prune that drops more than a day of a host's history, or a stable
     mark, first shows what it would drop and asks (on a terminal); without
     one it drops nothing and exits 2 unless --yes (what cron should pass).
+    Another host's history (--host OTHER) is pruned only with --yes as well,
+    and the output says whose it was.
     """
+    from drift.display import printable
     from drift.errors import ConfigError
     from drift.progress import StatusLine
     from drift.store.prune import prune_history, reasons_to_confirm, vacuum_sqlite
@@ -713,6 +719,8 @@ def prune(obj: DriftContext, keep: str | None, dry_run: bool, yes: bool) -> None
     from drift.timespec import local_time, parse_span
 
     config = obj.config()
+    # Another host's history is another writer's: it is dropped only when named twice.
+    other = obj.host if obj.host is not None and obj.host != config.host else None
     if keep is not None:
         span = parse_span(keep)
     elif config.keep is not None:
@@ -733,6 +741,12 @@ def prune(obj: DriftContext, keep: str | None, dry_run: bool, yes: bool) -> None
             _say_pruned(plan)
         if dry_run:
             return
+        if other is not None and not yes:
+            raise DriftError(
+                f"nothing dropped: {printable(other)} is not this host "
+                f"({printable(config.host)}); to prune another host's history name it twice: "
+                f"drift prune --host {printable(other)} --yes"
+            )
         if reasons:
             what = " and ".join(reasons)
             if not sys.stdin.isatty():
@@ -741,6 +755,11 @@ def prune(obj: DriftContext, keep: str | None, dry_run: bool, yes: bool) -> None
                     "(or --dry-run to only see what would go)"
                 )
             click.confirm(f"Drop {what}?", abort=True, err=True)
+    if other is not None:
+        click.echo(
+            f"pruning host {printable(other)}'s history, not this host's "
+            f"({printable(config.host)}): named by --host and confirmed by --yes"
+        )
     size = _size(database)
     status = None if not sys.stderr.isatty() else StatusLine(sys.stderr)
     try:

@@ -150,8 +150,8 @@ def push(obj: DriftContext) -> None:
 
     \b
     While a central database (PostgreSQL) is out of reach, `drift record`
-    keeps each snapshot in a local spool (`spool` in drift.toml, else
-    spool.db in drift's state folder); the next record that reaches the
+    keeps each snapshot in a local spool (`spool` in drift.toml, else one
+    per config and host in drift's state folder); the next record that reaches the
     database ships them first, oldest first. `drift push` does it at once.
     It is safe to run again: snapshots the database already has are skipped.
     Exit 3 if a record of this host is running; exit 2 if the database is
@@ -161,22 +161,30 @@ def push(obj: DriftContext) -> None:
 
     from drift.display import plural
     from drift.errors import DriftError
-    from drift.store.push import ship, spool_path
+    from drift.store.push import ship
+    from drift.store.spool import check_spool_place, legacy_spool, spool_path
     from drift.store.writer import HistoryWriter
 
     config = obj.config()
     if obj.host:
         config = replace(config, host=obj.host)
     db = obj.db_url()
-    spool = spool_path(db, config.spool)
+    spool = spool_path(db, config.spool, config.path, config.host)
     if spool is None:
         raise DriftError(f"{db.display()} is a local SQLite file: there is no spool to ship")
+    check_spool_place(spool)
     with HistoryWriter.open(db, create=False) as writer, writer.record_lock(config.host):
-        done = ship(spool, writer, config.host)
-    if done.shipped == 0 and done.skipped == 0:
+        done = [ship(s, writer, config.host) for s in (legacy_spool(db, config.spool), spool) if s]
+    for part in done:
+        warning = part.warning(config.host, "shipped")
+        if warning:
+            click.echo(warning, err=True)
+    shipped = sum(part.shipped for part in done)
+    skipped = sum(part.skipped for part in done)
+    if shipped == 0 and skipped == 0:
         click.echo(f"nothing to ship for host {config.host} ({spool} holds no record)")
         return
     click.echo(
-        f"shipped {plural(done.shipped, 'snapshot')} of host {config.host} from {spool} to "
-        f"{db.display()}" + (f"; {done.skipped:,} it already had" if done.skipped else "")
+        f"shipped {plural(shipped, 'snapshot')} of host {config.host} from {spool} to "
+        f"{db.display()}" + (f"; {skipped:,} it already had" if skipped else "")
     )

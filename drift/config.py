@@ -224,7 +224,8 @@ class Config:
     notify: tuple[NotifySpec, ...] = ()
     secrets: SecretsSpec = field(default_factory=SecretsSpec)
     db: str | None = None  # where the history is: an SQLite path (absolute) or a URL
-    # where records wait while a central `db` is out of reach (default: spool.db in the state dir)
+    # where records wait while a central `db` is out of reach (default: one per config and host
+    # in the state dir, drift.store.spool.spool_path)
     spool: str | None = None
     keep: timedelta | None = None  # how much history `drift prune` keeps (None: --keep)
     secret_key_file: str | None = None

@@ -52,24 +52,33 @@ def redacted_note(config: Config, db: DbUrl, note: str | None) -> str | None:
 def excluded_paths(config: Config, db: DbUrl) -> frozenset[str]:
     """drift's own files, which it must never hash: the database, its companions, backups, key,
     and the spool a host records into while a central database is out of reach."""
-    from drift.store.push import spool_path
+    from drift.store.spool import SET_ASIDE_MARK, legacy_spool, spool_path
 
     paths = {str(secret_key_path(config, db))}
-    spool = spool_path(db, config.spool)
-    if spool is not None:
-        paths.update(str(p) for p in sqlite_side_files(spool))
+    for spool in (
+        spool_path(db, config.spool, config.path, config.host),
+        legacy_spool(db, config.spool),
+    ):
+        if spool is not None:
+            paths.update(str(p) for p in sqlite_side_files(spool))
+            paths.update(_named_after(spool, SET_ASIDE_MARK))
+            paths.update(_named_after(spool, ".bak-"))  # an older drift's spool, brought up
     if db.sqlite_path is not None:
         paths.update(str(p) for p in sqlite_side_files(db.sqlite_path))
-        folder = db.sqlite_path.parent
-        try:
-            paths.update(
-                str(folder / name)
-                for name in os.listdir(folder)
-                if name.startswith(f"{db.sqlite_path.name}.bak-")
-            )
-        except OSError:
-            pass
+        paths.update(_named_after(db.sqlite_path, ".bak-"))
     return frozenset(paths)
+
+
+def _named_after(path: Path, mark: str) -> list[str]:
+    """The files beside `path` named after it with `mark` (its backups, a set-aside spool)."""
+    try:
+        return [
+            str(path.parent / name)
+            for name in os.listdir(path.parent)
+            if name.startswith(f"{path.name}{mark}")
+        ]
+    except OSError:
+        return []
 
 
 def _key_errors(key: SecretKey, last_fingerprint: str | None) -> Iterator[CollectionError]:
@@ -169,30 +178,75 @@ def record(
     that reaches it ships the spool first.
     """
     from drift.errors import DatabaseUnreachable
-    from drift.store.push import ship, spool_path
+    from drift.store.push import ship
+    from drift.store.spool import check_spool_place, legacy_spool, spool_path
 
     started = time.monotonic()
     taken = now_us()
-    spool = spool_path(db, config.spool)
-    key_path = secret_key_path(config, db)
+    spool = spool_path(db, config.spool, config.path, config.host)
+    if spool is not None:
+        # Refused at every record, not only in the outage that needs it.
+        check_spool_place(spool)
+    into = partial(
+        _record_into,
+        config=config,
+        db=db,
+        key_path=secret_key_path(config, db),
+        taken=taken,
+        started=started,
+        progress=progress,
+    )
     try:
         writer = HistoryWriter.open(db)
     except DatabaseUnreachable as exc:
         if spool is None:
             raise
-        spool.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        began = not sqlite_exists(spool)
-        with HistoryWriter.open(resolve_db_url(str(spool))) as local:
-            with local.record_lock(config.host):
-                result = _record_into(local, config, db, key_path, taken, started, progress)
-        return replace(result, spooled=f"{exc}; kept in {spool}", spool_began=began)
+        return _spool_record(spool, str(exc), config.host, into, progress)
     with writer:
         with writer.record_lock(config.host):
-            shipped = 0
-            if spool is not None:
-                shipped = ship(spool, writer, config.host, progress).shipped
-            result = _record_into(writer, config, db, key_path, taken, started, progress)
-            return replace(result, shipped=shipped)
+            shipped, warnings = 0, []
+            for kept in (legacy_spool(db, config.spool), spool):
+                if kept is not None:
+                    done = ship(kept, writer, config.host, progress)
+                    shipped += done.shipped
+                    warnings.append(done.warning(config.host, "shipped"))
+            result = into(writer)
+            return replace(result, shipped=shipped, spool_warnings=[w for w in warnings if w])
+
+
+def _spool_record(
+    spool: Path,
+    why: str,
+    host: str,
+    record_into: Callable[[HistoryWriter], SnapshotResult],
+    progress: Callable[[str], None] | None,
+) -> SnapshotResult:
+    """Record into the host's spool, the central database being out of reach. A damaged spool
+    is set aside first, and what can be read of it is copied into the new one."""
+    from drift.private_dirs import make_private_dirs
+    from drift.store.push import Shipped, salvage
+    from drift.store.spool import set_aside, spool_damage, spool_too_new
+
+    make_private_dirs(spool.parent)
+    warnings: list[str | None] = []
+    damage = spool_damage(spool) if sqlite_exists(spool) else None
+    aside = None if damage is None else set_aside(spool)
+    newer = spool_too_new(spool) if sqlite_exists(spool) else None
+    if newer is not None:
+        warnings.append(Shipped(0, 0, spool, newer, set_aside(spool), newer=True).warning(host, ""))
+    began = not sqlite_exists(spool)
+    with HistoryWriter.open(resolve_db_url(str(spool))) as local:
+        with local.record_lock(host):
+            if aside is not None and damage is not None:
+                saved = salvage(aside, spool, damage, local, host, progress)
+                warnings.append(saved.warning(host, "kept in a new spool"))
+            result = record_into(local)
+    return replace(
+        result,
+        spooled=f"{why}; kept in {spool}",
+        spool_began=began,
+        spool_warnings=[w for w in warnings if w],
+    )
 
 
 def _record_into(

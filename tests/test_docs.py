@@ -15,6 +15,7 @@ DOCS = [
     "CHANGELOG.md",
     "docs/architecture.md",
     "docs/collectors.md",
+    "docs/fleet.md",
 ]
 
 

@@ -350,9 +350,19 @@ def test_prune_with_host_prunes_only_that_hosts_history(tmp_path: Path) -> None:
         for i in range(3):
             facts = [Fact("command:v", "stdout", str(i))]
             writer.write_snapshot("other-host", START + i * MINUTE, facts, [], {})
-    out = run_drift(["prune", "--host", "other-host", *cfg], tmp_path).stdout
-    assert out.startswith("other-host: history begins at #")
-    assert "cli-host" not in out
+    # Another host's history is another writer's: named once, nothing is dropped.
+    refused = run_drift(["prune", "--host", "other-host", *cfg], tmp_path, check=False)
+    assert refused.returncode == 2 and refused.stderr == (
+        "drift: nothing dropped: other-host is not this host (cli-host); to prune another "
+        "host's history name it twice: drift prune --host other-host --yes\n"
+    )
+    assert snapshot_and_mark_counts(db)[0] == 10
+    out = run_drift(["prune", "--host", "other-host", "--yes", *cfg], tmp_path).stdout
+    assert out.startswith(
+        "pruning host other-host's history, not this host's (cli-host): named by --host and "
+        "confirmed by --yes\nother-host: history begins at #"
+    )
+    assert "cli-host:" not in out
     with sqlite3.connect(db) as conn:
         per_host = dict(
             conn.execute(

@@ -77,6 +77,8 @@ class SnapshotResult:
     spool_began: bool = False  # ... and it is the first the spool holds: an outage began
     # Snapshots this record shipped from the spool before its own (drift.store.push).
     shipped: int = 0
+    # A damaged spool set aside: where, and what of it was saved (one line each).
+    spool_warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
