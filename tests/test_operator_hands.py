@@ -16,7 +16,10 @@ import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from conftest import DRIFT, drift_env, read_terminal, run_drift
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from drift.demo import CULPRIT, DEMO_TOKEN, IncidentSandbox
 
@@ -331,3 +334,65 @@ def env_file_reads_back_as_its_assignments(db_url: str, tmp: Path) -> None:
 
 def test_an_env_file_reads_back_as_its_assignments(tmp_path: Path) -> None:
     env_file_reads_back_as_its_assignments(str(tmp_path / "env.db"), tmp_path)
+
+
+# --- the invariant: cat --at #k is what record k saw; the patches rebuild it ------------------
+
+texts = st.lists(st.text("ab \n=", max_size=40), min_size=1, max_size=6)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(versions=texts)
+def test_cat_at_each_record_is_what_it_recorded_and_the_patches_rebuild_it(
+    tmp_path_factory: pytest.TempPathFactory, versions: list[str]
+) -> None:
+    from drift.analysis.recorded_text import recorded_text
+    from drift.analysis.views import fact_history
+    from drift.facts import Fact
+    from drift.store.query import History
+    from drift.store.urls import resolve_db_url
+    from drift.store.writer import HistoryWriter, now_us
+    from drift.timespec import When
+
+    db = resolve_db_url(str(tmp_path_factory.mktemp("cat") / "drift.db"))
+    script = "/srv/serve.sh"
+    with HistoryWriter.open(db) as writer:
+        ids = [
+            writer.write_snapshot(
+                "h", now_us(), [Fact(f"script:{script}", "content", text)], [], {}
+            ).snapshot_id
+            for text in versions
+        ]
+    with History.open(db, "h") as history:
+        for snapshot, text in zip(ids, versions, strict=True):
+            assert recorded_text(history, script, When(snapshot=snapshot)).text == text
+        pages = fact_history(history, "serve.sh content", None, patch=True).facts
+        # Each patch, oldest first, applied to the text before it gives the text it made.
+        built: list[str] = []
+        for version in reversed(pages[0].versions):
+            built = apply_patch(built, version.patch or [])
+            made = recorded_text(history, script, When(snapshot=version.from_snapshot)).text
+            assert built == made.splitlines()
+
+
+def apply_patch(old: list[str], patch: list[str]) -> list[str]:
+    """A unified diff applied to `old`'s lines (the hunks in order, as difflib writes them)."""
+    out: list[str] = []
+    at = 0
+    for line in patch[2:]:
+        if line.startswith("@@"):
+            # "-a,b": the hunk's old lines start at line a; with b = 0, after line a.
+            first, _, length = line.split()[1][1:].partition(",")
+            begin = int(first) if length == "0" else int(first) - 1
+            out += old[at:begin]
+            at = begin
+        elif line.startswith("-"):
+            at += 1
+        elif line.startswith("+"):
+            out.append(line[1:])
+        else:
+            out.append(old[at])
+            at += 1
+    return out + old[at:]
