@@ -299,6 +299,8 @@ def test_since_and_diff_exit_code_say_whether_anything_changed(
 # --- an env file: what drift keeps of it is what was read from it -----------------------------
 
 ENV_FILE = "/etc/serve/decode.env"
+UNIT_FILE = "/etc/systemd/system/decode.service"
+UNIT_TEXT = f"[Service]\nEnvironmentFile={ENV_FILE}\nExecStart=/opt/serve/decode.sh\n"
 
 
 def env_file_reads_back_as_its_assignments(db_url: str, tmp: Path) -> None:
@@ -313,19 +315,25 @@ def env_file_reads_back_as_its_assignments(db_url: str, tmp: Path) -> None:
             "service:decode", f"unit:envfile:{name}", value, {"file": ENV_FILE, "line": line}
         )
 
+    unit = Fact("service:decode", f"unit:file:{UNIT_FILE}", UNIT_TEXT, {"unit": "decode.service"})
+    token = Fact("service:decode", "unit:envfile:TOKEN", "hmac-sha256:0123456789abcdef", {})
+    token.provenance, token.secret = {"file": ENV_FILE, "line": 5}, True
     states = [
-        [envfile("TP", "8", 4), envfile("MODEL_DIR", "/models", 2)],
-        [envfile("TP", "4", 4), envfile("MODEL_DIR", "/models", 2)],
+        [envfile("TP", "8", 4), envfile("MODEL_DIR", "/models", 2), unit, token],
+        [envfile("TP", "4", 4), envfile("MODEL_DIR", "/models", 2), unit, token],
         [Fact("service:decode", "pid", "42")],  # the unit no longer reads it
     ]
     with HistoryWriter.open(resolve_db_url(db_url)) as writer:
         ids = [writer.write_snapshot("env-host", now_us(), s, [], {}).snapshot_id for s in states]
     args = ["--db", db_url, "--host", "env-host"]
     old = run_drift(["cat", ENV_FILE, "--at", f"#{ids[0]}", *args], tmp)
-    assert old.stdout == "MODEL_DIR=/models\nTP=8\n"
-    assert "keeps no text of it" in old.stderr and "2 assignments, by line" in old.stderr
+    assert old.stdout == "MODEL_DIR=/models\nTP=8\nTOKEN=[redacted:01234567]\n"
+    assert "keeps no text of it" in old.stderr and "3 assignments, by line" in old.stderr
     new = run_drift(["cat", ENV_FILE, "--at", f"#{ids[1]}", *args], tmp).stdout
-    assert new == "MODEL_DIR=/models\nTP=4\n"
+    assert new == "MODEL_DIR=/models\nTP=4\nTOKEN=[redacted:01234567]\n"
+    # A unit file is kept whole: it prints as it was.
+    shown = run_drift(["cat", UNIT_FILE, "--at", f"#{ids[1]}", *args], tmp)
+    assert shown.stdout == UNIT_TEXT and f"#{ids[1]}" in shown.stderr
     gone = run_drift(["cat", ENV_FILE, *args], tmp, check=False)
     assert gone.returncode == 2 and "read from it at other times" in gone.stderr
     never = run_drift(["cat", "/etc/serve/prefill.env", *args], tmp, check=False)
