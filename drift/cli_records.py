@@ -105,6 +105,7 @@ def unmark(obj: DriftContext, number: int) -> None:
     from drift.store.writer import undo_mark
     from drift.timespec import local_time
 
+    # Opened only to say in one line why there is no history (and no mark) to undo.
     with obj.history(hint="run `drift record` first (a mark needs a recorded history)"):
         pass
     at_us, kind, note = undo_mark(obj.db_url(), obj.host_name(), number)
