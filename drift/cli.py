@@ -214,6 +214,8 @@ def record(obj: DriftContext, quiet: bool) -> None:
     it was replaced). Exit 2 for a key drift cannot use. Exit 3 at once,
     writing nothing, if another record of the same history is running. Never
     migrates: on an older schema it asks for `drift db upgrade`.
+    After a record that saw a live or pending change, each [[notify]] entry
+    of the config is told (a webhook or a command; see docs/notify.md).
     """
     from dataclasses import replace
 
@@ -236,6 +238,11 @@ def record(obj: DriftContext, quiet: bool) -> None:
         if status is not None:
             status.clear()
     _say_spool(result, quiet)
+    from drift.notify import notify
+
+    for failed in notify(config, obj.db_url(), result):
+        # A blind spot of this record (stored with it), never a failed record.
+        click.echo(f"drift: {_error_text(failed)}", err=True)
     if quiet:
         # Cron mails what a job prints: a new problem once, not the same one every minute.
         shown = result.new_errors[:QUIET_ERRORS_SHOWN]

@@ -111,6 +111,23 @@ class HealthSpec:
 
 _Run = TypeVar("_Run", CommandSpec, HealthSpec)
 
+
+@dataclass(frozen=True)
+class NotifySpec:
+    """Whom to tell after a record that saw a live or pending change (`drift.notify`).
+
+    Exactly one of `url` (the `since` JSON envelope is POSTed to it) and `run`
+    (a shell command, run in `cwd` with the envelope's path in
+    $DRIFT_NOTIFY_JSON and a one-line summary in $DRIFT_NOTIFY_TEXT).
+    """
+
+    name: str
+    url: str | None = None
+    run: str | None = None
+    timeout: float = 5.0
+    cwd: str | None = None
+
+
 CACHE_HASHES = ("stat", "content")
 
 
@@ -204,6 +221,7 @@ class Config:
     repos: tuple[RepoSpec, ...] = ()
     commands: tuple[CommandSpec, ...] = ()
     health: tuple[HealthSpec, ...] = ()
+    notify: tuple[NotifySpec, ...] = ()
     secrets: SecretsSpec = field(default_factory=SecretsSpec)
     db: str | None = None  # where the history is: an SQLite path (absolute) or a URL
     # where records wait while a central `db` is out of reach (default: spool.db in the state dir)
@@ -446,6 +464,7 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
             "gpu",
             "endpoints",
             "caches",
+            "notify",
         }
     )
     container = _container(top)
@@ -522,6 +541,7 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
 
     commands = _runs(top, "commands", CommandSpec, default_timeout=10.0)
     health = _runs(top, "health", HealthSpec, default_timeout=20.0)
+    notify = _notify(top)
 
     secrets = SecretsSpec()
     if "secrets" in data:
@@ -548,6 +568,7 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
         repos=tuple(repos),
         commands=tuple(commands),
         health=tuple(health),
+        notify=tuple(notify),
         secrets=secrets,
         db=_db_location(top),
         spool=top.path_string("spool"),
@@ -686,6 +707,33 @@ def _runs(top: _Reader, key: str, spec: type[_Run], *, default_timeout: float) -
         )
     _unique_names(readers, [run.name for run in runs])
     return runs
+
+
+def _notify(top: _Reader) -> list[NotifySpec]:
+    """[[notify]]: a unique name, one of an http(s) `url` or a command `run`, a timeout."""
+    from urllib.parse import urlsplit
+
+    readers = top.tables("notify")
+    out = []
+    for r in readers:
+        r.check_keys({"name", "url", "run", "timeout", "cwd"})
+        url, run = r.string("url"), r.string("run")
+        if (url is None) == (run is None):
+            r.fail("", "give exactly one of url, run")
+        if url is not None and urlsplit(url).scheme not in ("http", "https"):
+            # Never echo the URL: a webhook's URL is its credential.
+            r.fail("url", "expected an http:// or https:// URL")
+        out.append(
+            NotifySpec(
+                name=_name(r),
+                url=url,
+                run=run,
+                timeout=r.number("timeout", NotifySpec.timeout),
+                cwd=r.path_string("cwd") or str(r.base),
+            )
+        )
+    _unique_names(readers, [n.name for n in out])
+    return out
 
 
 def _name(r: _Reader) -> str:

@@ -238,6 +238,12 @@ class Declarations:
                         f"{other.shown} under it is declared otherwise"
                     )
 
+    def holds_values(self, subject: str) -> bool:
+        """Whether `subject` has facts (an error on it keeps their last values), or is a
+        subject of errors alone (``files:SET``, ``notify:NAME``)."""
+        declared = self._by_kind.get(subject.partition(":")[0])
+        return declared is None or bool(declared.keys)
+
     def category(self, subject: str, key: str) -> str:
         """The category of a fact: its kind's for its key (`SubjectKind.category`).
 

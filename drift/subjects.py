@@ -477,6 +477,13 @@ GPU = SubjectKind(
 )
 
 
+NOTIFY = SubjectKind(
+    "notify",
+    "NAME",
+    "a [[notify]] entry, in errors only: the record's changes could not be sent",
+    notes=("sent",),
+)
+
 HOST = SubjectKind(
     "host",
     "drift.toml",
@@ -501,5 +508,8 @@ SUBJECT_KINDS = (
 )
 """Every kind of subject drift records; a collector writes only kinds listed here."""
 
-DECLARED = Declarations(SUBJECT_KINDS)
+AFTER_RECORD_KINDS = (NOTIFY,)
+"""Subjects a record's own steps after collecting write errors on (`drift.notify`)."""
+
+DECLARED = Declarations((*SUBJECT_KINDS, *AFTER_RECORD_KINDS))
 """The lookups the analysis (`DECLARED.category`) and redaction read, built once at import."""

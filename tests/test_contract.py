@@ -80,7 +80,8 @@ CONTRACT: dict[str, str] = {
     "Unchanged": "count by_kind subjects whole_subjects facts",
     "UnchangedFact": "subject key value since",
     "BlindSpotEntry": (
-        "kind subject key message first_seen last_seen first_local last_local count current"
+        "kind subject key message first_seen last_seen first_local last_local count current "
+        "keeps_value"
     ),
     "StateView": "host snapshot pattern subjects errors",
     "SubjectState": "subject facts",

@@ -155,3 +155,19 @@ def test_compare_and_since_fleet_use_the_same_window(tmp_path: Path) -> None:
     text = fleet.stdout
     assert "SGLANG_SM120_MMA_TARGET_CTAS" in text
     assert "cannot have caused it" not in text
+
+
+def test_a_mark_made_after_the_latest_record_is_drawn_on_the_timeline(
+    sandbox, tmp_path: Path
+) -> None:
+    """`mark unstable` at now, before the next record: the chart reaches the mark."""
+    box = sandbox
+    drift(box, tmp_path, "record")
+    drift(box, tmp_path, "mark", "stable", "--note", "p99 fine")
+    break_decode(box, tmp_path, records=1)
+    drift(box, tmp_path, "mark", "unstable", "--note", "noticed it")
+
+    drawn = since_json(box, tmp_path)["overview"]
+    assert [(m["kind"], m["note"]) for m in drawn["marks"]][-1] == ("unstable", "noticed it")
+    [unstable] = [m for m in drawn["marks"] if m["kind"] == "unstable"]
+    assert drawn["start"] <= unstable["at"] <= drawn["end"]

@@ -49,6 +49,9 @@ class Script:
     in_strings: int = 0  # options in the OPTS string
     passed: dict[str, int] = field(default_factory=dict)  # a caller's flag -> the line passing it
     sure: set[str] = field(default_factory=set)  # caller's flags only one script word can hold
+    # A file drift cannot read is sourced after the options were written: it may write them
+    # again (ARGS+=(...)), so drift may rightly name it beside their line.
+    unread_after: bool = False
 
     def linked(self, flag: str) -> bool:
         """True if drift must link the flag: an option, in a string of few enough values.
@@ -57,7 +60,8 @@ class Script:
         branches soon has more values than drift tells apart (MAX_ALTERNATIVES):
         unsure, rightly.
         """
-        return (flag in self.flag_names and self.in_strings <= 1) or flag in self.sure
+        written = flag in self.flag_names and self.in_strings <= 1 and not self.unread_after
+        return written or flag in self.sure
 
     def add(self, line: str) -> int:
         self.lines.append(line)

@@ -4,7 +4,8 @@ The statements of tests/test_shell_oracle.py, placed in the shapes launch
 scripts give their control flow: one function per role (``start_ra``,
 ``start_rb``) each with its own launch, reached by ``case "$1"``, by a
 built name ``"start_$ROLE" "$@"``, by ``if`` on a caller variable or on
-``$#``; the launch itself written as ``exec``, ``... &`` then ``wait`` /
+``$#``, or ``set --`` rewriting the arguments into the server's command
+before ``exec "$@"``; the launch itself written as ``exec``, ``... &`` then ``wait`` /
 ``wait -n`` / ``wait $PID``, ``nohup ... | tee log &``, or as a command
 string (``CMD="..."; CMD+=" ..."``) run by ``eval``, ``bash -c``, ``exec
 $CMD`` or a bare ``$CMD``, with ``K=V`` or ``env $ENVP`` before the program
@@ -206,6 +207,8 @@ PASSES = (
     "case_shift",
     "while",
     "unread",
+    "set_own",
+    "set_dispatch",
 )
 """How a script forwards the flags its caller gives to the server (see build_passing)."""
 
@@ -227,6 +230,7 @@ def build_passing(top: list[Any], form: str, given: list[str]) -> tuple[Script, 
     elif form == "unread":
         # a file drift cannot know the path of sets $EXTRA: its flags are not the caller's
         script.add('source "./role_${ROLE:-a}.sh"')
+        script.unread_after = True
         line = port = script.add(f'exec {launch} $EXTRA "$@"')
     elif form in ("string_args", "string_star"):
         line = script.add(
@@ -239,6 +243,23 @@ def build_passing(top: list[Any], form: str, given: list[str]) -> tuple[Script, 
         line = port = script.add(f'  exec {launch} "$@"')
         script.add("}")
         script.add('start "$@"')
+    elif form == "set_own":
+        # the arguments rewritten into the command, then run: the words are placed at `set`
+        line = port = script.add(f'set -- {launch} "$@"')
+        script.add('exec "$@"')
+    elif form == "set_dispatch":
+        # an image entrypoint: no arguments means serve; `serve` rewrites the arguments into
+        # the server's command; anything else runs as given
+        args = ["serve", *given]
+        script.add('if [ "$#" -eq 0 ]; then')
+        script.add("  set -- serve")
+        script.add("fi")
+        script.add('case "$1" in')
+        script.add("  serve) shift")
+        line = port = script.add(f'    set -- {launch} "$@" ;;')
+        script.add(f'  -*) set -- {launch} --other "$@" ;;')
+        script.add("esac")
+        script.add('exec "$@"')
     elif form == "array":
         line = script.add('ARGS+=("$@")')
         port = script.add(f"exec {launch}")
@@ -268,7 +289,13 @@ def build_passing(top: list[Any], form: str, given: list[str]) -> tuple[Script, 
             continue  # the loop takes it
         if flag.startswith("--"):
             script.passed[flag] = line
-        if flag.startswith("--c") and form not in ("string_args", "string_star", "while", "unread"):
+        if flag.startswith("--c") and form not in (
+            "string_args",
+            "string_star",
+            "while",
+            "unread",
+            "set_dispatch",  # the arm that runs the arguments as given could hold them too
+        ):
             # one quoted "$@" holds them; a string or a split value could hold a value's words
             script.sure.add(flag)
     return script, args

@@ -44,6 +44,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("record", ("record",)),
     ("analysis", ("analysis", "marks")),
     ("render", ("render",)),
+    ("notify", ("notify",)),
     (
         "cli",
         (

@@ -79,6 +79,7 @@ from drift.store.window import (
     window_records,
     window_versions,
 )
+from drift.subjects import DECLARED
 from drift.timespec import When, iso, local_time
 
 Pids = Mapping[str, str]
@@ -457,6 +458,7 @@ def _blind_spot(spot: BlindSpot) -> BlindSpotEntry:
         last_local=local_time(spot.last_us),
         count=spot.count,
         current=spot.current,
+        keeps_value=DECLARED.holds_values(spot.subject),
     )
 
 

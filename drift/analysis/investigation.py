@@ -256,6 +256,9 @@ class BlindSpotEntry:
     last_local: str
     count: int
     current: bool  # still failing at the current snapshot
+    # Its facts keep their last known value; False for a subject of errors alone (a
+    # notifier that could not send), which has no value to keep.
+    keeps_value: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)

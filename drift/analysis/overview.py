@@ -33,12 +33,16 @@ def overview(
     baseline: tuple[int, int],
     current_us: int,
 ) -> Overview:
-    """The drawn timeline's data: from a little before the baseline to a little after `current_us`.
+    """The drawn timeline's data: from a little before the baseline to a little after
+    `current_us`, or after the latest mark where that came later.
 
     `health` are the versions of the health checks (open at the baseline, or
     begun inside the window); `baseline` is the baseline's (snapshot id, time).
     """
     baseline_id, baseline_us = baseline
+    # A mark made after the current record (`mark unstable` at now) is drawn: the
+    # picture reaches it.
+    current_us = max([current_us, *(m.at_us for m in marks if m.at_us > baseline_us)])
     lead = max(int((current_us - baseline_us) * LEAD_SHARE), MIN_LEAD_US)
     start, end = baseline_us - lead, current_us + lead // 2
     # What the current record saw is drawn on to the end: a check failing only at the

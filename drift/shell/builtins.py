@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from drift.shell.model import Launch
 from drift.shell.patterns import Hole, shown
 from drift.shell.start import StartFolder
-from drift.shell.state import Frame, State, better_launches, environment
+from drift.shell.state import Frame, State, better_launches, environment, mixed_args
 from drift.shell.syntax import Node, is_name
-from drift.shell.values import Alt, Binding, Field, Origin, Seg, field_literal
+from drift.shell.values import Alt, Binding, Field, Origin, Seg, dedupe, field_literal, pinned
 from drift.shell.walk import MAX_DEPTH, unreadable
 
 ACTIVATORS = frozenset({"conda", "mamba", "micromamba"})
@@ -158,19 +158,29 @@ class Builtins(StartFolder):
                 return candidate, sure
         return None, False
 
-    def _set_builtin(self, args: Sequence[Field], st: State) -> None:
-        """``set -a``, ``set -o allexport`` (and ``+``), ``set -- ARGS``."""
+    def _set_builtin(self, variants: Sequence[Sequence[Field]], st: State) -> None:
+        """``set -a``, ``set -o allexport`` (and ``+``), ``set -- ARGS``.
+
+        The new arguments are each command line's own (``set -- serve "$@"``
+        after a branch: one value per path, under its conditions)."""
+        args = variants[0][1:]
         k = 0
         while k < len(args):
             word = field_literal(args[k])
             k += 1
             if word is None:
                 return
-            if word == "--":
-                st.args = tuple(args[k:])
-                return
-            if len(word) < 2 or word[0] not in "-+":
-                st.args = tuple(args[k - 1 :])
+            if word == "--" or len(word) < 2 or word[0] not in "-+":
+                start = 1 + (k if word == "--" else k - 1)
+                if len(variants) == 1:
+                    st.args = pinned(variants[0][start:])
+                else:
+                    st.args = mixed_args(
+                        [
+                            (pinned(v[start:]), dedupe(c for f in v for c in f.conds))
+                            for v in variants
+                        ]
+                    )
                 return
             on = word[0] == "-"
             if "a" in word[1:] and not word[1:].startswith("o"):

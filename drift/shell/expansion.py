@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from drift.shell.fields import as_choice
 from drift.shell.patterns import Hole, Part
-from drift.shell.state import State
+from drift.shell.state import ArgsVariant, State, args_variants
 from drift.shell.syntax import Node, node_text, pieces_between, simple_name
 from drift.shell.values import BREAK, MAX_ALTERNATIVES, Alt, Binding, Origin, Seg, dedupe
 from drift.shell.words import Words, appended, combined
@@ -106,6 +106,11 @@ class ParameterExpansion(Words):
 
     def _all_arguments(self, name: str, st: State, quoted: bool, origin: Origin) -> list[Alt]:
         """``$@`` and ``$*``: the arguments, one field each in ``"$@"``, joined by a blank else."""
+        variants = args_variants(st.args)
+        if variants is not None:
+            return self._each_path(
+                variants, st, lambda one: self._all_arguments(name, one, quoted, origin)
+            )
         if st.args is None:
             return [Alt((Seg(Hole('"$@"' if name == "@" else "$*", "args"), origin, split=True),))]
         fields = name == "@" and quoted
@@ -124,11 +129,30 @@ class ParameterExpansion(Words):
             return [Alt((Seg("", origin),))] if not fields else [Alt(())]
         return [Alt(tuple(segs))]
 
+    def _each_path(
+        self,
+        variants: tuple[ArgsVariant, ...],
+        st: State,
+        expand: Callable[[State], list[Alt]],
+    ) -> list[Alt]:
+        """The arguments of each path that set them its own way, under that path's conditions."""
+        out: list[Alt] = []
+        for args, conds in variants:
+            one = st.fork()
+            one.args = args
+            out.extend(replace(a, conds=dedupe(conds + a.conds)) for a in expand(one))
+        return list(dedupe(out))[-MAX_ALTERNATIVES:]
+
     def _argument(self, name: str, st: State, quoted: bool, origin: Origin) -> list[Alt]:
         """``$0`` (the script's path), ``$1`` ...: the argument, if the path knows it."""
         position = int(name)
         if position == 0:
             return [Alt((Seg(self.top, origin, split=not quoted),))]
+        variants = args_variants(st.args)
+        if variants is not None:
+            return self._each_path(
+                variants, st, lambda one: self._argument(name, one, quoted, origin)
+            )
         if st.args is None or any(f.spread for f in st.args[:position]):
             return [Alt((Seg(Hole("$" + name, "args"), origin, split=not quoted),))]
         if position > len(st.args):
@@ -411,7 +435,7 @@ def _passed(part: Part, given: Origin | None, here: Origin) -> Origin | None:
     A function's ``"$@"`` holding the script's arguments (``start "$@"``) puts
     them in its command at its own line, as ``exec ... "$@"`` in the script would.
     """
-    return here if isinstance(part, Hole) and part.kind == "args" else given
+    return here if isinstance(part, Hole) and part.kind == "args" and not part.options else given
 
 
 def _element_segs(elem: Alt, split: bool) -> Iterator[Seg]:

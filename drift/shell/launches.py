@@ -41,6 +41,7 @@ from drift.shell.state import (
     caller_bindings,
     environment,
     merge_paths,
+    shifted,
 )
 from drift.shell.syntax import Node, command_text, node_text, short_text
 from drift.shell.values import Alt, Binding, Field, Origin, Prefix, Seg, dedupe, field_literal
@@ -104,7 +105,7 @@ class Launches(Builtins):
                 self._source(args[0], st, origin, args[1:])
             return
         if name == "set":
-            self._set_builtin(args, st)
+            self._set_builtin(variants, st)
             return
         if name == "eval":
             if not self._eval_placed(node, variants, st, how):
@@ -123,7 +124,7 @@ class Launches(Builtins):
             self._read_builtin(name, args, st, origin)
             return
         if name == "shift":
-            st.args = st.args[1:] if st.args else st.args
+            st.args = shifted(st.args)
             return
         if self.depth < MAX_DEPTH and self._built_name_call(node, variants, prefix, st, how):
             return

@@ -53,6 +53,44 @@ class State:
         )
 
 
+ArgsVariant = tuple[tuple[Field, ...] | None, tuple[str, ...]]
+"""One path's positional parameters (None: the caller's) and the conditions of that path."""
+
+
+def mixed_args(variants: Sequence[ArgsVariant]) -> tuple[Field, ...]:
+    """The positional parameters after paths that set them differently (``set -- A`` in one
+    ``case`` arm, the caller's in another): one field of an unknown number of words whose
+    hole keeps each path's arguments, under that path's conditions."""
+    flat: list[ArgsVariant] = []
+    for args, conds in variants:
+        inner = args_variants(args)
+        if inner is None:
+            flat.append((args, conds))
+        else:
+            flat.extend((a, dedupe(conds + c)) for a, c in inner)
+    kept = dedupe(flat)[-MAX_ALTERNATIVES:]
+    return (Field((Hole('"$@"', "unknown", kept),), None, spread=True),)
+
+
+def args_variants(args: tuple[Field, ...] | None) -> tuple[ArgsVariant, ...] | None:
+    """The paths' arguments a `mixed_args` field keeps, or None for arguments of one path."""
+    if args is None or len(args) != 1 or not args[0].spread:
+        return None
+    hole = args[0].pattern[0] if args[0].pattern else None
+    if isinstance(hole, Hole) and hole.kind == "unknown" and hole.text == '"$@"':
+        return hole.options
+    return None
+
+
+def shifted(args: tuple[Field, ...] | None) -> tuple[Field, ...] | None:
+    """The arguments after ``shift``: each path's shifted, where paths differ; a first field
+    of an unknown number of words (the caller's) stays, as it may hold more."""
+    variants = args_variants(args)
+    if variants is not None:
+        return mixed_args([(shifted(a), c) for a, c in variants])
+    return args[1:] if args and not args[0].spread else args
+
+
 def caller_bindings(name: str) -> tuple[Binding, ...]:
     """A variable the script never set: whatever its caller gave it, if anything."""
     hole = Seg(Hole("$" + name, "caller"), None, split=True)
@@ -111,7 +149,12 @@ def merge_paths(states: Sequence[State], base: State) -> State:
     cwds = {s.cwd for s in live}
     out.cwd = cwds.pop() if len(cwds) == 1 else None
     argses = {s.args for s in live}
-    out.args = argses.pop() if len(argses) == 1 else None
+    if len(argses) == 1:
+        out.args = argses.pop()
+    else:
+        out.args = mixed_args(
+            [(s.args, tuple(c for c in s.conds if c not in base.conds)) for s in live]
+        )
     out.last = _same_launches(x for s in live for x in s.last)
     out.frames = live[0].frames
     return out

@@ -1,8 +1,9 @@
 """Command substitution: ``$(...)`` whose output follows from values drift knows.
 
 ``$(dirname "$0")``, ``$(basename ...)``, ``$(realpath ...)``, ``$(pwd)``,
-``$(cd DIR && pwd)`` and ``$(echo ...)`` of known words are computed; the
-output of any other command is a hole.
+``$(cd DIR && pwd)`` and ``$(echo ...)`` of known words are computed;
+``$(getopt ... -- "$@")`` is the caller's arguments again; the output of any
+other command is a hole.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ class CommandSubstitution(Words):
         body = [c for c in node.named_children if c.type != "comment"]
         if len(body) != 1:
             return hole
+        if st.args is None and _getopt_of_arguments(body[0]):
+            # getopt prints the caller's arguments again, reordered and quoted: still the
+            # caller's words, placed where they are taken into a command as "$@" is.
+            return [Alt((Seg(Hole(node_text(node), "args"), origin, split=not quoted),))]
         value = self._known_output(body[0], st)
         if value is None:
             return hole
@@ -87,3 +92,13 @@ class CommandSubstitution(Words):
                 return None
             out.append(text)
         return out
+
+
+def _getopt_of_arguments(node: Node) -> bool:
+    """``getopt ... -- "$@"``: util-linux getopt run on the script's own arguments."""
+    if node.type != "command":
+        return False
+    name = node.child_by_field_name("name")
+    if name is None or node_text(name) not in ("getopt", "/usr/bin/getopt"):
+        return False
+    return any(node_text(child) in ('"$@"', '"${@}"') for child in node.named_children)

@@ -9,10 +9,10 @@ and knows nothing of the syntax tree.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from drift.shell.patterns import Part, Pattern, pattern
+from drift.shell.patterns import Hole, Part, Pattern, pattern
 
 MAX_ALTERNATIVES = 24
 """Values one word may have before drift stops telling them apart (then: one hole)."""
@@ -108,3 +108,31 @@ def field_literal(f: Field) -> str | None:
     if all(isinstance(p, str) for p in f.pattern):
         return "".join(f.pattern)  # type: ignore[arg-type]
     return None
+
+
+PINNED = ("set --",)
+"""A caller's-arguments hole `set --` took into the new arguments: placed at that line."""
+
+
+def pinned(fields: Iterable[Field]) -> tuple[Field, ...]:
+    """``set -- vllm serve "$@"``: the caller's words, taken into a command line of the
+    script's own words at this line, stay there wherever the new arguments are expanded
+    later (``exec "$@"``). Arguments of the caller's words alone (``set -- $OPTS`` of
+    getopt's output) are still only the caller's: they are placed where they are used."""
+    listed = tuple(fields)
+    if all(any(isinstance(p, Hole) for p in f.pattern) for f in listed):
+        return listed
+    return tuple(
+        replace(
+            f,
+            pattern=tuple(
+                replace(p, options=PINNED)
+                if isinstance(p, Hole) and p.kind == "args" and not p.options
+                else p
+                for p in f.pattern
+            ),
+        )
+        if any(isinstance(p, Hole) and p.kind == "args" for p in f.pattern)
+        else f
+        for f in listed
+    )

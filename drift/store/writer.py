@@ -315,14 +315,7 @@ class HistoryWriter:
         # Of everything collected, duplicates included: the same list means the
         # same state, and an unchanged record need not build `unique` at all.
         digest = state_digest(facts)
-        errors_json = (
-            json.dumps(
-                [{"subject": e.subject, "key": e.key, "message": e.message} for e in errors],
-                ensure_ascii=False,
-            )
-            if errors
-            else None
-        )
+        errors_json = _errors_json(errors)
         return self._retrying(
             lambda: self._write(
                 host,
@@ -523,6 +516,21 @@ class HistoryWriter:
             self.conn.execute("UPDATE marks SET undone_us = ? WHERE id = ?", (now_us(), mark_id))
         return int(row[0]), str(row[1]), row[2]
 
+    def add_errors(self, snapshot_id: int, errors: list[CollectionError]) -> None:
+        """Add blind spots found after a snapshot was stored (a notifier that failed) to it."""
+        with write_transaction(self.conn):
+            rows = self.conn.execute(
+                "SELECT errors FROM snapshots WHERE id = ?", (snapshot_id,)
+            ).fetchall()
+            if not rows:
+                return
+            kept = json.loads(rows[0][0]) if rows[0][0] else []
+            both = kept + json.loads(_errors_json(errors) or "[]")
+            self.conn.execute(
+                "UPDATE snapshots SET errors = ?, n_errors = ? WHERE id = ?",
+                (json.dumps(both, ensure_ascii=False), len(both), snapshot_id),
+            )
+
     # ------------------------------------------------------------ the config's scope
 
     def _config_id(self, config: ConfigInfo) -> int:
@@ -582,6 +590,16 @@ class HistoryWriter:
                 config_id,
             ),
         )
+
+
+def _errors_json(errors: list[CollectionError]) -> str | None:
+    """How a snapshot keeps its collection errors (None: it had none)."""
+    if not errors:
+        return None
+    return json.dumps(
+        [{"subject": e.subject, "key": e.key, "message": e.message} for e in errors],
+        ensure_ascii=False,
+    )
 
 
 def _config_change(before: ConfigInfo | None, after: ConfigInfo | None) -> ConfigChange | None:
