@@ -151,10 +151,14 @@ def test_log_lists_records_and_marks_newest_first(sandbox: IncidentSandbox, tmp_
     import time
 
     box = sandbox
-    record(box, tmp_path, 4)  # #1..#4
+    took = []
+    for _ in range(4):  # #1..#4, back to back: their interval is how long one takes
+        start = time.monotonic()
+        drift(box, tmp_path, "record")
+        took.append(time.monotonic() - start)
     drift(box, tmp_path, "mark", "stable", "--note", "p99 fine")
     box.add_culprit()
-    time.sleep(6)  # recording stopped for a while: a gap before #5
+    time.sleep(4 * max(took))  # recording stopped for a while: a gap before #5
     drift(box, tmp_path, "record")  # #5
 
     lines = drift(box, tmp_path, "log", "--marks").stdout.splitlines()
