@@ -48,6 +48,10 @@ if TYPE_CHECKING:
 # Exit codes beyond a DriftError's own (2 bad input, 3 a record is running): decided here, once.
 EXIT_COLLECTION_ERRORS = 4  # `drift record`: the snapshot was stored, with collection errors
 EXIT_DATABASE_ERROR = 1  # a database damaged or changed under us
+EXIT_CHANGES_FOUND = 1  # `since`/`diff --exit-code`: a suspect, as `git diff --exit-code`
+CHANGES_FOUND_HELP = (
+    "Exit 1 when there is a suspect, 0 when none (as git diff --exit-code); 2 on error."
+)
 QUIET_ERRORS_SHOWN = 20  # new collection errors `record --quiet` lists before "... and N more"
 
 
@@ -423,8 +427,11 @@ def _show_report(
 ) -> None:
     from drift.analysis.investigate import DEFAULT_TOP
 
+    exit_code = options.pop("exit_code", False)
     context = _report_context(obj, command, stable, until, options, DEFAULT_TOP)
     emit(_render(obj, command, context, fmt, options))
+    if exit_code and context.total_suspects:
+        sys.exit(EXIT_CHANGES_FOUND)
 
 
 def _view(
@@ -463,6 +470,7 @@ def _view(
 @click.option("--role", metavar="NAME", help="With --fleet: only the hosts of this role.")
 @report_options
 @report_format_option
+@click.option("--exit-code", is_flag=True, help=CHANGES_FOUND_HELP)
 @pass_drift
 def since(
     obj: DriftContext,
@@ -487,6 +495,8 @@ def since(
 
         if not fleet:
             raise DriftError("--role needs --fleet (drift since --fleet --role NAME)")
+        if options["exit_code"]:
+            raise DriftError("--exit-code is for one host: not with --fleet")
         emit(since_fleet(obj, stable, until, role, options["service"], fmt))
         return
     _show_report(obj, "since", stable, until, fmt, options)
@@ -498,6 +508,7 @@ def since(
 @click.argument("end", metavar="WHEN", type=WHEN)
 @report_options
 @report_format_option
+@click.option("--exit-code", is_flag=True, help=CHANGES_FOUND_HELP)
 @pass_drift
 def diff(obj: DriftContext, /, start: When, end: When, fmt: str, **options: Any) -> None:
     """The same report as since, between any two times or snapshots.
@@ -609,9 +620,14 @@ def show(obj: DriftContext, at: When | None, pattern: str | None, fmt: str) -> N
     "older ones it left out.",
 )
 @click.option("--all", "show_all", is_flag=True, help="Show every value of each fact.")
+@click.option(
+    "-p", "--patch", is_flag=True, help="Show each change as a unified diff (git log -p)."
+)
 @format_option("text", "json", help_text="Output format; json is a versioned envelope.")
 @pass_drift
-def history(obj: DriftContext, pattern: str, limit: int | None, show_all: bool, fmt: str) -> None:
+def history(
+    obj: DriftContext, pattern: str, limit: int | None, show_all: bool, patch: bool, fmt: str
+) -> None:
     """Every value a fact has had, newest first: when, and where it came from.
 
     PATTERN is a glob on subject, key or "subject key" (a plain word matches
@@ -623,28 +639,51 @@ def history(obj: DriftContext, pattern: str, limit: int | None, show_all: bool, 
       drift history SGLANG_SM120_MMA_TARGET_CTAS
       drift history 'command:loadavg' --limit 5
       drift history 'script:*decode.sh export:*' --all --format json
+      drift history 'script:*decode.sh content' -p
     """
     from drift.analysis.plain import plain
     from drift.analysis.views import HISTORY_LIMIT, fact_history
 
     shown = None if show_all else (limit or HISTORY_LIMIT)
-    _view(obj, "history", lambda history: plain(fact_history(history, pattern, shown)), fmt)
+    _view(obj, "history", lambda h: plain(fact_history(h, pattern, shown, patch=patch)), fmt)
 
 
 @cli.command(short_help="Mark a moment stable or unstable, or add a note.")
 @common_options
-@click.argument("kind", type=click.Choice(["stable", "unstable", "note"]))
+@click.argument("kind", type=click.Choice(["stable", "unstable", "note"]), required=False)
 @click.option("--at", "at", type=WHEN, help="When it was so (default: now). " + WHEN_HELP)
 @click.option("--note", metavar="TEXT", help="Why: what you saw, what you checked.")
+@click.option("--list", "listing", is_flag=True, help="List the marks, newest first, and stop.")
+@format_option("text", "json", help_text="With --list: output format.")
 @pass_drift
-def mark(obj: DriftContext, kind: str, at: When | None, note: str | None) -> None:
-    """Mark a moment: stable (it works), unstable (it broke), or a note.
+def mark(
+    obj: DriftContext, kind: str | None, at: When | None, note: str | None, listing: bool, fmt: str
+) -> None:
+    """Mark a moment: stable (it works), unstable (it broke), or a note (asked for on a
+    terminal when --note is not given).
 
     \b
     A stable mark opens a stable window that the next unstable mark closes;
     `drift since` with no --stable compares against the end of the last one.
-    Example: drift mark stable --note "decode answers, p99 ok"
+    A mark before the first record or after the latest is kept, with a warning
+    that names their times. `drift unmark N` takes one back.
+    Example: drift mark stable --note "decode answers, p99 ok"     drift mark --list
     """
+    if listing or kind is None:
+        from drift.analysis.history_log import mark_list
+        from drift.analysis.plain import plain
+        from drift.cli_records import page
+
+        if kind is not None or at is not None or note is not None:
+            raise DriftError("--list takes no KIND, --at or --note")
+        if not listing:
+            raise DriftError("which mark? drift mark stable|unstable|note (or --list)")
+        page(obj, "mark --list", "marks.txt.j2", lambda h: plain(mark_list(h)), fmt)
+        return
+    if kind == "note" and note is None:
+        if not sys.stdin.isatty():
+            raise DriftError('a note needs its text: drift mark note --note "..."')
+        note = click.prompt("Note", err=True)
     from drift.analysis.windows import failing_at
     from drift.display import printable
     from drift.marks import mark_said, mark_time, mark_warnings
@@ -655,7 +694,7 @@ def mark(obj: DriftContext, kind: str, at: When | None, note: str | None) -> Non
     with obj.history(hint="run `drift record` first (a mark needs a recorded history)") as history:
         moment = mark_time(history, at)
         contest = failing_at(history, moment) if kind == "stable" else None
-        warnings = mark_warnings(history, moment)
+        warnings = mark_warnings(history, moment, given=at is not None)
     if contest is not None:
         # The operator may know better: the mark is kept, and `since` says it is contested.
         warnings.append(
@@ -948,9 +987,10 @@ def db_current(obj: DriftContext) -> None:
 
 def _register_fleet_commands() -> None:
     from drift.cli_fleet import compare, push
+    from drift.cli_records import cat, log, unmark
 
-    cli.add_command(compare)
-    cli.add_command(push)
+    for command in (compare, push, cat, log, unmark):
+        cli.add_command(command)
 
 
 _register_fleet_commands()

@@ -24,6 +24,7 @@ from contract_checks import Shape, TemplateReads, Validator, unwrap
 
 from drift.analysis.comparison import Comparison
 from drift.analysis.fleet_since import FleetSince
+from drift.analysis.history_log import HistoryLog, MarkList
 from drift.analysis.investigation import Investigation
 from drift.analysis.plain import field_key, plain
 from drift.analysis.views import FactHistory, StateView
@@ -89,8 +90,12 @@ CONTRACT: dict[str, str] = {
     "FactVersions": "subject key versions older",
     "FactVersion": (
         "value secret from from_local from_snapshot until until_local until_snapshot "
-        "untracked where provenance"
+        "untracked where provenance patch"
     ),
+    "HistoryLog": "host since with_marks entries",
+    "LogEntry": "time local record facts changed errors gap mark",
+    "MarkEntry": "mark kind time local note undone undone_local",
+    "MarkList": "host marks",
     "Comparison": "command at groups warnings",
     "RoleGroup": "role hosts findings total_findings splits expected same notes",
     "HostRef": "host snapshot taken_at taken_local role baseline",
@@ -120,6 +125,8 @@ TEMPLATES = {
     "report.md.j2": (Investigation, REPORT_EXTRAS),
     "show.txt.j2": (StateView, ()),
     "history.txt.j2": (FactHistory, ()),
+    "log.txt.j2": (HistoryLog, ()),
+    "marks.txt.j2": (MarkList, ()),
     "compare.txt.j2": (Comparison, ()),
     "compare.md.j2": (Comparison, ()),
     "compare.html.j2": (Comparison, ()),
@@ -153,6 +160,8 @@ def test_every_part_of_every_context_keeps_its_keys() -> None:
         **parts(FactHistory),
         **parts(Comparison),
         **parts(FleetSince),
+        **parts(HistoryLog),
+        **parts(MarkList),
     }
     pinned = {name: tuple(keys.split()) for name, keys in CONTRACT.items()}
     assert found == pinned, (
@@ -205,7 +214,9 @@ def test_a_field_a_template_reads_cannot_go_unnoticed() -> None:
 # --- the JSON schema ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["since", "show", "history", "compare", "since-fleet"])
+@pytest.mark.parametrize(
+    "name", ["since", "show", "history", "compare", "since-fleet", "log", "marks"]
+)
 def test_the_published_schema_is_current(name: str) -> None:
     from drift.render.schema import schema_text
 
@@ -233,6 +244,7 @@ def test_the_validator_refuses_what_the_schema_does_not_allow() -> None:
         "untracked": False,
         "where": "",
         "provenance": {},
+        "patch": None,
     }
     facts = [{"subject": "service:decode", "key": "env:A", "versions": [version], "older": 0}]
     good["data"] = {
@@ -349,7 +361,10 @@ def test_real_output_validates_against_the_published_schemas(recorded: Recorded)
         "history": [
             drift_json(recorded, "history", "SGLANG"),
             drift_json(recorded, "history", "loadavg"),
+            drift_json(recorded, "history", "serve.json", "-p"),
         ],
+        "log": [drift_json(recorded, "log", "--marks")],
+        "marks": [drift_json(recorded, "mark", "--list")],
     }
     for name, documents in outputs.items():
         schema = json.loads((SCHEMAS / f"{name}.schema.json").read_text(encoding="utf-8"))

@@ -53,7 +53,7 @@ def test_a_mark_says_how_its_time_was_read_and_when_it_marks_nothing_recorded(
     assert refused.returncode == 2 and refused.stdout == ""
     assert refused.stderr.count("\n") == 1 and "is in the future" in refused.stderr
     soon = (datetime.now(UTC) + timedelta(seconds=20)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    assert drift(sandbox, tmp_path, "mark", "note", "--at", soon).stderr == ""
+    assert drift(sandbox, tmp_path, "mark", "note", "--at", soon, "--note", "x").stderr == ""
 
 
 def test_a_mark_made_after_the_latest_record_is_in_since_at_once(

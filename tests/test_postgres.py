@@ -16,6 +16,7 @@ import pytest
 from conftest import run_drift, start_drift
 from history_0005 import upgrades_losslessly
 from postgres_server import postgres_server
+from test_operator_hands import env_file_reads_back_as_its_assignments
 
 from drift.facts import Fact
 from drift.store.query import History
@@ -196,3 +197,38 @@ def test_a_0005_history_upgrades_losslessly_on_postgres(pg_url: str) -> None:
     upgrades_losslessly(
         resolve_db_url(f"{base}/upgrade_new"), resolve_db_url(f"{base}/upgrade_old")
     )
+
+
+def test_marks_undone_logged_and_files_read_back_on_postgres(pg_url: str, tmp_path: Path) -> None:
+    # The marks' undone_us, the log's queries and `drift cat`'s (a LIKE on the stored
+    # provenances, which psycopg must not take for a placeholder) on PostgreSQL.
+    import psycopg
+
+    from drift.demo import IncidentSandbox
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE DATABASE hands")
+    url = f"{pg_url.rsplit('/', 1)[0]}/hands"
+    env_file_reads_back_as_its_assignments(url, tmp_path)
+    box = IncidentSandbox(tmp_path / "box")
+    box.build()
+    args = ["--config", str(box.config_path), "--db", url]
+    box.start_all()
+    try:
+        run_drift(["record", *args], tmp_path)
+        first = run_drift(["mark", "stable", "--note", "fine", *args], tmp_path).stdout
+        box.add_culprit()
+        run_drift(["record", *args], tmp_path)
+    finally:
+        box.stop_all()
+    number = first.split()[1].strip("#:")
+    run_drift(["unmark", number, *args], tmp_path)
+    marks = json.loads(run_drift(["mark", "--list", "--format", "json", *args], tmp_path).stdout)
+    assert [m["undone"] is not None for m in marks["data"]["marks"]] == [True]
+    assert "no baseline" in run_drift(["since", *args], tmp_path, check=False).stderr
+    log = run_drift(["log", "--marks", *args], tmp_path).stdout
+    assert "(undone at " in log
+    script = str(box.script("decode"))
+    assert "SGLANG_SM120" in run_drift(["cat", script, *args], tmp_path).stdout
+    patch = run_drift(["history", "decode.sh content", "-p", *args], tmp_path).stdout
+    assert "+export SGLANG_SM120_MMA_TARGET_CTAS=512" in patch

@@ -53,6 +53,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "cli_context",
             "cli_options",
             "cli_fleet",
+            "cli_records",
             "progress",
             "demo",
             "__main__",

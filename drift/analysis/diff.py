@@ -119,7 +119,7 @@ def blind_spots(
         )
         for ident, times in spots.items()
     ]
-    usual, pairs = gaps if gaps is not None else _gaps([baseline, *window])
+    usual, pairs = gaps if gaps is not None else record_gaps([baseline, *window])
     for a, b in pairs:
         out.append(
             BlindSpot(
@@ -138,7 +138,9 @@ def blind_spots(
     return out
 
 
-def _gaps(series: list[SnapshotInfo]) -> tuple[float, list[tuple[SnapshotInfo, SnapshotInfo]]]:
+def record_gaps(
+    series: list[SnapshotInfo],
+) -> tuple[float, list[tuple[SnapshotInfo, SnapshotInfo]]]:
     """The median interval between consecutive records, and the pairs over 3x that apart."""
     intervals = [b.taken_us - a.taken_us for a, b in zip(series, series[1:], strict=False)]
     if len(intervals) < 2:

@@ -103,6 +103,9 @@ class FactVersion:
     untracked: bool  # ended because the config stopped asking for it, not because it went away
     where: str
     provenance: dict[str, Any]
+    # With `history -p`: the change that made this value, as a unified diff of the text
+    # (from nothing for the first value recorded); None without -p.
+    patch: list[str] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,35 +131,61 @@ class FactHistory:
     begins_snapshot: int
 
 
-def fact_history(history: History, pattern: str, limit: int | None = HISTORY_LIMIT) -> FactHistory:
+def fact_history(
+    history: History, pattern: str, limit: int | None = HISTORY_LIMIT, *, patch: bool = False
+) -> FactHistory:
     """The versions of every fact matching `pattern`, newest first, with where each came from:
-    per fact the newest `limit` (None: every one), and how many older ones there are."""
+    per fact the newest `limit` (None: every one), and how many older ones there are; with
+    `patch`, each with the unified diff from the value before it."""
     values = Values(history)
-    pages = history.newest_versions_of(pattern, limit)
+    # A patch needs the value before the oldest one shown: one more is read, then dropped.
+    pages = history.newest_versions_of(pattern, limit + 1 if patch and limit else limit)
     if not pages:
         raise no_fact_matches(pattern, history.host, history.fact_idents())
     versions = [v for page in pages for v in page.versions]
     history.load_texts(versions)
     untracked = _left_scope(history, versions)
     pids = _pids_at_ends(history, versions)
+    facts = []
+    for page in pages:
+        shown = page.versions[:limit] if limit else page.versions
+        made = [
+            _fact_version(v, values, untracked, pids.get(v.until_snapshot_id, {})) for v in shown
+        ]
+        if patch:
+            before = [*page.versions[1:], None]
+            for entry, v, old in zip(made, shown, before, strict=False):
+                entry.patch = _patch(history, values, old, v)
+        older = page.older + len(page.versions) - len(shown)
+        facts.append(FactVersions(subject=page.subject, key=page.key, versions=made, older=older))
     return FactHistory(
         host=history.host,
         pattern=pattern,
         limit=limit,
-        facts=[
-            FactVersions(
-                subject=page.subject,
-                key=page.key,
-                versions=[
-                    _fact_version(v, values, untracked, pids.get(v.until_snapshot_id, {}))
-                    for v in page.versions
-                ],
-                older=page.older,
-            )
-            for page in pages
-        ],
+        facts=facts,
         begins_snapshot=history.first().id,
     )
+
+
+def _patch(
+    history: History, values: Values, old: StoredVersion | None, new: StoredVersion
+) -> list[str]:
+    """The unified diff from `old` (None: nothing) to `new`, as `git log -p` shows a change:
+    three lines of context, nothing cut; a secret reads as its marker, never in clear."""
+    import difflib
+
+    def lines(v: StoredVersion | None) -> list[str]:
+        if v is None:
+            return []
+        if v.blob_sha256 is not None and not v.secret:
+            return history.text(v).splitlines()
+        return [values.show(v) or ""]
+
+    label = f"#{old.first_snapshot_id}" if old is not None else "/dev/null"
+    diff = difflib.unified_diff(
+        lines(old), lines(new), label, f"#{new.first_snapshot_id}", lineterm="", n=3
+    )
+    return list(diff)
 
 
 def _pids_at_ends(

@@ -2,7 +2,8 @@
 
 The envelope `{drift_result_version, command, data, errors}` with `data` the
 command's context: `Investigation` for since, diff and report, `StateView`
-for show, `FactHistory` for history, `Comparison` for compare, `FleetSince`
+for show, `FactHistory` for history, `HistoryLog` for log, `MarkList` for
+mark --list, `Comparison` for compare, `FleetSince`
 for since --fleet. docs/schema/*.schema.json are this module's output, kept
 in the repository for readers and tools; a test fails when they are out of
 date. Regenerate them with:
@@ -21,6 +22,7 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from drift.analysis.comparison import Comparison
 from drift.analysis.fleet_since import FleetSince
+from drift.analysis.history_log import HistoryLog, MarkList
 from drift.analysis.investigation import Investigation
 from drift.analysis.plain import field_key
 from drift.analysis.views import FactHistory, StateView
@@ -45,6 +47,12 @@ SCHEMAS: dict[str, tuple[tuple[str, ...], type, str]] = {
         ("compare",),
         Comparison,
         "drift compare --format json: where a host differs from its siblings",
+    ),
+    "log": (("log",), HistoryLog, "drift log --format json: the records and marks, newest first"),
+    "marks": (
+        ("mark --list",),
+        MarkList,
+        "drift mark --list --format json: every mark, those undone included",
     ),
     "since-fleet": (
         ("since --fleet",),

@@ -175,6 +175,8 @@ class Mark(Base):
     at_us: Mapped[int] = mapped_column(BigInteger)
     kind: Mapped[str] = mapped_column(String(16))
     note: Mapped[str | None] = mapped_column(Text)
+    # When `drift unmark` took it back (kept, not erased); NULL while it stands.
+    undone_us: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class StatCache(Base):

@@ -184,7 +184,8 @@ def _plan(conn: DbapiConnection, horizon_us: int, only: str | None) -> list[Host
         )
         plan.stable_marks = int(
             conn.execute(
-                "SELECT count(*) FROM marks WHERE host_id = ? AND at_us < ? AND kind = ?",
+                "SELECT count(*) FROM marks WHERE host_id = ? AND at_us < ? AND kind = ? "
+                "AND undone_us IS NULL",
                 (host_id, plan.keep_from_us, "stable"),
             ).fetchone()[0]
         )

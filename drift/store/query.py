@@ -79,6 +79,8 @@ class MarkInfo:
     at_us: int
     kind: str
     note: str | None
+    # When `drift unmark` took it back; None while it stands.
+    undone_us: int | None = None
 
 
 @dataclass(frozen=True)
@@ -255,6 +257,15 @@ class History:
         )
         return [snapshot_row(r) for r in reversed(rows)]
 
+    def snapshots_from(self, start_us: int) -> list[SnapshotInfo]:
+        """Every snapshot taken at or after `start_us`, newest first (`drift log`)."""
+        rows = self.rows(
+            f"SELECT {SNAPSHOT_COLUMNS} FROM snapshots WHERE host_id = ? AND taken_us >= ? "
+            "ORDER BY taken_us DESC, id DESC",
+            (self.host_id, start_us),
+        )
+        return [snapshot_row(r) for r in rows]
+
     def count_snapshots_in(self, start_us: int, end_us: int) -> int:
         """Records taken in [start_us, end_us]."""
         return self._count(
@@ -422,6 +433,31 @@ class History:
         out.sort(key=lambda v: (v.subject, v.key, v.first_snapshot_id))
         return out
 
+    def fact_versions(self, subject: str, key: str) -> list[StoredVersion]:
+        """Every version of one fact of this host, oldest first (none if never recorded)."""
+        rows = self.rows(
+            f"SELECT {VERSION_COLUMNS} FROM facts f JOIN versions v ON v.fact_id = f.id "
+            f"{VERSION_JOINS} WHERE f.host_id = ? AND f.subject = ? AND f.key = ? "
+            "ORDER BY v.first_snapshot_id",
+            (self.host_id, subject, key),
+        )
+        return [version_row(r) for r in rows]
+
+    def read_from(self, paths: Iterable[str]) -> bool:
+        """Whether any value of this host was ever read from a line of one of `paths`."""
+        for path in paths:
+            # The stored JSON quotes the path as json.dumps does (provenance_json).
+            needle = f'%"file": {json.dumps(path, ensure_ascii=False)}%'
+            rows = self.rows(
+                "SELECT 1 FROM provenances p JOIN versions v ON v.provenance_id = p.id "
+                "JOIN facts f ON f.id = v.fact_id WHERE f.host_id = ? AND p.content LIKE ? "
+                "LIMIT 1",
+                (self.host_id, needle),
+            )
+            if rows:
+                return True
+        return False
+
     def versions_of(self, pattern: str) -> list[StoredVersion]:
         """Every version of every fact matching PATTERN, by subject, key, then time.
 
@@ -553,13 +589,16 @@ class History:
             "AND p.secret = v.secret))"
         )
 
-    def marks(self) -> list[MarkInfo]:
-        """Every mark of this host, oldest first."""
+    def marks(self, *, undone: bool = False) -> list[MarkInfo]:
+        """Every mark of this host that stands, oldest first; with `undone`, those taken
+        back by `drift unmark` too (a listing shows them, no window is made of them)."""
+        standing = "" if undone else " AND undone_us IS NULL"
         rows = self.rows(
-            "SELECT id, at_us, kind, note FROM marks WHERE host_id = ? ORDER BY at_us, id",
+            "SELECT id, at_us, kind, note, undone_us FROM marks "
+            f"WHERE host_id = ?{standing} ORDER BY at_us, id",
             (self.host_id,),
         )
-        return [MarkInfo(r[0], r[1], r[2], r[3]) for r in rows]
+        return [MarkInfo(r[0], r[1], r[2], r[3], r[4]) for r in rows]
 
     # ---------------------------------------------------------------- blobs
 

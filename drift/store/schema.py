@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
 # The newest migration this drift ships, and every revision it can read.
 # tests/test_store_schema.py checks these against migrations/versions.
-HEAD_REVISION = "0006"
-KNOWN_REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006")
+HEAD_REVISION = "0007"
+KNOWN_REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007")
 
 
 def current_revision_dbapi(conn: DbapiConnection) -> str | None:

@@ -495,6 +495,29 @@ class HistoryWriter:
                 (host_id, at_us, kind, note),
             )
 
+    def undo_mark(self, host: str, mark_id: int) -> tuple[int, str, str | None]:
+        """Take back mark #mark_id of `host`: kept, with the moment it was undone, so the
+        history still says it was made. Returns its (at_us, kind, note)."""
+        from drift.errors import UnknownNameError
+        from drift.timespec import local_time
+
+        with write_transaction(self.conn):
+            row = self.conn.execute(
+                "SELECT m.at_us, m.kind, m.note, m.undone_us FROM marks m "
+                "JOIN hosts h ON h.id = m.host_id WHERE m.id = ? AND h.name = ?",
+                (mark_id, host),
+            ).fetchone()
+            if row is None:
+                raise UnknownNameError(
+                    f"no mark #{mark_id} for host {host} (`drift mark --list` lists its marks)"
+                )
+            if row[3] is not None:
+                raise UnknownNameError(
+                    f"mark #{mark_id} was already undone at {local_time(row[3])}: nothing to do"
+                )
+            self.conn.execute("UPDATE marks SET undone_us = ? WHERE id = ?", (now_us(), mark_id))
+        return int(row[0]), str(row[1]), row[2]
+
     def add_errors(self, snapshot_id: int, errors: list[CollectionError]) -> None:
         """Add blind spots found after a snapshot was stored (a notifier that failed) to it."""
         with write_transaction(self.conn):
@@ -601,6 +624,12 @@ def _new_errors(errors: list[CollectionError], previous_json: str | None) -> lis
     return [e for e in errors if (e.subject, e.key, e.message) not in seen]
 
 
+def undo_mark(db: DbUrl, host: str, mark_id: int) -> tuple[int, str, str | None]:
+    """HistoryWriter.undo_mark on the history at `db`, which must exist."""
+    with HistoryWriter.open(db, create=False) as writer:
+        return writer.undo_mark(host, mark_id)
+
+
 def add_mark(db: DbUrl, host: str, kind: str, at_us: int, note: str | None) -> int:
     """HistoryWriter.add_mark on the history at `db`, which must exist: a mark belongs to one."""
     with HistoryWriter.open(db, create=False) as writer:
@@ -615,4 +644,5 @@ __all__ = [
     "SnapshotResult",
     "add_mark",
     "now_us",
+    "undo_mark",
 ]
