@@ -1,4 +1,5 @@
 """Send a few requests so that the first real ones do not pay for compilation."""
+
 import argparse
 
 parser = argparse.ArgumentParser()
