@@ -14,6 +14,7 @@ bytes (its blobs decompressed) are then searched for every secret and every
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 import time
@@ -440,3 +441,44 @@ def test_fuzz_no_secret_of_an_env_file_survives_its_reading(
     for item in stored:
         for piece in pieces(secret) if len(secret) > PIECE else {secret}:
             assert piece not in repr(item), (text, stored)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    value=st.text(alphabet="abcdXYZ09 _-.", min_size=1, max_size=5).filter(
+        lambda v: v.strip() == v and v.strip()
+    ),
+    name=st.sampled_from(["DB_PASSWORD", "API_TOKEN", "PASSWORD", "HF_TOKEN"]),
+)
+def test_a_short_secret_is_masked_whole_on_the_line_that_assigned_it(
+    tmp_path: Path, value: str, name: str
+) -> None:
+    """`DB_PASSWORD=ab cd` in an EnvironmentFile: a value too short to search for elsewhere
+    is masked whole in its own line's text, blanks and all, not up to its first blank."""
+    from drift.collectors.systemd import UnitState
+    from drift.collectors.unit_sources import _envfiles
+    from drift.rooted import HOST
+
+    path = tmp_path / "short.env"
+    path.write_text(f"# the service's password\n{name}={value}\n")
+    state = UnitState(
+        "app.service",
+        "loaded",
+        "active",
+        1,
+        None,
+        None,
+        {},
+        ((str(path), False),),
+        (),
+        "",
+        (),
+        False,
+    )
+    stored = Redactor(KEY).redact(_envfiles("service:app", state, HOST, ("systemctl",)))
+    [fact] = [f for f in stored if isinstance(f, Fact) and f.key == f"unit:envfile:{name}"]
+    assert fact.secret
+    text = fact.provenance["text"]
+    assert re.fullmatch(rf"{name}=\[redacted:[0-9a-f]{{8}}\]", text), text

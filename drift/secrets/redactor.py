@@ -563,6 +563,9 @@ class Redactor:
             if isinstance(fact.provenance.get("possible"), list):
                 provenance = self._digest_possible(fact.provenance, provenance)
             secret_value = self.secret_of(fact.key, value)
+            provenance = self._own_line_masked(
+                fact.provenance, provenance, value, secret_value, memo
+            )
             return Fact(subject, key, self.digest(secret_value), provenance, secret=True)
         else:
             masked = self._mask_memo(value, memo)
@@ -574,6 +577,29 @@ class Redactor:
         ):
             return fact
         return Fact(subject, key, masked, provenance, fact.secret)
+
+    def _own_line_masked(
+        self,
+        raw: dict[str, Any],
+        masked: dict[str, Any],
+        value: str,
+        secret_value: str,
+        memo: _Memo,
+    ) -> dict[str, Any]:
+        """A secret's own line as written (``DB_PASSWORD=ab cd``) with its whole value masked.
+
+        Elsewhere a value too short to look for (``ab cd``) is found by its context,
+        which ends at a blank; on the line that assigned it, the value is known whole.
+        """
+        text = raw.get("text")
+        if not isinstance(text, str) or not value:
+            return masked
+        at = text.find(value, text.find("=") + 1)
+        if at < 0:
+            return masked
+        before, after = text[:at], text[at + len(value) :]
+        whole = self._mask_memo(before, memo) + self.marker(secret_value)
+        return {**masked, "text": whole + self._mask_memo(after, memo)}
 
     def _secret_flag_value(self, key: str, value: str) -> bool:
         """True for ``flag:-a`` whose value a tool's context showed to be a password."""
