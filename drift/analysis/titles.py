@@ -20,7 +20,7 @@ from drift.analysis.timing import Span
 from drift.display import truncated
 from drift.secrets.markers import shown_secret
 from drift.store.query import StoredVersion
-from drift.timespec import clock
+from drift.timespec import clock, clock_span
 
 NOT_APPLIED = "not applied yet: takes effect on next restart"
 SOURCE_UNKNOWN = "source unknown"
@@ -35,7 +35,8 @@ def joined_names(names: Sequence[str]) -> str:
 
 def about_the_same_time(starts: Sequence[int], change: Span) -> str:
     """Starts in no known order with a change, in words, with the times that show it."""
-    times = f"change between {clock(change.earliest_us)} and {clock(change.latest_us)}{_by(change)}"
+    earliest, latest = clock_span(change.earliest_us, change.latest_us)
+    times = f"change between {earliest} and {latest}{_by(change)}"
     if starts:
         noun = "start" if len(starts) == 1 else "starts"
         times = f"{noun} {', '.join(map(clock, starts))}; {times}"

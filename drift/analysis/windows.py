@@ -18,11 +18,13 @@ from drift.store.query import History, MarkInfo, SnapshotInfo, StoredVersion
 from drift.timespec import (
     When,
     clock,
+    clock_span,
     describe_when,
     from_us,
     local_zone,
     quote_when,
     to_us,
+    typed_shown,
 )
 
 
@@ -157,7 +159,7 @@ def given_why(label: str, when: When) -> str:
     `label` is the option (`--stable`) or, for a positional argument, its name
     (`the first WHEN`), so the header says truthfully how the time was given.
     """
-    text = when.text or describe_when(when)
+    text = typed_shown(when)
     how = f"given with {label} {text}" if label.startswith("-") else f"given as {label}: {text}"
     return f"{how}, {when.reading}" if when.reading else how
 
@@ -188,8 +190,9 @@ def choose_baseline(history: History, stable: When | None, label: str = "--stabl
     if closed:
         first, last, failed = closed[-1]
         assert failed is not None
+        began, ended = clock_span(first.taken_us, last.taken_us)
         why = (
-            f"end of stable window {clock(first.taken_us)}-{clock(last.taken_us)}, "
+            f"end of stable window {began}-{ended}, "
             f"from {checks_named(checks, first.id, failed.id)}"
         )
         candidates.append(
@@ -299,12 +302,12 @@ def _from_marks(
     the last passing record before that failure, and the caveat says how
     to take the mark instead.
     """
-    began = clock(window.start.at_us)
     good = window.last_stable
+    began, good_at = clock_span(window.start.at_us, good.at_us)
     said = (
         f"stable mark at {clock(good.at_us)}"
         if window.start.id == good.id
-        else f"last stable mark at {clock(good.at_us)} (window open since {began})"
+        else f"last stable mark at {good_at} (window open since {began})"
     )
     bad_by = window.end.at_us if window.end is not None else None
     passed, failed = _last_pass_before_failure(series, good.at_us, bad_by)
