@@ -75,3 +75,44 @@ def test_a_stable_window_over_midnight_shows_both_dates_and_headers_no_iso(
         if fmt == "html":
             for inside in re.findall(r"<time datetime=\"[^\"]*\">([^<]*)</time>", shown):
                 assert not ISO.search(inside), inside
+
+
+def test_service_filters_show_and_since_to_that_services_subjects(sandbox, tmp_path: Path) -> None:
+    cfg = ["--config", str(sandbox.config_path)]
+    for _ in range(2):
+        run_drift(["record", "--quiet", *cfg], tmp_path)
+    run_drift(["mark", "stable", *cfg], tmp_path)
+    sandbox.add_culprit()
+    sandbox.restart_all()
+    prefill = sandbox.script("prefill")
+    prefill.rename(prefill.with_suffix(".gone"))  # a blind spot of another service
+    run_drift(["record", "--quiet", *cfg], tmp_path, check=False)
+    decode = {"service:decode", f"script:{sandbox.script('decode')}"}
+
+    shown = json.loads(
+        run_drift(["show", "--service", "decode", "--format", "json", *cfg], tmp_path).stdout
+    )
+    assert {s["subject"] for s in shown["data"]["subjects"]} == decode
+    assert all("prefill" not in e["subject"] for e in shown["data"]["errors"])
+    # A plain word is still a pattern inside the service's subjects.
+    text = run_drift(["show", "--service", "decode", "PATH", *cfg], tmp_path).stdout
+    assert "service:decode" in text and "env:PATH" in text and "decode_attention" not in text
+
+    typo = run_drift(["show", "--service", "decod", *cfg], tmp_path, check=False)
+    assert typo.returncode == 2 and typo.stdout == ""
+    assert len(typo.stderr.splitlines()) == 1 and '"decode"' in typo.stderr
+
+    since = json.loads(
+        run_drift(["since", "--service", "decode", "--format", "json", *cfg], tmp_path).stdout
+    )["data"]
+    assert since["suspects"] and since["unchanged"]["facts"]
+    assert {f["subject"] for f in since["unchanged"]["facts"]} <= decode
+    assert set(since["unchanged"]["subjects"]) <= decode
+    assert not [b for b in since["blind_spots"] if "prefill" in b["subject"]]
+    everything = json.loads(run_drift(["since", "--format", "json", *cfg], tmp_path).stdout)["data"]
+    assert [b for b in everything["blind_spots"] if "prefill" in b["subject"]]
+
+    # A service no suspect touches is not "no change": the others are there to see.
+    router = run_drift(["since", "--service", "router", *cfg], tmp_path).stdout
+    assert "No change since the baseline" not in router
+    assert f"No suspect touches service router (of {everything['total_suspects']})" in router
