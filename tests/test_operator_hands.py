@@ -116,3 +116,61 @@ def test_service_filters_show_and_since_to_that_services_subjects(sandbox, tmp_p
     router = run_drift(["since", "--service", "router", *cfg], tmp_path).stdout
     assert "No change since the baseline" not in router
     assert f"No suspect touches service router (of {everything['total_suspects']})" in router
+
+
+def test_exclude_globs_leave_files_out_of_a_set_as_aides_bang_rules(
+    sandbox, tmp_path: Path
+) -> None:
+    attention = sandbox.kernel.parent
+    (attention / "__pycache__").mkdir()
+    pyc = attention / "__pycache__" / "flashmla_backend.cpython-311.pyc"
+    pyc.write_bytes(b"\x00compiled")
+    log = attention / "triton_ops" / "autotune.log"
+    log.write_text("tuned\n")
+    config = sandbox.config_path
+    kernels = 'paths = ["sglang/python/sglang/srt/layers/attention/**/*.py"]'
+    assert kernels in config.read_text()
+    everything = 'paths = ["sglang/python/sglang/srt/layers/attention/**"]'
+    config.write_text(config.read_text().replace(kernels, everything))
+    cfg = ["--config", str(config)]
+    run_drift(["record", "--quiet", *cfg], tmp_path)
+    assert str(pyc) in run_drift(["show", "file:", *cfg], tmp_path).stdout  # before: listed
+
+    exclude = 'exclude = ["**/__pycache__/**", "*.log", "no/such/folder/*"]'
+    config.write_text(config.read_text().replace(everything, f"{everything}\n{exclude}"))
+    recorded = run_drift(["record", *cfg], tmp_path)
+    assert " 0 errors" in recorded.stdout  # an exclude that matches nothing is no error
+    run_drift(["mark", "stable", *cfg], tmp_path)
+    files = run_drift(["show", "file:", "--format", "json", *cfg], tmp_path).stdout
+    subjects = {s["subject"] for s in json.loads(files)["data"]["subjects"]}
+    assert f"file:{sandbox.kernel}" in subjects
+    assert not [s for s in subjects if "__pycache__" in s or s.endswith(".log")], subjects
+
+    pyc.write_bytes(b"\x00recompiled")
+    log.write_text("tuned again\n")
+    sandbox.kernel.write_text(sandbox.kernel.read_text() + "# edited\n")
+    run_drift(["record", "--quiet", *cfg], tmp_path)
+    since = json.loads(run_drift(["since", "--format", "json", *cfg], tmp_path).stdout)["data"]
+    changed = {c["subject"] for s in since["suspects"] for c in s["changes"]}
+    assert f"file:{sandbox.kernel}" in changed
+    assert not [s for s in changed if "__pycache__" in s or s.endswith(".log")], changed
+    # Leaving files out is a change of the config's scope, never "removed" on the box.
+    whole = json.loads(
+        run_drift(["since", "--stable", "#1", "--format", "json", *cfg], tmp_path).stdout
+    )["data"]
+    removed = {
+        c["subject"] for s in whole["suspects"] for c in s["changes"] if c["kind"] == "removed"
+    }
+    assert not removed, removed
+    assert whole["scope"]["untracked_facts"] >= 2
+
+    for bad, why in (("[z-a].py", "runs backwards"), ("src/a**", "whole path component")):
+        config.write_text(config.read_text().replace(exclude, f'exclude = ["{bad}"]'))
+        refused = run_drift(["record", *cfg], tmp_path, check=False)
+        assert refused.returncode == 2 and refused.stdout == "", refused
+        assert (
+            len(refused.stderr.splitlines()) == 1
+            and "exclude" in refused.stderr
+            and why in refused.stderr
+        )
+        exclude = f'exclude = ["{bad}"]'
