@@ -174,3 +174,37 @@ def test_exclude_globs_leave_files_out_of_a_set_as_aides_bang_rules(
             and why in refused.stderr
         )
         exclude = f'exclude = ["{bad}"]'
+
+
+def test_a_script_default_reads_as_a_value_in_every_format(sandbox, tmp_path: Path) -> None:
+    cfg = ["--config", str(sandbox.config_path)]
+    run_drift(["record", "--quiet", *cfg], tmp_path)
+    script = sandbox.script("decode")
+    script.write_text(script.read_text().replace("--tp-size 4", "--tp-size ${TP:-8}"))
+    run_drift(["record", "--quiet", *cfg], tmp_path)
+    said = "8 (default of ${TP:-8})"
+    outputs = {
+        "since": run_drift(["since", "--stable", "#1", *cfg], tmp_path).stdout,
+        "json": run_drift(["since", "--stable", "#1", "--format", "json", *cfg], tmp_path).stdout,
+        "show": run_drift(["show", "flag:--tp-size", *cfg], tmp_path).stdout,
+        "history": run_drift(["history", "flag:--tp-size", *cfg], tmp_path).stdout,
+    }
+    for fmt in ("md", "html"):
+        out = tmp_path / f"report.{fmt}"
+        run_drift(["report", "--stable", "#1", "-o", str(out), *cfg], tmp_path)
+        outputs[fmt] = out.read_text()
+    for name, text in outputs.items():
+        assert "${TP:-8} | 8" not in text, name
+        assert said in text, name
+    assert f"flag --tp-size {said} at {script}:" in outputs["since"]
+    assert f"flag:--tp-size = {said}" in outputs["show"]
+    data = json.loads(outputs["json"])["data"]
+    title = next(s["title"] for s in data["suspects"] if "--tp-size" in s["title"])
+    assert title.startswith(f"flag --tp-size {said} at ") and title.endswith("(was 4)")
+    # A value written that way in the script stays as written.
+    script.write_text(script.read_text().replace("--tp-size ${TP:-8}", "--tp-size '${TP:-8} | 8'"))
+    run_drift(["record", "--quiet", *cfg], tmp_path)
+    assert (
+        "flag:--tp-size = ${TP:-8} | 8"
+        in run_drift(["show", "flag:--tp-size", *cfg], tmp_path).stdout
+    )

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 from drift.analysis.diff import Change
 from drift.analysis.kinds import FILE_IDENTITY_KEYS
-from drift.analysis.origins import Spot, possibilities
+from drift.analysis.origins import Spot, possibilities, with_default
 from drift.analysis.restarts import PER_START_ENV
 from drift.analysis.structured import STRUCTURED_FORMATS, KeyChange, diff_content
 from drift.analysis.timing import Span
@@ -103,6 +103,8 @@ def shown(version: StoredVersion | None, limit: int = 80) -> str:
         return shown_secret(version.value)
     if version.value is None:
         return "[text]"
+    if (default := with_default(version)) is not None:
+        return default  # reads as a value, not as a quoted word
     text = version.value
     text = truncated(text, limit)
     if text == "" or any(c.isspace() for c in text):
