@@ -208,3 +208,71 @@ def test_a_script_default_reads_as_a_value_in_every_format(sandbox, tmp_path: Pa
         "flag:--tp-size = ${TP:-8} | 8"
         in run_drift(["show", "flag:--tp-size", *cfg], tmp_path).stdout
     )
+
+
+@pytest.mark.parametrize("passing", [True, False])
+def test_no_baseline_hint_knows_the_config_has_health_checks(
+    sandbox, tmp_path: Path, passing: bool
+) -> None:
+    cfg = ["--config", str(sandbox.config_path)]
+    run_drift(["record", "--quiet", *cfg], tmp_path)
+    bare = run_drift(["since", *cfg], tmp_path, check=False)
+    assert bare.returncode == 2 and "add [[health]] checks" in bare.stderr  # none yet: say so
+
+    check = "true" if passing else "false"
+    _config(sandbox, f'\n[[health]]\nname = "answers"\nrun = "{check}"\ntimeout = 5\n')
+    for _ in range(2):
+        run_drift(["record", "--quiet", *cfg], tmp_path, check=False)
+    told = run_drift(["since", *cfg], tmp_path, check=False)
+    assert told.returncode == 2 and len(told.stderr.splitlines()) == 1, told
+    assert "add [[health]]" not in told.stderr
+    said = "passed" if passing else "failed"
+    assert f"health check answers {said} at all 2 records they ran in" in told.stderr
+    assert "--stable WHEN" in told.stderr and "drift mark stable" in told.stderr
+
+
+def test_compare_sorts_hosts_naturally_and_a_moving_reading_is_no_identity(
+    sandbox, tmp_path: Path
+) -> None:
+    from test_compare import record_fleet
+
+    db = str(tmp_path / "fleet.db")
+    sandbox.stop_all()
+    record_fleet(tmp_path, db, ["gpu-node-10", "gpu-node-7", "gpu-node-9"], sandbox)
+    out = run_drift(["compare", "--fleet", "--db", db, "--format", "json"], tmp_path).stdout
+    group = json.loads(out)["data"]["groups"][0]
+    assert [h["host"] for h in group["hosts"]] == ["gpu-node-7", "gpu-node-9", "gpu-node-10"]
+    why = {(e["subject"], e["key"]): e["why"] for e in group["expected"]}
+    rank = (f"script:{sandbox.script('decode')}", "export:NODE_RANK")
+    assert "a name, an address, a rank, an id" in why[rank]  # steady on each host: its own
+    # The load average moved between each host's two records: a reading, not an identity.
+    assert "a name, an address" not in why.get(("command:loadavg", "stdout"), "")
+    split = {(s["subject"], s["key"]) for s in group["splits"]}
+    assert ("command:loadavg", "stdout") in split | why.keys()
+    assert "moved on gpu-node-7, gpu-node-9, gpu-node-10" in why[("command:loadavg", "stdout")]
+    text = run_drift(["compare", "--fleet", "--db", db], tmp_path).stdout
+    assert text.index("gpu-node-7") < text.index("gpu-node-9") < text.index("gpu-node-10")
+
+
+def test_since_fleet_continuation_lines_hang_under_their_text(sandbox, tmp_path: Path) -> None:
+    from test_terminal_width import SGR, on_terminal
+
+    cfg = ["--config", str(sandbox.config_path)]
+    run_drift(["record", "--quiet", *cfg], tmp_path)
+    run_drift(["mark", "stable", *cfg], tmp_path)
+    sandbox.add_culprit()
+    sandbox.restart_all()
+    run_drift(["record", "--quiet", *cfg], tmp_path)
+    piped = run_drift(["since", "--fleet", *cfg], tmp_path).stdout
+    assert not [line for line in piped.splitlines() if line.startswith("at ")], piped
+    screen = SGR.sub("", on_terminal(["since", "--fleet", *cfg], tmp_path, 70))
+    lines = screen.splitlines()
+    host = next(i for i, line in enumerate(lines) if line.startswith("  gpu-node-7  #"))
+    # The host line's continuation starts under its text, after the host's name.
+    assert lines[host + 1].startswith(" " * len("  gpu-node-7  ") + lines[host + 1].strip()[:1])
+    assert lines[host + 1][len("  gpu-node-7  ")] != " "
+    # Every line after a ranked change's title is indented: none reads as a new item.
+    first = next(i for i, line in enumerate(lines) if line.startswith(" 1. ["))
+    for line in lines[first + 1 : first + 6]:
+        assert not line or line.startswith("      "), screen
+    assert any(line.startswith("      at ") for line in lines[first + 1 : first + 6]), screen

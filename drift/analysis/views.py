@@ -50,7 +50,7 @@ class StateView:
     host: str
     snapshot: SnapshotRef
     pattern: str | None
-    service: str | None  # --service: only its subjects, and no other service's errors
+    service: str | None = None  # --service: only its subjects, no other service's errors
     subjects: list[SubjectState]
     errors: list[dict[str, Any]]  # the snapshot's collection errors, as stored
 

@@ -208,13 +208,37 @@ def choose_baseline(history: History, stable: When | None, label: str = "--stabl
     if windows:
         candidates.append(_from_marks(history, windows[-1], series, check_ids, checks))
     if not candidates:
-        raise NoBaselineError(
-            "no baseline: give --stable WHEN (e.g. --stable 12:00), record a known-good "
-            "moment with `drift mark stable`, or add [[health]] checks to drift.toml"
-        )
+        raise NoBaselineError(no_baseline_text(series, checks))
     # The later end wins; at the same record, the one that says what it cannot tell (a
     # stable mark the checks contest, whose baseline is that same last passing check).
     return max(candidates, key=lambda b: (b.when.at or from_us(0), b.caveat is not None))
+
+
+def no_baseline_text(series: Health, checks: list[StoredVersion]) -> str:
+    """Why no stable window was found and what to do, by what the health checks said: advice
+    to add [[health]] checks only to a history that has none."""
+    give = "give --stable WHEN (e.g. --stable 12:00)"
+    if not checks or not series:  # none, or none that ran in the records looked at
+        return (
+            f"no baseline: {give}, record a known-good moment with `drift mark stable`, "
+            "or add [[health]] checks to drift.toml"
+        )
+    named = checks_named(checks, series[0][0].id, series[-1][0].id)
+    every = "the one record" if len(series) == 1 else f"all {len(series):,} records"
+    if not any(healthy for _snap, healthy in series):
+        said = f"{named} failed at {every} they ran in"
+        then = "so none of them shows when it last worked"
+    elif all(healthy for _snap, healthy in series):
+        said = f"{named} passed at {every} they ran in"
+        then = "so no failure ended a stable window: if it is broken, they do not see it"
+    else:
+        are, have = ("are", "have") if named.startswith("health checks") else ("is", "has")
+        said = f"{named} {are} passing again and {have} not failed since"
+        then = "so no stable window has ended"
+    return (
+        f"no baseline: {said}, {then}; {give} for when it last worked, or record a "
+        "known-good moment with `drift mark stable`"
+    )
 
 
 def checks_named(checks: list[StoredVersion], first_id: int, last_id: int) -> str:
