@@ -75,6 +75,12 @@ def test_a_stable_window_over_midnight_shows_both_dates_and_headers_no_iso(
         if fmt == "html":
             for inside in re.findall(r"<time datetime=\"[^\"]*\">([^<]*)</time>", shown):
                 assert not ISO.search(inside), inside
+        # compare's header names the moment asked in the same form.
+        compared = run_drift(["compare", "--fleet", "--at", stamp, "--format", fmt], tmp_path)
+        head = compared.stdout.split("as of ", 1)[1][:40]
+        assert DAY.match(head) and not ISO.search(head.split("<")[0]), (fmt, head)
+    header = run_drift(["show", "--at", stamp, *cfg], tmp_path).stdout.splitlines()[0]
+    assert "given with --at 20" in header and not ISO.search(header), header
 
 
 def test_service_filters_show_and_since_to_that_services_subjects(sandbox, tmp_path: Path) -> None:
