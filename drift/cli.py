@@ -594,19 +594,29 @@ def report(
     "--at", "at", type=WHEN, help="Show the state at this time (default: latest). " + WHEN_HELP
 )
 @click.argument("pattern", required=False)
+@click.option("--service", metavar="NAME", help="Only the subjects of this service.")
 @format_option("text", "json", help_text="Output format; json is a versioned envelope.")
 @pass_drift
-def show(obj: DriftContext, at: When | None, pattern: str | None, fmt: str) -> None:
+def show(
+    obj: DriftContext, at: When | None, pattern: str | None, service: str | None, fmt: str
+) -> None:
     """The recorded state at a time: every fact, or those matching PATTERN.
 
     PATTERN is a glob on subject, key or "subject key" (a plain word matches
-    as a substring), e.g.  drift show 'env:SGLANG_*'. Exit 2 when no fact
+    as a substring), e.g.  drift show 'env:SGLANG_*'; --service NAME keeps the
+    subjects of one service (its process, script, endpoints). Exit 2 when no fact
     recorded at any time matches it.
     """
+    from drift.analysis.investigate import check_service
     from drift.analysis.plain import plain
     from drift.analysis.views import state_view
 
-    _view(obj, "show", lambda history: plain(state_view(history, at, pattern)), fmt)
+    def build(history: History) -> dict[str, Any]:
+        check_service(history, service, obj.configured_services(history.host))
+        context: dict[str, Any] = plain(state_view(history, at, pattern, service))
+        return context
+
+    _view(obj, "show", build, fmt)
 
 
 @cli.command(short_help="Every value a fact has had, when and from where.")

@@ -23,6 +23,7 @@ from typing import Any, NoReturn, TypeVar
 
 from drift.display import printable
 from drift.errors import ConfigError
+from drift.globs import glob_problem
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -72,6 +73,9 @@ class FileSpec:
     max_size: int = MAX_SIZE
     one_file_system: bool = True
     max_files: int = MAX_FILES
+    # Absolute globs of what the set leaves out, as AIDE's `!` rules: neither hashed nor
+    # reported (a name alone, `*.log`, is `/**/*.log`: that name at any depth).
+    exclude: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -432,6 +436,19 @@ def _type_name(value: Any) -> str:
     }.get(type(value), type(value).__name__)
 
 
+def _exclude_glob(r: _Reader, pattern: str, box: str | None) -> str:
+    """An `exclude` entry as an absolute glob: a name alone (`*.log`) or one starting with
+    `**/` matches at any depth; any other is a path, relative to the config's folder."""
+    problem = glob_problem(pattern)
+    if problem is not None:
+        r.fail("exclude", problem)
+    if "/" not in pattern.rstrip("/"):
+        return "/**/" + pattern.rstrip("/")
+    if pattern.startswith("**/"):
+        return "/" + pattern
+    return r.path_from("exclude", pattern, inside=box)
+
+
 def _unique_names(readers: list[_Reader], names: list[str]) -> None:
     seen: set[str] = set()
     for reader, name in zip(readers, names, strict=True):
@@ -505,7 +522,16 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
     file_readers = top.tables("files")
     for r in file_readers:
         r.check_keys(
-            {"name", "paths", "content", "format", "max_size", "one_file_system", "max_files"}
+            {
+                "name",
+                "paths",
+                "exclude",
+                "content",
+                "format",
+                "max_size",
+                "one_file_system",
+                "max_files",
+            }
         )
         paths = tuple(
             r.path_from("paths", p, inside=box) for p in r.strings("paths", required=True)
@@ -526,6 +552,7 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
                 max_size=r.size("max_size", MAX_SIZE),
                 one_file_system=r.boolean("one_file_system", True),
                 max_files=r.count("max_files", MAX_FILES),
+                exclude=tuple(_exclude_glob(r, p, box) for p in r.strings("exclude")),
             )
         )
     _unique_names(file_readers, [f.name for f in files])

@@ -9,6 +9,7 @@ what is on record (and the closest of them, for a typo).
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 
 from drift.errors import UnknownNameError
@@ -52,3 +53,18 @@ def no_fact_matches(pattern: str, host: str, idents: Iterable[tuple[str, str]]) 
         f'no recorded fact of host {host} matches "{pattern}"{did_you_mean(pattern, names)}: '
         "`drift show` lists every fact (a plain word matches as a substring, * and ? as a glob)"
     )
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
+    """A sort key that reads numbers in names as numbers: gpu-node-7 before gpu-node-10."""
+    return tuple(
+        (0, int(part)) if part.isdigit() else (1, part) for part in _DIGITS.split(name) if part
+    )
+
+
+def natural(names: Iterable[str]) -> list[str]:
+    """Names in natural order (numbers as numbers), as host lists are shown."""
+    return sorted(names, key=natural_key)

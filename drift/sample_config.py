@@ -31,6 +31,7 @@ STARTER_CONFIG = """\
 # [[files]]
 # name = "attention-kernels"
 # paths = ["/opt/sglang/python/sglang/srt/layers/attention/**/*.py"]
+# exclude = ["**/__pycache__/**", "*.log"]   # left out: neither hashed nor reported
 # max_size = "1GiB"        # bytes, or a size in B, KiB, MiB, GiB or TiB
 # one_file_system = true   # false: cross into other mounts too
 # max_files = 200000

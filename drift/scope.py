@@ -17,18 +17,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import re
 from collections.abc import Callable, Mapping, Set
 from dataclasses import asdict, dataclass, field
-from fnmatch import translate
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
+
+from drift.globs import excluded, glob_matches
 
 if TYPE_CHECKING:
     from drift.config import Config
 
-_GLOB_CHARS = frozenset("*?[")
 _LIBRARY_KEYS = ("lib:", "lib_disk:")
 # A service's interpreter and distributions (`drift.collectors.packages`).
 _PACKAGE_KEYS = ("package:", "package_source:", "package_head:")
@@ -63,6 +60,8 @@ class Scope:
     # then is "now tracked", not new on the box.
     packages: tuple[str, ...] = ()
     libraries: tuple[str, ...] = ()
+    # A file set's exclude globs, by its name: a file they drop left the scope, not the box.
+    excludes: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, config: Config) -> Scope:
@@ -78,6 +77,7 @@ class Scope:
             caches=tuple(c.name for c in config.caches),
             packages=tuple(s.name for s in config.services if s.packages),
             libraries=tuple(s.name for s in config.services if s.libraries),
+            excludes={f.name: tuple(f.exclude) for f in config.files if f.exclude},
         )
 
     def masked(self, name: Callable[[str], str], glob: Callable[[str], str]) -> Scope:
@@ -98,6 +98,7 @@ class Scope:
             caches=tuple(name(c) for c in self.caches),
             packages=tuple(name(n) for n in self.packages),
             libraries=tuple(name(n) for n in self.libraries),
+            excludes={name(k): tuple(glob(g) for g in v) for k, v in self.excludes.items()},
         )
 
     def to_json(self) -> str:
@@ -118,6 +119,7 @@ class Scope:
             caches=tuple(data.get("caches", ())),
             packages=tuple(data.get("packages", ())),
             libraries=tuple(data.get("libraries", ())),
+            excludes={k: tuple(v) for k, v in data.get("excludes", {}).items()},
         )
 
     @property
@@ -152,7 +154,11 @@ class Scope:
             service = (provenance or {}).get("service")
             return isinstance(service, str) and self.services.get(service) is not None
         if kind == "file":
-            return any(glob_matches(g, name) for globs in self.files.values() for g in globs)
+            return any(
+                any(glob_matches(g, name) for g in globs)
+                and not excluded(self.excludes.get(set_name, ()), name)
+                for set_name, globs in self.files.items()
+            )
         if kind == "repo":
             return name in self.repos
         if kind == "command":
@@ -182,6 +188,10 @@ class Scope:
             or set(self.caches) & set(other.caches)
         )
 
+    def _file_sets(self) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+        """Each file set's globs and exclude globs: either changed is `~name`."""
+        return {k: (v, self.excludes.get(k, ())) for k, v in self.files.items()}
+
     def changes_to(self, other: Scope) -> list[str]:
         """What changed from this scope to `other`, by section: ``services: -web, +router``.
 
@@ -190,7 +200,7 @@ class Scope:
         kept = self.services.keys() & other.services.keys()
         sections: tuple[tuple[str, Mapping[str, object], Mapping[str, object]], ...] = (
             ("services", self.services, other.services),
-            ("files", self.files, other.files),
+            ("files", self._file_sets(), other._file_sets()),
             ("repos", dict.fromkeys(self.repos), dict.fromkeys(other.repos)),
             ("commands", dict.fromkeys(self.commands), dict.fromkeys(other.commands)),
             ("health", dict.fromkeys(self.health), dict.fromkeys(other.health)),
@@ -235,65 +245,3 @@ class ConfigInfo:
     def of(cls, config: Config) -> ConfigInfo:
         path = str(config.path.resolve()) if config.path is not None else None
         return cls(path, config_digest(config), Scope.of(config))
-
-
-def glob_matches(pattern: str, path: str) -> bool:
-    """Whether `path` is a file the files collector's `pattern` matches.
-
-    The same rules as the collector: ``**`` is zero or more directories (and
-    ``dir/**`` every file below dir); ``*``, ``?`` and ``[...]`` stay within one
-    name and match a leading dot.
-    """
-    parts = _glob_parts(pattern)
-    names = os.path.abspath(path).split("/")[1:]
-    return _match(parts, tuple(names))
-
-
-@lru_cache(maxsize=256)
-def _glob_parts(pattern: str) -> tuple[str, ...]:
-    parts: list[str] = []
-    for part in os.path.abspath(pattern).split("/")[1:]:
-        if part == "**" and parts and parts[-1] == "**":
-            continue
-        parts.append(part)
-    if parts and parts[-1] == "**":
-        parts.append("*")
-    return tuple(parts)
-
-
-@lru_cache(maxsize=1024)
-def _component(part: str) -> re.Pattern[str] | None:
-    return re.compile(translate(part)) if _GLOB_CHARS.intersection(part) else None
-
-
-def _match(parts: tuple[str, ...], names: tuple[str, ...]) -> bool:
-    # Positions (i in parts) still alive after each name: an NFA, no backtracking blow-up.
-    states = _close(parts, {0})
-    for name in names:
-        following: set[int] = set()
-        for i in states:
-            if i == len(parts):
-                continue
-            part = parts[i]
-            if part == "**":
-                following.add(i)
-                continue
-            matcher = _component(part)
-            if (matcher.match(name) is not None) if matcher is not None else part == name:
-                following.add(i + 1)
-        states = _close(parts, following)
-        if not states:
-            return False
-    return len(parts) in states
-
-
-def _close(parts: tuple[str, ...], states: set[int]) -> set[int]:
-    """Add the states reachable by letting each ``**`` match no directory."""
-    out = set(states)
-    todo = list(states)
-    while todo:
-        i = todo.pop()
-        if i < len(parts) and parts[i] == "**" and i + 1 not in out:
-            out.add(i + 1)
-            todo.append(i + 1)
-    return out

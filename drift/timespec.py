@@ -21,7 +21,10 @@ from drift.errors import TimeSpecError
 __all__ = [
     "When",
     "clock",
+    "clock_span",
     "describe_when",
+    "human_time",
+    "iso_shown",
     "from_us",
     "iso",
     "local_time",
@@ -29,6 +32,7 @@ __all__ = [
     "parse_when",
     "quote_when",
     "to_us",
+    "typed_shown",
 ]
 
 ACCEPTED_FORMS = "use 12:00, noon, yesterday 12:00, 2h ago, an ISO 8601 time, or #57"
@@ -98,14 +102,40 @@ def iso(us: int) -> str:
     return from_us(us).isoformat(timespec="microseconds")
 
 
+HUMAN_FORMAT = "%Y-%m-%d %H:%M:%S %Z"
+"""The one form of a moment in every human output (terminal, Markdown, HTML); JSON keeps ISO."""
+
+
+def human_time(moment: datetime, tz: tzinfo | None = None) -> str:
+    """An aware moment as people read it: `2026-12-03 12:00:00 CET`, in `tz` (default local)."""
+    local = moment.astimezone(tz if tz is not None else local_zone())
+    return local.strftime(HUMAN_FORMAT).rstrip()
+
+
 def local_time(us: int) -> str:
     """A stored time as people read it on this box: `2026-12-03 12:00:00 CET`."""
-    return from_us(us).astimezone(local_zone()).strftime("%Y-%m-%d %H:%M:%S %Z")
+    return human_time(from_us(us))
+
+
+def iso_shown(text: str | None) -> str:
+    """An ISO 8601 time (as JSON carries it) in the human form; other text as it is."""
+    moment = parse_stored_time(text)
+    return human_time(moment) if moment is not None else (text or "")
 
 
 def clock(us: int) -> str:
     """A stored time as a time of day on this box: `12:00:00`."""
     return from_us(us).astimezone(local_zone()).strftime("%H:%M:%S")
+
+
+def clock_span(first_us: int, last_us: int) -> tuple[str, str]:
+    """Both ends of a range on this box's clock: `12:00:00`, `12:05:00` within one day; each
+    with its date (`2026-12-03 23:59:00`, `2026-12-04 00:01:00`) when the range spans two,
+    so a window over midnight never reads as running backwards."""
+    zone = local_zone()
+    first, last = from_us(first_us).astimezone(zone), from_us(last_us).astimezone(zone)
+    shape = "%H:%M:%S" if first.date() == last.date() else "%Y-%m-%d %H:%M:%S"
+    return first.strftime(shape), last.strftime(shape)
 
 
 def local_zone() -> tzinfo:
@@ -223,8 +253,19 @@ def describe_when(w: When, tz: tzinfo | None = None) -> str:
     if w.snapshot is not None:
         return f"snapshot #{w.snapshot}"
     assert w.at is not None  # guaranteed by When.__post_init__
-    local = w.at.astimezone(tz if tz is not None else local_zone())
-    return local.strftime("%Y-%m-%d %H:%M:%S %Z").rstrip()
+    return human_time(w.at, tz)
+
+
+def typed_shown(w: When, tz: tzinfo | None = None) -> str:
+    """What the user typed, as a header repeats it: `12:00`, `2h ago`, `#57` as typed; an ISO
+    8601 time (often pasted from JSON) in the one human form, `2026-12-02 12:00:00 CET`."""
+    if not w.text or w.at is None:
+        return w.text or describe_when(w, tz)
+    try:
+        datetime.fromisoformat(w.text.strip().upper())
+    except ValueError:
+        return w.text
+    return describe_when(w, tz)
 
 
 def quote_when(w: When, tz: tzinfo | None = None) -> str:

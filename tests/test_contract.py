@@ -38,7 +38,7 @@ REGENERATE = "python -m drift.render.schema docs/schema"
 CONTRACT: dict[str, str] = {
     "Investigation": (
         "command host baseline current trust scope window total_suspects suspects "
-        "changes_by_subject timeline unchanged blind_spots overview"
+        "changes_by_subject timeline unchanged blind_spots overview service elsewhere"
     ),
     "BaselineRef": (
         "snapshot time local asked why facts source unhealthy_at unhealthy_local "
@@ -83,7 +83,7 @@ CONTRACT: dict[str, str] = {
         "kind subject key message first_seen last_seen first_local last_local count current "
         "keeps_value"
     ),
-    "StateView": "host snapshot pattern subjects errors",
+    "StateView": "host snapshot pattern service subjects errors",
     "SubjectState": "subject facts",
     "StateFact": "key value secret since since_local where provenance",
     "FactHistory": "host pattern limit facts begins_snapshot",

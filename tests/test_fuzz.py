@@ -485,6 +485,7 @@ def show_skeleton() -> dict[str, Any]:
         "host": "gpu-node-7",
         "snapshot": {"snapshot": 3, "local": "2026-12-02 12:00:00 UTC", "why": "latest record"},
         "pattern": "PATH",
+        "service": "decode",
         "subjects": [{"subject": "service:decode", "facts": [fact, {**fact, "where": ""}]}],
         "errors": [{"subject": "file:/srv/x", "key": "sha256", "message": "cannot read: EIO"}],
     }

@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "subjects",
             "json_pointer",
             "names",
+            "globs",
         ),
     ),
     ("config", ("config", "scope", "sample_config", "keyfile", "secrets")),

@@ -42,7 +42,7 @@ from drift.analysis.kinds import category
 from drift.analysis.values import Values, where
 from drift.analysis.windows import choose_baseline
 from drift.errors import DriftError
-from drift.names import check_known
+from drift.names import check_known, natural, natural_key
 from drift.scope import Scope
 from drift.store.fleet import Fleet, HostInfo
 from drift.store.query import History, SnapshotInfo, StoredVersion
@@ -83,6 +83,7 @@ class _Member:
     baseline_id: int | None = None
     baseline_words: str | None = None
     scope: Scope | None = None  # of the config its record was taken with, once read
+    first_in_lookback: int | None = None  # its first record id in VOLATILE_LOOKBACK_US, once
 
 
 def compare(fleet: Fleet, options: CompareOptions, now_us: int) -> Comparison:
@@ -124,14 +125,14 @@ def _members(
     if options.hosts:
         for host in options.hosts:
             check_known("host", host, known, f"in {fleet.db.display()}")
-        chosen = [known[h] for h in dict.fromkeys(options.hosts)]
+        chosen = [known[h] for h in natural(dict.fromkeys(options.hosts))]
     else:
         around = around_us(options, now_us)
         chosen = [
             h for h in known.values() if h.last_us is not None and h.last_us >= around - RECENT_US
         ]
     members = []
-    quiet: list[str] = sorted(set(known) - {h.name for h in chosen}) if options.fleet else []
+    quiet: list[str] = natural(set(known) - {h.name for h in chosen}) if options.fleet else []
     latest = _latest(options)
     roles = fleet.latest_versions([h.host_id for h in chosen], [ROLE]) if latest else {}
     latest_of = fleet.latest_snapshots([h.host_id for h in chosen]) if options.at is None else {}
@@ -157,7 +158,7 @@ def _members(
             _Member(info, history, snap, state, role.value if role and role.value else NO_ROLE)
         )
     if quiet:
-        listed = ", ".join(sorted(quiet)) if len(quiet) <= 10 else f"{len(quiet)} hosts"
+        listed = ", ".join(natural(quiet)) if len(quiet) <= 10 else f"{len(quiet)} hosts"
         warnings.append(f"left out, no record in the hour before: {listed}")
     return members
 
@@ -323,8 +324,13 @@ def _expected(ident: Ident, members: Sequence[_Member], counts: Counter[Token]) 
     kind = category(*ident)
     if kind in PER_PROCESS or ident[1] == "started_at":
         return "what a process or a record is, not how it is set up"
+    # A value of each host's own (its name, address, rank) differs on all and has stayed put
+    # on each; one that moved on a host is a reading (a load, a count) as likely: say so.
+    moved: list[str] = []
     if len(members) >= 3 and len(counts) == len(members) and None not in counts:
-        return "every host holds its own value (a name, an address, a rank, an id)"
+        moved = [m.info.name for m in members if not _steady(m, ident)]
+        if not moved:
+            return "every host holds its own value (a name, an address, a rank, an id)"
     # Asked of the hosts off the most common value, and of one on it: a value that keeps
     # changing shows on the hosts it set apart, and a hundred hosts cost a few reads.
     top = counts.most_common(1)[0][0]
@@ -333,7 +339,24 @@ def _expected(ident: Ident, members: Sequence[_Member], counts: Counter[Token]) 
     changing = [m.info.name for m in [*off, *([on] if on else [])] if _keeps_changing(m, ident)]
     if changing:
         return f"it keeps changing on {host_names(changing)} (in more than one record in ten)"
+    if moved:
+        return (
+            f"every host holds a different value, and it moved on {host_names(moved)} "
+            "within the day: no value to hold the others to"
+        )
     return None
+
+
+def _steady(member: _Member, ident: Ident) -> bool:
+    """Whether the member's value has held since its first record of the lookback (its
+    first record, on a younger host)."""
+    version = member.state.get(ident)
+    if version is None:
+        return False
+    if member.first_in_lookback is None:
+        start = member.history.first_taken_from(member.snapshot.taken_us - VOLATILE_LOOKBACK_US)
+        member.first_in_lookback = start.id if start is not None else member.snapshot.id
+    return version.first_snapshot_id <= member.first_in_lookback
 
 
 def _watches(member: _Member, ident: Ident, example: StoredVersion | None) -> bool:
@@ -363,7 +386,7 @@ def _values(ident: Ident, members: Sequence[_Member], tokens: dict[str, Token]) 
     groups: dict[Token, list[_Member]] = {}
     for m in members:
         groups.setdefault(tokens[m.info.name], []).append(m)
-    ordered = sorted(groups.values(), key=lambda ms: (-len(ms), ms[0].info.name))
+    ordered = sorted(groups.values(), key=lambda ms: (-len(ms), natural_key(ms[0].info.name)))
     return [_host_value(ident, ms) for ms in ordered]
 
 

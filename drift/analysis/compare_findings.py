@@ -16,6 +16,7 @@ from drift.analysis.comparison import Finding, OddFact, host_names
 from drift.analysis.kinds import category_rank
 from drift.analysis.knobs import knob_match, live_knob
 from drift.analysis.rank import WEIGHTS
+from drift.names import natural_key
 
 
 def ranked_findings(
@@ -29,7 +30,9 @@ def ranked_findings(
         for title, group in _stories(host, facts, (served or {}).get(host, {})):
             score, reasons = _score(host, group)
             scored.append((score, title, reasons, host, group))
-    scored.sort(key=lambda s: (-s[0], category_rank(s[4][0].kind), s[3], s[4][0].subject))
+    scored.sort(
+        key=lambda s: (-s[0], category_rank(s[4][0].kind), natural_key(s[3]), s[4][0].subject)
+    )
     return [
         Finding(i, round(score, 3), host, role, title, reasons, group)
         for i, (score, title, reasons, host, group) in enumerate(scored, 1)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from drift.names import natural
+
 
 @dataclass(frozen=True)
 class HostRef:
@@ -100,7 +102,7 @@ class Comparison:
 
 def host_names(hosts: Iterable[str]) -> str:
     """Host names as a finding says them: every one up to six, else five and a count."""
-    listed = sorted(hosts)
+    listed = natural(hosts)
     if len(listed) > 6:
         return f"{', '.join(listed[:5])} and {len(listed) - 5} more"
     return ", ".join(listed)

@@ -22,7 +22,7 @@ from drift.analysis.timing import Span, parse_time_us
 from drift.analysis.titles import NOT_APPLIED
 from drift.analysis.unit_history import ServiceRuns
 from drift.store.query import SnapshotInfo, StoredVersion
-from drift.timespec import clock
+from drift.timespec import clock, clock_span
 
 JOURNAL_RUNS = 3  # failing runs whose lines are kept: the first seen and the latest
 JOURNAL_LINES = 24  # lines kept in all
@@ -85,7 +85,10 @@ class Failure:
         elif self.state == "failing":
             head = f"crash-looping since {since} ({self.details()})"
         else:
-            head = f"crash-looped from {since} to {clock(self.last_us)} ({self.details()})"
+            since, last = (since, clock(self.last_us))
+            if not self.before_baseline:
+                since, last = clock_span(self.since_us, self.last_us)
+            head = f"crash-looped from {since} to {last} ({self.details()})"
         return f"{head}{self._now()}"
 
     def _now(self) -> str:

@@ -21,7 +21,7 @@ from drift.analysis.compare import NO_ROLE, RECENT_US, ROLE
 from drift.analysis.investigate import InvestigateOptions, investigate
 from drift.analysis.investigation import Investigation, Suspect, SuspectChange
 from drift.errors import DriftError
-from drift.names import check_known
+from drift.names import check_known, natural
 from drift.store.fleet import Fleet
 from drift.store.query import History
 from drift.timespec import When, to_us
@@ -197,9 +197,9 @@ def _change(members: list[tuple[str, Suspect, SuspectChange]], of: int) -> Fleet
         before=root.before,
         after=root.after,
         where=root.where,
-        hosts=sorted(m[0] for m in members),
+        hosts=natural(m[0] for m in members),
         of=of,
-        statuses=[StatusHosts(s, sorted(h)) for s, h in sorted(statuses.items())],
+        statuses=[StatusHosts(s, natural(h)) for s, h in sorted(statuses.items())],
         first_local=local[times[0]],
         last_local=local[times[-1]],
         reasons=best[1].reasons,

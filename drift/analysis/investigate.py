@@ -11,7 +11,7 @@ unchanged and the blind spots. It returns an `Investigation`
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -51,6 +51,7 @@ from drift.analysis.overview import overview
 from drift.analysis.rank import ChurnInfo, RankedStory, Signal, rank_stories
 from drift.analysis.restarts import Restart
 from drift.analysis.scope import ConfigSwitch, ScopeSplit, split_scope
+from drift.analysis.service_scope import another_services, owned_by, owners
 from drift.analysis.story import Story
 from drift.analysis.text_owners import TextOwners
 from drift.analysis.timeline import timeline_entries
@@ -163,9 +164,15 @@ def investigate(
         chosen.unhealthy_us,
         (inside.versions, failures),
     )
-    ranked = _ranked(history, span, window, stories, flapped, options.service, failures)
+    every = _ranked(history, span, window, stories, flapped, failures)
+    service = options.service
+    ranked = every if service is None else [r for r in every if _touches(r, service)]
     shown = ranked if options.top is None else ranked[: options.top]
     spots = blind_spots(first, window, (records.usual_us or 0, records.gaps))
+    known = owners([*before.values(), *after.values()])
+    if options.service is not None:
+        # Another service's holes say nothing of this one; the host's (gaps, commands) may.
+        spots = [s for s in spots if not another_services(s.subject, options.service, known)]
     texts = TextOwners([r.story for r in ranked])
     # The processes the two ends' values are in: a value kept across a restart names both.
     pids = (service_pids(before), service_pids(after))
@@ -209,7 +216,9 @@ def investigate(
             trips,
             up_to_now=current is None,
         ),
-        unchanged=_unchanged(before, after, last, scope.changes, values),
+        unchanged=_unchanged(
+            before, after, last, scope.changes, values, _owned(options.service, known)
+        ),
         blind_spots=[_blind_spot(s) for s in spots],
         overview=overview(
             [*(v for v in before.values() if v.subject.startswith("health:")), *inside.versions],
@@ -219,6 +228,8 @@ def investigate(
             (first.id, first.taken_us),
             last.taken_us,
         ),
+        service=service,
+        elsewhere=len(every) - len(ranked),
     )
 
 
@@ -228,10 +239,9 @@ def _ranked(
     window: list[SnapshotInfo],
     stories: list[Story],
     flapped: dict[tuple[str, str], int],
-    service: str | None,
     failures: Mapping[str, Failure],
 ) -> list[RankedStory]:
-    """The stories ranked, most likely first; with `service`, only those that touch it."""
+    """The stories ranked, most likely first."""
     chosen = span.chosen
     churn = _churn(history, span.baseline, [(s.root.subject, s.root.key) for s in stories])
     unhealthy = next((s for s in window if s.taken_us == chosen.unhealthy_us), None)
@@ -246,8 +256,6 @@ def _ranked(
         flapped=frozenset(flapped),
         failures=list(failures.values()),
     )
-    if service is not None:
-        ranked = [r for r in ranked if _touches(r, service)]
     return ranked
 
 
@@ -422,12 +430,25 @@ def _fields(part: SnapshotRef | SuspectChange) -> dict[str, Any]:
     return {f.name: getattr(part, f.name) for f in fields(part)}
 
 
+def _owned(service: str | None, known: dict[str, str]) -> Callable[[str], bool]:
+    """Whether a subject is in the report's scope: every one, or only `service`'s."""
+    if service is None:
+        return lambda _subject: True
+    return lambda subject: owned_by(subject, service, known)
+
+
 def _unchanged(
-    before: State, after: State, current: SnapshotInfo, changes: list[Change], values: Values
+    before: State,
+    after: State,
+    current: SnapshotInfo,
+    changes: list[Change],
+    values: Values,
+    shown: Callable[[str], bool],
 ) -> Unchanged:
-    """The facts verified unchanged, and the subjects whose every fact is."""
+    """The facts verified unchanged (of the subjects `shown` keeps), and the subjects whose
+    every fact is."""
     failing = failing_at(current, after)
-    unchanged = unchanged_between(before, after, failing)
+    unchanged = [v for v in unchanged_between(before, after, failing) if shown(v.subject)]
     per_kind = Counter(category(v.subject, v.key) for v in unchanged)
     # Subjects whose every fact is verified unchanged: "the kernel file is byte-identical".
     changed_subjects = {c.subject for c in changes} | {s for s, _k in failing}

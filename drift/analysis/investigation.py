@@ -328,6 +328,9 @@ class Investigation:
     unchanged: Unchanged
     blind_spots: list[BlindSpotEntry]
     overview: Overview
+    # --service NAME: only what touches it; `elsewhere` counts the suspects it left out.
+    service: str | None = None
+    elsewhere: int = 0
 
 
 def snapshot_ref(snap: SnapshotInfo, asked: When | None, why: str) -> SnapshotRef:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -86,6 +87,42 @@ class Attribution:
         if not self.spots:
             return "the same value"
         return "one of " + ", ".join(names)
+
+
+# `${NAME:-8}` (or `-`, `:=`, `=`): the caller's value, else the default written inside.
+_DEFAULTED = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*:?[-=](?P<default>[^{}]*)\}")
+
+
+def with_default(version: StoredVersion) -> str | None:
+    """`8 (default of ${TP:-8})` for a script value that is the caller's `${TP:-8}` or its
+    default 8, stored as the choice `${TP:-8} | 8`; None for any other value.
+
+    Read from the possibilities, not the text: a script may hold `'${TP:-8} | 8'` literally.
+    """
+    if version.value is None or version.secret:
+        return None
+    matches = [p.get("match") for p in possibilities(version)]
+    if len(matches) != 2:
+        return None
+    holes = [str(m[0][0]) for m in matches if isinstance(m, list) and _one_hole(m)]
+    words = [m[0] for m in matches if isinstance(m, list) and len(m) == 1 and isinstance(m[0], str)]
+    if len(holes) != 1 or len(words) != 1 or version.value != f"{holes[0]} | {words[0]}":
+        return None
+    found = _DEFAULTED.fullmatch(holes[0])
+    if found is None or found["default"] != words[0]:
+        return None
+    return f"{words[0]} (default of {holes[0]})"
+
+
+def _one_hole(match: object) -> bool:
+    """A pattern that is one unknown value (`[["${TP:-8}"]]`), nothing around it."""
+    return (
+        isinstance(match, list)
+        and len(match) == 1
+        and isinstance(match[0], list)
+        and len(match[0]) == 1
+        and isinstance(match[0][0], str)
+    )
 
 
 def possibilities(version: StoredVersion) -> list[dict[str, Any]]:

@@ -89,7 +89,10 @@ class ProcessStories(Applied):
             outcomes.append((service, status, label))
         service = self.script_service.get(root.subject)
         spot, shown_value, was = None, None, None
-        if service is not None and root.after is not None:
+        # Only a process started from the edited script shows which of its values it took:
+        # one still running from before (pending) holds the old line's value.
+        runs_it = any(s == service and st in ("live", "launched") for s, st, _ in outcomes)
+        if service is not None and root.after is not None and runs_it:
             current = self.after.get((f"service:{service}", live_key))
             found = self.sources.attribute(service, root.after, current)
             if found is not None and found.single is not None:

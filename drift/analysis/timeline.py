@@ -20,7 +20,7 @@ from drift.analysis.restarts import CO_RESTART_US, Restart, RestartEvent
 from drift.analysis.scope import ConfigSwitch
 from drift.analysis.timing import Span
 from drift.store.query import MarkInfo, SnapshotInfo, StoredVersion
-from drift.timespec import clock, iso, local_time
+from drift.timespec import clock, clock_span, iso, local_time
 
 
 def timeline_entries(
@@ -111,10 +111,8 @@ def stop_text(stop: ServiceStop) -> str:
     as before``: a service's stop and return, the facts that went with it in one line."""
     pids = f" (pid {stop.pid_before or '-'} -> {stop.pid_after or '-'})"
     same = "its other values as before" if stop.changed else "its values as before"
-    return (
-        f"{stop.service} stopped at {clock(stop.stopped_us)}, running again since "
-        f"{clock(stop.back_us)}{pids}, {same}"
-    )
+    stopped, back = clock_span(stop.stopped_us, stop.back_us)
+    return f"{stop.service} stopped at {stopped}, running again since {back}{pids}, {same}"
 
 
 def flap_entry(
@@ -131,14 +129,13 @@ def flap_entry(
     changes = trips.changes[(subject, key)]
     first, last = its[0], its[-1]
     if changes <= 2:
-        text = (
-            f"{subject} {key} changed at {clock(first.away_us)} and was back to its baseline "
-            f"value at {clock(first.back_us)}"
-        )
+        away, back = clock_span(first.away_us, first.back_us)
+        text = f"{subject} {key} changed at {away} and was back to its baseline value at {back}"
     else:
+        away, back = clock_span(first.away_us, last.back_us)
         text = (
             f"{subject} {key} changed {changes:,} times and is back to its baseline value "
-            f"({clock(first.away_us)} to {clock(last.back_us)})"
+            f"({away} to {back})"
         )
     return first.away_us, "flapping", text
 
@@ -208,7 +205,7 @@ def restart_entries(
         if r.count > 1:
             # Records catch only the restarts they see; systemd counts every one of its own.
             many = f"{r.count} times" if r.counted_by == "systemd" else f"at least {r.count} times"
-            span = f"{clock(r.times[0])}-{clock(r.times[-1])}"
+            span = "-".join(clock_span(r.times[0], r.times[-1]))
             if len(r.times) == 1:
                 span = f"until {clock(r.times[0])}"
             entries.append((r.times[0], "restart", f"{r.service} restarted {many} ({span})"))

@@ -13,14 +13,14 @@ from collections.abc import Callable, Sequence
 
 from drift.analysis.diff import Change
 from drift.analysis.kinds import FILE_IDENTITY_KEYS
-from drift.analysis.origins import Spot, possibilities
+from drift.analysis.origins import Spot, possibilities, with_default
 from drift.analysis.restarts import PER_START_ENV
 from drift.analysis.structured import STRUCTURED_FORMATS, KeyChange, diff_content
 from drift.analysis.timing import Span
 from drift.display import truncated
 from drift.secrets.markers import shown_secret
 from drift.store.query import StoredVersion
-from drift.timespec import clock
+from drift.timespec import clock, clock_span
 
 NOT_APPLIED = "not applied yet: takes effect on next restart"
 SOURCE_UNKNOWN = "source unknown"
@@ -35,7 +35,8 @@ def joined_names(names: Sequence[str]) -> str:
 
 def about_the_same_time(starts: Sequence[int], change: Span) -> str:
     """Starts in no known order with a change, in words, with the times that show it."""
-    times = f"change between {clock(change.earliest_us)} and {clock(change.latest_us)}{_by(change)}"
+    earliest, latest = clock_span(change.earliest_us, change.latest_us)
+    times = f"change between {earliest} and {latest}{_by(change)}"
     if starts:
         noun = "start" if len(starts) == 1 else "starts"
         times = f"{noun} {', '.join(map(clock, starts))}; {times}"
@@ -102,6 +103,8 @@ def shown(version: StoredVersion | None, limit: int = 80) -> str:
         return shown_secret(version.value)
     if version.value is None:
         return "[text]"
+    if (default := with_default(version)) is not None:
+        return default  # reads as a value, not as a quoted word
     text = version.value
     text = truncated(text, limit)
     if text == "" or any(c.isspace() for c in text):

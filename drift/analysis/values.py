@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from drift.analysis.diff import Change
+from drift.analysis.origins import with_default
 from drift.analysis.structured import Hunk, KeyChange, diff_content, select_hunks
 from drift.display import SHORT_VALUE
 from drift.secrets.markers import shown_secret
@@ -124,7 +125,7 @@ class Values:
             lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
             noun = "line" if lines == 1 else "lines"
             return f"sha256:{version.blob_sha256[:12]} ({lines:,} {noun}, {len(text):,} chars)"
-        return version.value or ""
+        return with_default(version) or version.value or ""
 
     def diff(self, change: Change, keep: Callable[[Hunk], bool] | None = None) -> ValueDiff | None:
         """For long text values (scripts, command output, config files): what changed inside.

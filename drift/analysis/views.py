@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from drift.analysis.investigation import SnapshotRef, snapshot_ref
+from drift.analysis.service_scope import another_services, owned_by, owners
 from drift.analysis.values import Values, where_read
 from drift.names import no_fact_matches
 from drift.store.query import History, StoredVersion
-from drift.timespec import When, iso, local_time, refuse_future
+from drift.timespec import When, iso, local_time, refuse_future, typed_shown
 
 # Values shown per fact by `drift history` unless --limit N or --all: the newest ones.
 HISTORY_LIMIT = 20
@@ -49,18 +50,27 @@ class StateView:
     host: str
     snapshot: SnapshotRef
     pattern: str | None
+    service: str | None = None  # --service: only its subjects, no other service's errors
     subjects: list[SubjectState]
     errors: list[dict[str, Any]]  # the snapshot's collection errors, as stored
 
 
-def state_view(history: History, at: When | None, pattern: str | None) -> StateView:
-    """The state at the snapshot for `at` (default: the latest), only facts matching `pattern`."""
+def state_view(
+    history: History, at: When | None, pattern: str | None, service: str | None = None
+) -> StateView:
+    """The state at the snapshot for `at` (default: the latest), only facts matching `pattern`
+    and, with `service`, only that service's subjects."""
     refuse_future(at, "--at")
     snap = history.snapshot_for(at) if at is not None else history.latest()
     state = history.state_of(snap.id, pattern) if pattern else history.state_at(snap.id)
     if pattern and not state and not history.matching_facts(pattern):
         # No fact at any time: a typo, not a state without it.
         raise no_fact_matches(pattern, history.host, history.fact_idents())
+    errors = snap.errors
+    if service is not None:
+        known = owners(history.state_at(snap.id).values() if pattern else state.values())
+        state = {k: v for k, v in state.items() if owned_by(k[0], service, known)}
+        errors = [e for e in errors if not another_services(e["subject"], service, known)]
     values = Values(history)
     pids = history.pids_at(snap.id)
     subjects: dict[str, list[StateFact]] = {}
@@ -78,10 +88,13 @@ def state_view(history: History, at: When | None, pattern: str | None) -> StateV
         )
     return StateView(
         host=history.host,
-        snapshot=snapshot_ref(snap, at, f"given with --at {at.text}" if at else "latest record"),
+        snapshot=snapshot_ref(
+            snap, at, f"given with --at {typed_shown(at)}" if at else "latest record"
+        ),
         pattern=pattern,
+        service=service,
         subjects=[SubjectState(subject=s, facts=facts) for s, facts in subjects.items()],
-        errors=snap.errors,
+        errors=errors,
     )
 
 

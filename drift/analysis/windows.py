@@ -18,11 +18,13 @@ from drift.store.query import History, MarkInfo, SnapshotInfo, StoredVersion
 from drift.timespec import (
     When,
     clock,
+    clock_span,
     describe_when,
     from_us,
     local_zone,
     quote_when,
     to_us,
+    typed_shown,
 )
 
 
@@ -157,7 +159,7 @@ def given_why(label: str, when: When) -> str:
     `label` is the option (`--stable`) or, for a positional argument, its name
     (`the first WHEN`), so the header says truthfully how the time was given.
     """
-    text = when.text or describe_when(when)
+    text = typed_shown(when)
     how = f"given with {label} {text}" if label.startswith("-") else f"given as {label}: {text}"
     return f"{how}, {when.reading}" if when.reading else how
 
@@ -188,8 +190,9 @@ def choose_baseline(history: History, stable: When | None, label: str = "--stabl
     if closed:
         first, last, failed = closed[-1]
         assert failed is not None
+        began, ended = clock_span(first.taken_us, last.taken_us)
         why = (
-            f"end of stable window {clock(first.taken_us)}-{clock(last.taken_us)}, "
+            f"end of stable window {began}-{ended}, "
             f"from {checks_named(checks, first.id, failed.id)}"
         )
         candidates.append(
@@ -205,13 +208,37 @@ def choose_baseline(history: History, stable: When | None, label: str = "--stabl
     if windows:
         candidates.append(_from_marks(history, windows[-1], series, check_ids, checks))
     if not candidates:
-        raise NoBaselineError(
-            "no baseline: give --stable WHEN (e.g. --stable 12:00), record a known-good "
-            "moment with `drift mark stable`, or add [[health]] checks to drift.toml"
-        )
+        raise NoBaselineError(no_baseline_text(series, checks))
     # The later end wins; at the same record, the one that says what it cannot tell (a
     # stable mark the checks contest, whose baseline is that same last passing check).
     return max(candidates, key=lambda b: (b.when.at or from_us(0), b.caveat is not None))
+
+
+def no_baseline_text(series: Health, checks: list[StoredVersion]) -> str:
+    """Why no stable window was found and what to do, by what the health checks said: advice
+    to add [[health]] checks only to a history that has none."""
+    give = "give --stable WHEN (e.g. --stable 12:00)"
+    if not checks or not series:  # none, or none that ran in the records looked at
+        return (
+            f"no baseline: {give}, record a known-good moment with `drift mark stable`, "
+            "or add [[health]] checks to drift.toml"
+        )
+    named = checks_named(checks, series[0][0].id, series[-1][0].id)
+    every = "the one record" if len(series) == 1 else f"all {len(series):,} records"
+    if not any(healthy for _snap, healthy in series):
+        said = f"{named} failed at {every} they ran in"
+        then = "so none of them shows when it last worked"
+    elif all(healthy for _snap, healthy in series):
+        said = f"{named} passed at {every} they ran in"
+        then = "so no failure ended a stable window: if it is broken, they do not see it"
+    else:
+        are, have = ("are", "have") if named.startswith("health checks") else ("is", "has")
+        said = f"{named} {are} passing again and {have} not failed since"
+        then = "so no stable window has ended"
+    return (
+        f"no baseline: {said}, {then}; {give} for when it last worked, or record a "
+        "known-good moment with `drift mark stable`"
+    )
 
 
 def checks_named(checks: list[StoredVersion], first_id: int, last_id: int) -> str:
@@ -299,12 +326,12 @@ def _from_marks(
     the last passing record before that failure, and the caveat says how
     to take the mark instead.
     """
-    began = clock(window.start.at_us)
     good = window.last_stable
+    began, good_at = clock_span(window.start.at_us, good.at_us)
     said = (
         f"stable mark at {clock(good.at_us)}"
         if window.start.id == good.id
-        else f"last stable mark at {clock(good.at_us)} (window open since {began})"
+        else f"last stable mark at {good_at} (window open since {began})"
     )
     bad_by = window.end.at_us if window.end is not None else None
     passed, failed = _last_pass_before_failure(series, good.at_us, bad_by)

@@ -146,6 +146,7 @@ def _expand_set(spec: FileSpec, ctx: CollectContext) -> Expansion:
         one_file_system=spec.one_file_system,
         max_files=spec.max_files,
         files=ctx.files,
+        skip=spec.exclude,
     )
 
 

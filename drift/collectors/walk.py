@@ -30,6 +30,7 @@ from fnmatch import translate
 from typing import NamedTuple
 
 from drift.facts import CollectionError, storable
+from drift.globs import excluded as left_out
 from drift.rooted import HOST, Files
 
 _GLOB_CHARS = frozenset("*?[")
@@ -153,11 +154,14 @@ def expand(
     one_file_system: bool = True,
     max_files: int | None = None,
     files: Files = HOST,
+    skip: Sequence[str] = (),
 ) -> Expansion:
     """Walk the patterns; `listed`, if given, hears how many files are found so far.
 
     Past `max_files` distinct files the walk stops and says which pattern it was on.
     The patterns name paths in `files` (a container's, whose symlinks resolve inside it).
+    `skip` holds the set's exclude globs: what they match is neither listed nor walked
+    into, and a pattern whose every file they drop is not "no match".
     """
     excluded = _exclusion_set(exclude)
     stops = _OTHER_FILESYSTEM if one_file_system else _PSEUDO
@@ -175,11 +179,13 @@ def expand(
         try:
             if start is None:
                 found = False
+            elif left_out(skip, glob.base, folder=not glob.literal):
+                found = True  # the user left it all out: not "no file matches"
             elif glob.literal:
                 found = _walk_literal(glob, excluded, matches, errors, start)
             else:
-                walk = _Walk(glob, excluded, stops, one_file_system, start, files)
-                found = walk.run(matches, errors, listed, limit)
+                walk = _Walk(glob, excluded, stops, one_file_system, start, files, skip)
+                found = walk.run(matches, errors, listed, limit) or walk.skipped
         except _TooMany:
             return Expansion(matches, errors, empty, pattern, naming)
         if len(matches) > limit:
@@ -314,9 +320,12 @@ class _Walk:
         one_file_system: bool = True,
         start: str | None = None,
         files: Files = HOST,
+        skip: Sequence[str] = (),
     ) -> None:
         self.glob = glob
         self.excluded = excluded
+        self.skip = skip
+        self.skipped = False  # whether `skip` left out something the glob reached
         self.stops = stops
         base = self.start = start or glob.base
         real_base = os.path.realpath(base) if files.container is None else files.inner_path(base)
@@ -414,6 +423,8 @@ class _Walk:
                 is_dir = entry.is_dir(follow_symlinks=False)
             except OSError:
                 is_dir = False
+            if self.skip and self._left_out(path, is_dir):
+                continue
             if is_dir:
                 if (len(next_states) > 1 or end not in next_states) and self._enters(path, entry):
                     stack.append((path, next_states))
@@ -428,6 +439,15 @@ class _Walk:
                         is_file = False  # gone: its lstat will say so
                     matches[path] = regular if is_file else other  # lstat later, where needed
         return found
+
+    def _left_out(self, path: str, folder: bool) -> bool:
+        """Whether an exclude glob drops `path` (named as the config names it); its folders
+        were asked on the way down."""
+        named = self.glob.base.rstrip("/") + path[len(self.start.rstrip("/")) :]
+        if left_out(self.skip, named, folder=folder, above=False):
+            self.skipped = True
+            return True
+        return False
 
     def _real(self, path: str) -> str:
         """What `path`, below the fixed directory, is called below its real location."""

@@ -13,7 +13,7 @@ from typing import Any
 
 from drift.render.axis import DAY_US, zone_name
 from drift.render.timeline import STATUS_WORDS, parse_us, root_change
-from drift.timespec import from_us, local_zone
+from drift.timespec import from_us, human_time, local_zone
 
 
 def glance_lines(context: dict[str, Any], tz: tzinfo | None = None) -> list[str]:
@@ -66,10 +66,12 @@ def glance_lines(context: dict[str, Any], tz: tzinfo | None = None) -> list[str]
     days = events[-1][0] - events[0][0] >= DAY_US or _day(events[0][0], tz) != _day(
         events[-1][0], tz
     )
-    shape = "%a %d %b %H:%M:%S" if days else "%H:%M:%S"
+    if days:  # the one form of a moment, each with its own zone (a week may cross DST)
+        return [f"{human_time(from_us(at), tz)}  {text}" for at, _o, text in events]
     zone = zone_name(tz, events[-1][0])
     return [
-        f"{from_us(at).astimezone(tz).strftime(shape)} {zone}  {text}" for at, _o, text in events
+        f"{from_us(at).astimezone(tz).strftime('%H:%M:%S')} {zone}  {text}"
+        for at, _o, text in events
     ]
 
 

@@ -31,6 +31,7 @@ from drift.private_dirs import make_private_dirs
 from drift.render.markdown import md_code, md_fence, md_text
 from drift.render.terminal import number, wrap_lines
 from drift.resources import resource_dir
+from drift.timespec import iso_shown
 
 # Names ending so are HTML and autoescaped, whichever path renders them.
 AUTOESCAPE_ENDINGS = ("html", "htm", "html.j2", "htm.j2")
@@ -112,6 +113,7 @@ def make_environment(
         code=md_code,
         fence=md_fence,
         paint=_painter(color),
+        when=iso_shown,
     )
     return env
 

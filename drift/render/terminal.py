@@ -27,7 +27,7 @@ _LEAD = re.compile(
       )
     | (?P<label>
         \d{4}-\d\d-\d\d\ [\d:]+\ \S+\ {2,}\S+\ +             # a timeline entry: time and kind
-      | [a-z]+\ {2,}                                       # a header column: "baseline  "
+      | [A-Za-z0-9][\w.-]*\ {2,}                           # a column: "baseline  ", a host's name
       | [A-Za-z][\w\ ]{0,30}?:\ +                           # a label: "why: ", "Blind spots: "
       | \S+\ =\ +                                          # a value: "score = ", "env:PATH = "
       )

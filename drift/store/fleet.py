@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from drift.names import check_known
+from drift.names import check_known, natural_key
 from drift.store.db import DbapiConnection, connect_dbapi
 from drift.store.query import (
     IDS_PER_QUERY,
@@ -76,7 +76,7 @@ class Fleet:
             "WHERE s.host_id = h.id) FROM hosts h"
         ).fetchall()
         out = [HostInfo(r[1], int(r[0]), r[2], None if r[3] is None else int(r[3])) for r in rows]
-        return sorted(out, key=lambda h: h.name)
+        return sorted(out, key=lambda h: natural_key(h.name))
 
     def latest_snapshots(self, host_ids: list[int]) -> dict[int, SnapshotInfo]:
         """host id -> its latest record, in one query (a seek in (host_id, id) each)."""
