@@ -504,6 +504,8 @@ def history_skeleton() -> dict[str, Any]:
         "untracked": True,
         "where": "/srv/serve/decode.sh:8",
         "provenance": {"file": "/srv/serve/decode.sh", "line": 8, "text": "export A=512"},
+        # `history -p`: a diff of the text from the value before (box text, like the values)
+        "patch": ["--- a/decode.sh", "+++ b/decode.sh", "@@ -8 +8 @@", "-export A=256", "+A=512"],
     }
     last = {**version, "until": None, "until_local": None, "until_snapshot": None}
     return {

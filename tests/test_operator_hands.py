@@ -127,13 +127,14 @@ def test_history_p_shows_each_change_as_a_patch(sandbox: IncidentSandbox, tmp_pa
     box.add_culprit()
     drift(box, tmp_path, "record")  # #2
     text = drift(box, tmp_path, "history", "decode.sh content", "-p").stdout
-    assert "--- #1\n" in text.replace("      ", "") and "+++ #2" in text
-    assert f"      +{CULPRIT}\n" in text
+    # each line of the patch behind a gutter, so no text from the box starts a line
+    assert "      | --- #1\n" in text and "      | +++ #2" in text
+    assert f"      | +{CULPRIT}\n" in text
     assert "--- /dev/null" in text  # the first value: the whole text, as added
     assert DEMO_TOKEN not in text and "+export HF_TOKEN=[redacted:" in text
     # With --limit 1, the patch of the one value shown is still against the one before it.
     one = drift(box, tmp_path, "history", "decode.sh content", "-p", "--limit", "1").stdout
-    assert f"      +{CULPRIT}\n" in one and "--- /dev/null" not in one
+    assert f"      | +{CULPRIT}\n" in one and "--- /dev/null" not in one
     assert "1 older value" in one
     data = json.loads(
         drift(box, tmp_path, "history", "decode.sh content", "-p", "--format", "json").stdout
