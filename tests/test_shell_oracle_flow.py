@@ -206,6 +206,7 @@ PASSES = (
     "case_shift",
     "while",
     "unread",
+    "parsed_array",
 )
 """How a script forwards the flags its caller gives to the server (see build_passing)."""
 
@@ -249,6 +250,23 @@ def build_passing(top: list[Any], form: str, given: list[str]) -> tuple[Script, 
         line = port = script.add(f'    exec {launch} "$@" ;;')
         script.add(f'  *) exec {launch} --other "$@" ;;')
         script.add("esac")
+    elif form == "parsed_array":
+        # main "$@" -> a parser stores the rest in an array (after shifts of 1 or 2 words),
+        # and a launcher function gets it as "${EXTRA[@]}": the flags are the array's line's
+        script.add("EXTRA=()")
+        script.add("parse() {")
+        script.add("  while [ $# -gt 0 ]; do")
+        script.add('    case "$1" in')
+        script.add("      --keep) shift 2 || shift ;;")
+        line = script.add('      *) EXTRA=("$@"); break ;;')
+        script.add("    esac")
+        script.add("  done")
+        script.add("}")
+        script.add("start() {")
+        port = script.add(f'  exec {launch} "$@"')
+        script.add("}")
+        script.add('parse "$@"')
+        script.flag_lines["w0"] = script.add('start --c0 w0 "${EXTRA[@]}"')
     else:
         script.add('EXTRA=""')
         script.add("while [ $# -gt 0 ]; do")

@@ -15,13 +15,16 @@ from collections.abc import Sequence
 from drift.shell.model import Launch
 from drift.shell.patterns import Hole, shown
 from drift.shell.start import StartFolder
-from drift.shell.state import Frame, State, better_launches, environment
+from drift.shell.state import Frame, State, assign_state, better_launches, environment, merge_paths
 from drift.shell.syntax import Node, is_name
-from drift.shell.values import Alt, Binding, Field, Origin, Seg, field_literal
+from drift.shell.values import Alt, Binding, Field, Origin, Seg, dedupe, field_literal
 from drift.shell.walk import MAX_DEPTH, unreadable
 
 ACTIVATORS = frozenset({"conda", "mamba", "micromamba"})
 """Environment managers whose ``activate`` is a shell function their hook defines."""
+
+MAX_CALLS = 8
+"""Argument lists one function call is walked with, each a path (beyond: the first ones)."""
 
 SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 """The folders a PATH drift does not know stands for: systemd's default PATH, and a login's."""
@@ -29,6 +32,25 @@ SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/s
 
 class Builtins(StartFolder):
     """Builtins that change the shell, mixed into the evaluator (see the module docstring)."""
+
+    def _call_each(self, name: str, calls: Sequence[Sequence[Field]], st: State, how: str) -> None:
+        """Run function `name` once for each argument list it may get, each a path of its own.
+
+        ``start "${EXTRA[@]}"`` where EXTRA is empty on one path and the
+        caller's words on another: the function runs with either, and what
+        it launches keeps each list (under the conditions of its words).
+        """
+        unique = list(dict.fromkeys(tuple(c) for c in calls))
+        if len(unique) <= 1:
+            self._call(name, unique[0] if unique else (), st, how)
+            return
+        paths: list[State] = []
+        for args in unique[:MAX_CALLS]:
+            path = st.fork()
+            path.conds = dedupe(path.conds + tuple(c for f in args for c in f.conds))
+            self._call(name, args, path, how)
+            paths.append(path)
+        assign_state(st, merge_paths(paths, st))
 
     def _call(self, name: str, args: Sequence[Field], st: State, how: str) -> None:
         """Run function `name` with `args`: its locals are restored when it returns."""

@@ -123,12 +123,13 @@ class Launches(Builtins):
             self._read_builtin(name, args, st, origin)
             return
         if name == "shift":
-            st.args = st.args[1:] if st.args else st.args
+            st.args = shifted(st.args, args)
             return
         if self.depth < MAX_DEPTH and self._built_name_call(node, variants, prefix, st, how):
             return
         if name in self.functions and self.depth < MAX_DEPTH:
-            self._call(name, args, st, how)
+            calls = [v[1:] for v in variants if v and field_literal(v[0]) == name]
+            self._call_each(name, calls, st, how)
             return
         if self._activates(name, args, st, origin):
             return
@@ -234,7 +235,7 @@ class Launches(Builtins):
             # one name, one function: each path says the others did not run
             branch = st.fork(label)
             branch.conds += tuple(ELSE + other for other in labels.values() if other != label)
-            self._call(function, reached[function][0][1:], branch, how)
+            self._call_each(function, [v[1:] for v in reached[function]], branch, how)
             paths.append(branch)
         if others:
             other = st.fork(short_text(f"if {spelled} names no function"))
@@ -689,6 +690,25 @@ def _may_name_program(name: Pattern, functions: Collection[str]) -> bool:
     if text is not None:
         return text not in functions
     return all(isinstance(part, Hole) for part in name)
+
+
+def shifted(given: tuple[Field, ...] | None, args: Sequence[Field]) -> tuple[Field, ...] | None:
+    """The arguments after ``shift`` or ``shift N``.
+
+    A spread argument (``"$@"`` of the caller) is any number of words: a
+    shift may take its words or the next ones, so from it on the arguments
+    stay what they were; a count drift cannot read leaves them unknown.
+    """
+    if given is None:
+        return None
+    count = field_literal(args[0]) if args else "1"
+    if count is None or not count.isdigit():
+        return None
+    n = int(count)
+    for i, f in enumerate(given[:n]):
+        if f.spread:
+            return given[i:]
+    return given[n:] if n <= len(given) else given  # past the end, bash shifts nothing
 
 
 def _cannot_run(st: State, via_exec: bool) -> None:
