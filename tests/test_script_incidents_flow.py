@@ -165,3 +165,99 @@ def test_a_flag_the_caller_passes_through_args_is_placed_at_the_line_that_passes
     # no line writes the flag: the caller gave it, through the "$@" of the branch that ran
     line = svc.line_of('"$@" ;;')
     assert top["label"].startswith(f'passed by the caller through "$@" at {svc.script}:{line}')
+
+
+def test_a_flag_edited_in_a_command_a_function_prints_points_at_its_echo_line(
+    service, tmp_path: Path
+) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        build_cmd() {
+            echo -n "--port 8200"
+            if [ "${TP:-1}" -gt 4 ]; then
+                echo -n " --max-num-batched-tokens 32768"
+            fi
+            echo "building" >&2
+            echo " --max-running-requests 64"
+        }
+        ARGS=$(build_cmd)
+        exec SLEEPER ${ARGS}
+        """
+    )
+    _baseline(svc, tmp_path)
+    svc.write(svc.script.read_text().replace("requests 64", "requests 128"))
+    svc.restart()
+    _record(svc, tmp_path)
+
+    top = _since(svc, tmp_path)["suspects"][0]
+    root = top["changes"][0]
+    # the function printed the words: the edit is its echo line, not the exec
+    line = svc.line_of("requests 128")
+    assert (root["key"], root["provenance"]["line"]) == ("flag:--max-running-requests", line)
+    assert top["status"] == "live"
+
+
+def test_a_flag_edited_in_words_quoted_by_printf_q_points_at_the_printf_line(
+    service, tmp_path: Path
+) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        opts=$(printf ' %q' --port "${PORT:-8200}" --served-model-name "chat model")
+        opts+=" --max-running-requests 64"
+        export LOG_LEVEL=INFO
+        eval "exec SLEEPER $opts"
+        """
+    )
+    _baseline(svc, tmp_path)
+    svc.write(svc.script.read_text().replace('"chat model"', '"chat model 2"'))
+    svc.restart()
+    _record(svc, tmp_path)
+
+    data = _since(svc, tmp_path)
+    top = data["suspects"][0]
+    root = top["changes"][0]
+    line = svc.line_of("printf")
+    assert (root["key"], root["provenance"]["line"]) == ("flag:--served-model-name", line)
+    # the eval runs known words only: the export before it keeps its one line
+    assert ("service:decode", "env:LOG_LEVEL") not in changes_by_fact(data)
+
+
+def test_a_flag_the_caller_passes_after_dashes_is_placed_where_the_parser_keeps_it(
+    service, tmp_path: Path
+) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        EXTRA=()
+        parse_args() {
+            while [[ $# -gt 0 ]]; do
+                case "$1" in
+                    --tp) TP=$2; shift 2 ;;
+                    --) shift; EXTRA=("$@"); break ;;
+                    *) exit 2 ;;
+                esac
+            done
+        }
+        launch() {
+            exec SLEEPER --port 8200 "$@"
+        }
+        parse_args "$@"
+        launch --tp "${TP:-1}" "${EXTRA[@]}"
+        """
+    )
+    svc.args = ("--tp", "2", "--", "--max-num-seqs", "32")
+    _baseline(svc, tmp_path)
+    svc.args = ("--tp", "2", "--", "--max-num-seqs", "64")  # the unit's ExecStart= changed
+    svc.restart()
+    _record(svc, tmp_path)
+
+    top = _since(svc, tmp_path)["suspects"][0]
+    assert top["changes"][0]["key"] == "flag:--max-num-seqs"
+    line = svc.line_of('EXTRA=("$@")')
+    # the flag reached the server through the array the parser filled, not the launcher's "$@"
+    assert top["label"].startswith(f'passed by the caller through "$@" at {svc.script}:{line}')

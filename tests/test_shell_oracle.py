@@ -49,6 +49,9 @@ class Script:
     in_strings: int = 0  # options in the OPTS string
     passed: dict[str, int] = field(default_factory=dict)  # a caller's flag -> the line passing it
     sure: set[str] = field(default_factory=set)  # caller's flags only one script word can hold
+    unread: bool = (
+        False  # a word of the command may hold any flag (set by a file drift cannot read)
+    )
 
     def linked(self, flag: str) -> bool:
         """True if drift must link the flag: an option, in a string of few enough values.
@@ -57,6 +60,8 @@ class Script:
         branches soon has more values than drift tells apart (MAX_ALTERNATIVES):
         unsure, rightly.
         """
+        if self.unread:
+            return flag in self.sure
         return (flag in self.flag_names and self.in_strings <= 1) or flag in self.sure
 
     def add(self, line: str) -> int:
@@ -81,6 +86,7 @@ simple = st.one_of(
     st.tuples(st.just("oneline_if"), names, values, values),
     st.tuples(st.just("flag")),
     st.tuples(st.just("option"), st.sampled_from(OPTIONS), st.booleans()),
+    st.tuples(st.just("glued"), st.sampled_from(OPTIONS)),
     st.tuples(st.just("source"), st.lists(st.tuples(names, values), min_size=1, max_size=3)),
 )
 statement = st.one_of(
@@ -130,6 +136,10 @@ def render(statements: list[Any], script: Script, indent: str = "") -> None:
             script.flag_lines[f"v{token}"] = line
         elif kind == "option":
             render_option(stmt[1], stmt[2], script, indent)
+        elif kind == "glued":
+            # --flag=VALUE in one word, its value written at another line (the default's)
+            flag = f"--fg{stmt[1]}-{script.token()}"
+            script.flag_names[flag] = script.add(f'{indent}ARGS+=("{flag}=$O{stmt[1]}")')
         elif kind == "source":
             script.env_file += [f"{name}={value}" for name, value in stmt[1]]
             script.add(f"{indent}set -a; source ./gen.env; set +a")

@@ -243,8 +243,10 @@ def _kept(part: Part) -> Part:
     ``"$@"`` expands words the assignment took, so they keep that line (a
     hole "args" is placed anew at each ``"$@"`` it passes through, see
     `drift.shell.expansion`; a stored one is the caller's value, kept).
+    The output of ``getopt ... -- "$@"`` is the arguments still to parse
+    (``eval set -- "$OPTS"``): they stay arguments.
     """
-    if isinstance(part, Hole) and part.kind == "args":
+    if isinstance(part, Hole) and part.kind == "args" and not part.text.startswith("$("):
         return Hole(part.text, "caller")
     return part
 

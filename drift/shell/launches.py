@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -52,6 +52,9 @@ from drift.shell.wrappers import EnvChanges, after_exec_options, strip_wrappers
 class Launches(Builtins):
     """Simple commands and launches, mixed into the evaluator (see the module docstring)."""
 
+    # ``echo`` and ``printf`` while output is captured (`drift.shell.substitution`)
+    _print: Callable[[list[Node], Node, State], bool]
+
     def s_command(self, node: Node, st: State, how: str) -> None:
         """A simple command: ``X=v`` prefixes, words, then what the command means."""
         prefix: list[Prefix] = []
@@ -75,6 +78,9 @@ class Launches(Builtins):
             for name, alts, origin, written in prefix:
                 self._assign(st, name, alts, origin, written=written)
             return
+        if st.out is not None and node_text(words[0]) in ("echo", "printf"):
+            if self._print(words, node, st):
+                return  # its output is the value of a ``$(...)``
         if not prefix and _inert(words, self.functions):
             return  # echo, mkdir, sleep ...: nothing they do reaches the service
         variants = self.fields(words, st)
@@ -598,8 +604,26 @@ class Launches(Builtins):
                 if content is not None:
                     self._nested(content, st, how, child=True)
                     return
+        if body is not None and st.out is not None and _stdout_elsewhere(node):
+            saved, st.out = st.out, None  # ``echo ... >&2`` while output is captured
+            try:
+                self.statement(body, st, how)
+            finally:
+                st.out = saved
+            return
         if body is not None:
             self.statement(body, st, how)
+
+
+def _stdout_elsewhere(node: Node) -> bool:
+    """Whether a redirected statement sends its standard output elsewhere (``>&2``, ``> f``)."""
+    for child in node.children:
+        if child.type != "file_redirect":
+            continue
+        m = re.match(r"\s*(\d*)(&>>?|>>?|>&|>\|)", node_text(child))
+        if m and (m.group(2).startswith("&") or m.group(1) in ("", "1")):
+            return True
+    return False
 
 
 MAX_EVAL_TEXTS = 8

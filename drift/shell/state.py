@@ -38,6 +38,8 @@ class State:
     frames: tuple[Frame, ...] = ()
     stop: Literal["exit", "exec", "return"] | None = None
     last: tuple[tuple[int, Launch], ...] = ()  # best server-looking commands on this path
+    # what the path printed so far, while its output is captured (``$(f)``): each value it may be
+    out: tuple[Alt, ...] | None = None
 
     def fork(self, cond: str | None = None) -> State:
         """A copy of this path to walk a branch on, under `cond` if given."""
@@ -50,6 +52,7 @@ class State:
             self.frames,
             self.stop,
             self.last,
+            self.out,
         )
 
 
@@ -79,6 +82,7 @@ def merge_paths(states: Sequence[State], base: State) -> State:
         out.vars, out.allexport, out.cwd, out.args = only.vars, only.allexport, only.cwd, only.args
         out.last = only.last
         out.frames = only.frames
+        out.out = only.out
         return out
     # Only names some branch changed need joining; the rest are shared as they are.
     first_vars = live[0].vars
@@ -114,7 +118,23 @@ def merge_paths(states: Sequence[State], base: State) -> State:
     out.args = argses.pop() if len(argses) == 1 else None
     out.last = _same_launches(x for s in live for x in s.last)
     out.frames = live[0].frames
+    if base.out is not None:
+        out.out = _printed_by(live, base)
     return out
+
+
+def _printed_by(live: Sequence[State], base: State) -> tuple[Alt, ...]:
+    """What the joined paths may have printed: each path's output, under its branch."""
+    printed: list[Alt] = []
+    for s in live:
+        extra = tuple(c for c in s.conds if c not in base.conds)
+        printed.extend(Alt(a.segs, dedupe(a.conds + extra)) for a in s.out or ())
+    runs = dedupe([a for a in printed if feasible(a.conds)] or printed)
+    return runs if len(runs) <= MAX_ALTERNATIVES else (UNKNOWN_OUTPUT,)
+
+
+UNKNOWN_OUTPUT = Alt((Seg(Hole("$(...)", "command"), None, split=True),))
+"""Output drift cannot tell: too many values, or a command it cannot know prints it."""
 
 
 def forget_iterations(body: State, before: State) -> None:
@@ -159,6 +179,7 @@ def assign_state(target: State, source: State) -> None:
     target.stop = source.stop
     target.last = source.last
     target.frames = source.frames
+    target.out = source.out
 
 
 def better_launches(
