@@ -87,6 +87,7 @@ simple = st.one_of(
     st.tuples(st.just("flag")),
     st.tuples(st.just("option"), st.sampled_from(OPTIONS), st.booleans()),
     st.tuples(st.just("glued"), st.sampled_from(OPTIONS)),
+    st.tuples(st.just("arith"), st.sampled_from(OPTIONS)),
     st.tuples(st.just("source"), st.lists(st.tuples(names, values), min_size=1, max_size=3)),
 )
 statement = st.one_of(
@@ -108,6 +109,19 @@ def render_option(k: str, in_string: bool, script: Script, indent: str) -> None:
     else:
         line = script.add(f"{indent}ARGS+=({flag} $O{k})")
     script.flag_names[flag] = line
+
+
+def render_word_flag(kind: str, k: str, script: Script, indent: str) -> None:
+    """A flag beside a value from elsewhere: glued to it, or followed by a computed number.
+
+    "glued": ``--flag=$O1`` in one word, its value written at another line;
+    "arith": ``--flag $((...))`` unquoted, one word whatever follows it.
+    """
+    flag = f"--f{kind[0]}{k}-{script.token()}"
+    if kind == "glued":
+        script.flag_names[flag] = script.add(f'{indent}ARGS+=("{flag}=$O{k}")')
+    else:
+        script.flag_names[flag] = script.add(f"{indent}ARGS+=({flag} $(( ${{#O{k}}} + 1 )))")
 
 
 def render(statements: list[Any], script: Script, indent: str = "") -> None:
@@ -136,10 +150,8 @@ def render(statements: list[Any], script: Script, indent: str = "") -> None:
             script.flag_lines[f"v{token}"] = line
         elif kind == "option":
             render_option(stmt[1], stmt[2], script, indent)
-        elif kind == "glued":
-            # --flag=VALUE in one word, its value written at another line (the default's)
-            flag = f"--fg{stmt[1]}-{script.token()}"
-            script.flag_names[flag] = script.add(f'{indent}ARGS+=("{flag}=$O{stmt[1]}")')
+        elif kind in ("arith", "glued"):
+            render_word_flag(kind, stmt[1], script, indent)
         elif kind == "source":
             script.env_file += [f"{name}={value}" for name, value in stmt[1]]
             script.add(f"{indent}set -a; source ./gen.env; set +a")
