@@ -49,9 +49,8 @@ class Script:
     in_strings: int = 0  # options in the OPTS string
     passed: dict[str, int] = field(default_factory=dict)  # a caller's flag -> the line passing it
     sure: set[str] = field(default_factory=set)  # caller's flags only one script word can hold
-    unread: bool = (
-        False  # a word of the command may hold any flag (set by a file drift cannot read)
-    )
+    # a word of the command may hold any flag (set by a file drift cannot read)
+    unread: bool = False
 
     def linked(self, flag: str) -> bool:
         """True if drift must link the flag: an option, in a string of few enough values.
@@ -114,12 +113,14 @@ def render_option(k: str, in_string: bool, script: Script, indent: str) -> None:
 def render_word_flag(kind: str, k: str, script: Script, indent: str) -> None:
     """A flag beside a value from elsewhere: glued to it, or followed by a computed number.
 
-    "glued": ``--flag=$O1`` in one word, its value written at another line;
+    "glued": ``--flag=$G1`` in one word, its value written at another line;
     "arith": ``--flag $((...))`` unquoted, one word whatever follows it.
     """
     flag = f"--f{kind[0]}{k}-{script.token()}"
     if kind == "glued":
-        script.flag_names[flag] = script.add(f'{indent}ARGS+=("{flag}=$O{k}")')
+        value = f"G{script.tokens}"
+        script.add(f"{indent}{value}=g{k}")
+        script.flag_names[flag] = script.add(f'{indent}ARGS+=("{flag}=${value}")')
     else:
         script.flag_names[flag] = script.add(f"{indent}ARGS+=({flag} $(( ${{#O{k}}} + 1 )))")
 
