@@ -261,3 +261,29 @@ def test_a_flag_the_caller_passes_after_dashes_is_placed_where_the_parser_keeps_
     line = svc.line_of('EXTRA=("$@")')
     # the flag reached the server through the array the parser filled, not the launcher's "$@"
     assert top["label"].startswith(f'passed by the caller through "$@" at {svc.script}:{line}')
+
+
+def test_a_flag_edited_in_a_file_read_by_mapfile_points_at_its_line_there(
+    service, tmp_path: Path
+) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        mapfile -t EXTRA < <(grep -v '^#' "$(dirname "$0")/extra_args.txt")
+        exec SLEEPER --port 8200 "${EXTRA[@]}"
+        """
+    )
+    flags = svc.root / "extra_args.txt"
+    flags.write_text("# one word a line\n--max-running-requests\n64\n")
+    _baseline(svc, tmp_path)
+    flags.write_text("# one word a line\n--max-running-requests\n128\n")
+    svc.restart()
+    _record(svc, tmp_path)
+
+    suspects = _since(svc, tmp_path)["suspects"]
+    flag = next(s for s in suspects if s["changes"][0]["key"] == "flag:--max-running-requests")
+    assert flag["status"] == "live"
+    # the words are the file's lines, which the script read into the array: the value's line
+    assert flag["changes"][0]["provenance"]["file"] == str(flags)
+    assert f"value from {flags}:3 (was 64)" in flag["title"]

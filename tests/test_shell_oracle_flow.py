@@ -249,6 +249,7 @@ PASSES = (
     "unread",
     "parsed_array",
     "getopt",
+    "mapfile",
 )
 """How a script forwards the flags its caller gives to the server (see build_passing)."""
 
@@ -293,6 +294,12 @@ def build_passing(top: list[Any], form: str, given: list[str]) -> tuple[Script, 
         line = port = script.add(f'    exec {launch} "$@" ;;')
         script.add(f'  *) exec {launch} --other "$@" ;;')
         script.add("esac")
+    elif form == "mapfile":
+        # flags one word a line in a file, comments left out, then the caller's
+        script.add("""mapfile -t EXTRA < <(grep -v '^#' "$(dirname "$0")/extra.txt")""")
+        line = port = script.add(f'exec {launch} "${{EXTRA[@]}}" "$@"')
+        script.flag_names["--c8"] = EXTRA_TXT.splitlines().index("--c8") + 1
+        script.sure.add("--c8")
     elif form == "getopt":
         # getopt rearranges the arguments, eval set -- puts them back, a loop takes some
         script.add('OPTS=$(getopt -o "" --long keep,c1:,c2:,c3,port: -n serve -- "$@")')
@@ -347,6 +354,9 @@ def build_passing(top: list[Any], form: str, given: list[str]) -> tuple[Script, 
     return script, args
 
 
+EXTRA_TXT = "# flags of the site\n--c8\nw8\n"
+"""The file the mapfile form reads: its flag is placed at its own line there."""
+
 caller_flags = st.lists(
     st.sampled_from(["--c1 w1", "--c2=w2", "--c3", "--port 1", "--keep", "x y"]),
     max_size=4,
@@ -370,4 +380,5 @@ def test_a_flag_the_caller_passes_is_placed_at_the_line_that_passes_it(
     given = [w for item in given_flags for w in (item.split(" ") if item != "x y" else [item])]
     script, args = build_passing(top, form, given)
     (folder / "role_a.sh").write_text('EXTRA="--c9 w9 --c1 w8"\n')
+    (folder / "extra.txt").write_text(EXTRA_TXT)
     check(folder, script, mode, None, args=args)

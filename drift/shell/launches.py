@@ -126,7 +126,7 @@ class Launches(Builtins):
             st.stop = "return" if st.frames else "exit"
             return
         if name in ("read", "mapfile", "readarray", "getopts", "printf"):
-            self._read_builtin(name, args, st, origin)
+            self._read_builtin(name, args, st, origin, node)
             return
         if name == "shift":
             st.args = shifted(st.args, args)
@@ -134,8 +134,7 @@ class Launches(Builtins):
         if self.depth < MAX_DEPTH and self._built_name_call(node, variants, prefix, st, how):
             return
         if name in self.functions and self.depth < MAX_DEPTH:
-            calls = [v[1:] for v in variants if v and field_literal(v[0]) == name]
-            self._call_each(name, calls, st, how)
+            self._call_each(name, variants, st, how, named=True)
             return
         if self._activates(name, args, st, origin):
             return
@@ -241,7 +240,7 @@ class Launches(Builtins):
             # one name, one function: each path says the others did not run
             branch = st.fork(label)
             branch.conds += tuple(ELSE + other for other in labels.values() if other != label)
-            self._call_each(function, [v[1:] for v in reached[function]], branch, how)
+            self._call_each(function, reached[function], branch, how)
             paths.append(branch)
         if others:
             other = st.fork(short_text(f"if {spelled} names no function"))
