@@ -287,3 +287,27 @@ def test_a_flag_edited_in_a_file_read_by_mapfile_points_at_its_line_there(
     # the words are the file's lines, which the script read into the array: the value's line
     assert flag["changes"][0]["provenance"]["file"] == str(flags)
     assert f"value from {flags}:3 (was 64)" in flag["title"]
+
+
+def test_a_flag_after_a_computed_number_points_at_its_line(service, tmp_path: Path) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        MAX_INPUT=${MAX_INPUT:-4096}
+        exec SLEEPER --max-total-tokens $((MAX_INPUT + 2048)) \\
+            ${QUANTIZE:+--quantize "$QUANTIZE"} \\
+            --max-running-requests 64
+        """,
+        env={"QUANTIZE": "fp8"},
+    )
+    _baseline(svc, tmp_path)
+    svc.env["QUANTIZE"] = "awq"  # what starts the service changed it
+    svc.restart()
+    _record(svc, tmp_path)
+
+    data = _since(svc, tmp_path)
+    flag = changes_by_fact(data)[("service:decode", "flag:--quantize")]
+    # $((...)) is one number, which cannot hold the flag after it: the line writing it
+    line = svc.line_of("--quantize")
+    assert flag["suspect"]["label"].startswith(f"from {svc.script}:{line}"), flag["suspect"]
