@@ -35,7 +35,7 @@ def split_fields(alt: Alt, word_origin: Origin) -> tuple[Field, ...]:
             flush()
             continue
         if isinstance(seg.part, Hole):
-            if seg.split and not current and not started and seg.part.kind != "choice":
+            if seg.split and not current and not started and not _whole(seg.part):
                 current.append(seg)
                 # an unquoted unknown alone: any number of words
                 fields.append(Field((seg.part,), seg.origin or word_origin, alt.conds, spread=True))
@@ -55,6 +55,11 @@ def split_fields(alt: Alt, word_origin: Origin) -> tuple[Field, ...]:
                 current.append(Seg(piece, seg.origin))
     flush()
     return tuple(fields)
+
+
+def _whole(hole: Hole) -> bool:
+    """A hole that splitting leaves whole: a choice of words, a number (``$((...))``)."""
+    return hole.kind == "choice" or hole.text.startswith("$((")
 
 
 def merge_options(options: list[tuple[Field, ...]]) -> list[tuple[Field, ...]]:

@@ -43,7 +43,17 @@ from drift.shell.state import (
     merge_paths,
 )
 from drift.shell.syntax import Node, command_text, node_text, short_text
-from drift.shell.values import Alt, Binding, Field, Origin, Prefix, Seg, dedupe, field_literal
+from drift.shell.values import (
+    MAX_ALTERNATIVES,
+    Alt,
+    Binding,
+    Field,
+    Origin,
+    Prefix,
+    Seg,
+    dedupe,
+    field_literal,
+)
 from drift.shell.walk import MAX_DEPTH
 from drift.shell.words import written_value
 from drift.shell.wrappers import EnvChanges, after_exec_options, strip_wrappers
@@ -625,8 +635,8 @@ def _stdout_elsewhere(node: Node) -> bool:
     return False
 
 
-MAX_EVAL_TEXTS = 8
-"""Values of an eval'd string run one by one; more, and the eval is a gap."""
+MAX_EVAL_TEXTS = MAX_ALTERNATIVES
+"""Values of an eval'd string run one by one (as many as a word may have); more: a gap."""
 
 
 def _eval_text(
