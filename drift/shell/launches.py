@@ -658,7 +658,8 @@ def _eval_text(
     holes = dict(holes)
     for seg in alt.segs:
         if isinstance(seg.part, Hole):
-            before = "".join(pieces)
+            # an unknown value read before this one is a word, not a ``}`` closing a group
+            before = _PLACED.sub("x", "".join(pieces))
             if _in_single_quotes(before) or _code_starts(before):
                 return None  # bash reads the value there as code: it may do anything
             name = f"__drift_eval_{len(holes)}"
@@ -675,6 +676,9 @@ def _eval_text(
         size += len(data)
     return "".join(pieces), places, holes, dedupe(conds + alt.conds)
 
+
+_PLACED = re.compile(r"\$\{__drift_eval_\d+\}")
+"""Where `_eval_text` put an unknown value in the code."""
 
 _CODE_STARTS = re.compile(r"(?:^|[;&|(){}\n`]|(?:^|\s)(?:then|do|else|elif|if|while|until|!))\s*$")
 
