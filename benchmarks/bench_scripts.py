@@ -193,7 +193,7 @@ def attribute_live(
         known = set(decided)
     if "exec" in facts:
         # flags the caller passed through "$@" (or a word like it) that no line writes
-        for name, passed in passed_flags(_version(facts["exec"]), argv, known).items():
+        for name, passed in passed_flags(_version(facts["exec"]), argv, known, env).items():
             found[f"flag:{name}"] = either(found.get(f"flag:{name}"), passed)
     return found
 

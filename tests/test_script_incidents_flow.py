@@ -311,3 +311,32 @@ def test_a_flag_after_a_computed_number_points_at_its_line(service, tmp_path: Pa
     # $((...)) is one number, which cannot hold the flag after it: the line writing it
     line = svc.line_of("--quantize")
     assert flag["suspect"]["label"].startswith(f"from {svc.script}:{line}"), flag["suspect"]
+
+
+def test_a_flag_beside_a_value_the_caller_did_not_give_points_at_its_line(
+    service, tmp_path: Path
+) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        CMD="SLEEPER --port ${PORT:-8200} ${EXTRA_FLAGS}"
+        CMD+=" --max-running-requests 64"
+        eval "exec $CMD"
+        """,
+        env={"PORT": "8300"},
+    )
+    _baseline(svc, tmp_path)
+    svc.write(svc.script.read_text().replace("requests 64", "requests 128"))
+    svc.restart()
+    _record(svc, tmp_path)
+
+    data = _since(svc, tmp_path)
+    live = changes_by_fact(data)[("service:decode", "flag:--max-running-requests")]
+    # EXTRA_FLAGS is not in the live environment and the script never sets it: it was not
+    # given, so it holds no flag; the flag is the line that writes it
+    line = svc.line_of("requests 128")
+    # the live flag is the evidence of that line's story (not a story of its own, unsourced)
+    assert live["role"] == "evidence"
+    assert f"{svc.script}:{line} (was 64)" in live["suspect"]["title"]
+    assert live["suspect"]["status"] == "live"

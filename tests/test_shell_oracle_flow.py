@@ -127,12 +127,14 @@ def command_string(script: Script, role: str, port: str, form: str, indent: str)
         script.flag_lines[f"sglang.serve_{role}"] = first
     second = script.add(f'{indent}CMD+=" --role {role} ${{ARGS[*]}}"')
     if form == "eval":
-        # optional flags under guards on the caller's MODE: the string's values multiply
+        # optional flags under guards on the caller's values: the string's values multiply
         mode = script.add(f'{indent}[ "$MODE" = x ] && CMD+=" --gm{role} m{role}"')
         script.add(f'{indent}[ "$MODE" != y ] && CMD+=" --gn{role} n{role}"')
         script.add(f'{indent}[ -n "$MODE" ] && CMD+=" --gz{role} z{role}"')
-        script.add(f'{indent}[ -z "$MODE" ] || CMD+=" --gy{role} y{role}"')
-        script.flag_lines.update({f"{k}{role}": mode + i for i, k in enumerate("mnzy")})
+        # the caller's F, or none: the live environment says which (F is never set here)
+        given = script.add(f'{indent}[ -n "${{F{role}:-}}" ] && CMD+=" --gf{role} $F{role}"')
+        script.flag_lines.update({f"{k}{role}": mode + i for i, k in enumerate("mnz")})
+        script.flag_lines["cf"] = given
     for line in STRINGS[form]:
         script.add(indent + line)
     script.flag_lines[port] = first
@@ -239,7 +241,7 @@ def test_the_branch_that_ran_is_the_one_drift_names(
         # printed by code drift reads: every word the script writes is on one line
         script.sure |= {"--port", "--role", f"--pm{ran}", "--pq"}
     if forms[ROLES.index(ran)] == "eval":
-        script.sure |= {f"--g{k}{ran}" for k in "mnzy"}  # each value of the string is run
+        script.sure |= {f"--g{k}{ran}" for k in "mnzf"}  # each value of the string is run
     (folder / "conda").write_text(CONDA_SH)
     (folder / "conda").chmod(0o755)
     if caller_f:
