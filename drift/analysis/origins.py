@@ -257,12 +257,43 @@ def passed_flags(
     listed = exec_fact.provenance.get("argv") if exec_fact is not None else None
     if not isinstance(listed, list) or exec_fact is None or exec_fact.secret:
         return {}
-    touched = exec_fact.provenance.get("touched")
-    if env is not None and isinstance(touched, list):
-        listed = _given_by_caller(listed, env, set(touched))
     occurrences: dict[str, list[int]] = {}
     for name, index, _value, _inline in flag_words(range(len(argv)), lambda i: argv[i]):
         occurrences.setdefault(name, []).append(index)
+    held = _held_words(listed, argv, known, occurrences)
+    touched = exec_fact.provenance.get("touched")
+    # which flags a word the script does not write may be: read before the caller's values
+    # are known (a flag written only where the flag fact says is that fact's)
+    passing = {n for n, alts in held.items() if any("via" in a or "kind" in a for a, _ in alts)}
+    if env is not None and isinstance(touched, list):
+        given = _held_words(_given_by_caller(listed, env, set(touched)), argv, known, occurrences)
+        # a flag no command line then holds is left as it was read (the flag fact may lack it)
+        held = {n: given.get(n) or held[n] for n in passing}
+    # A line drift did not follow (a file sourced from a path it cannot know) may have set
+    # the variable or the arguments a word expands: then the caller is not sure to be the source.
+    unread = tuple(
+        Spot(u["file"], u["line"])
+        for u in exec_fact.provenance.get("unread") or ()
+        if isinstance(u, dict) and isinstance(u.get("file"), str) and isinstance(u.get("line"), int)
+    )
+    out: dict[str, Attribution] = {}
+    for name, alts in held.items():
+        if name not in passing:
+            continue  # written where the flag fact says
+        found = _held_by(alts)
+        if unread and any("via" in a for a, _ in alts):
+            found = replace(found, unsure=True, unread=unread)
+        out[name] = found
+    return out
+
+
+def _held_words(
+    listed: list[Any],
+    argv: Sequence[str],
+    known: Collection[str],
+    occurrences: dict[str, list[int]],
+) -> dict[str, list[tuple[dict[str, Any], str]]]:
+    """For each live flag, the script words (and their files) some alignment gives it."""
     held: dict[str, list[tuple[dict[str, Any], str]]] = {}
     for command in listed:
         if not isinstance(command, dict) or not isinstance(command.get("file"), str):
@@ -275,22 +306,7 @@ def passed_flags(
         for name, indexes in occurrences.items():
             for index in indexes:
                 held.setdefault(name, []).extend((alt, command["file"]) for alt in cover[index])
-    # A line drift did not follow (a file sourced from a path it cannot know) may have set
-    # the variable or the arguments a word expands: then the caller is not sure to be the source.
-    unread = tuple(
-        Spot(u["file"], u["line"])
-        for u in exec_fact.provenance.get("unread") or ()
-        if isinstance(u, dict) and isinstance(u.get("file"), str) and isinstance(u.get("line"), int)
-    )
-    out: dict[str, Attribution] = {}
-    for name, alts in held.items():
-        if all("via" not in a and "kind" not in a for a, _ in alts):
-            continue  # written where the flag fact says
-        found = _held_by(alts)
-        if unread and any("via" in a for a, _ in alts):
-            found = replace(found, unsure=True, unread=unread)
-        out[name] = found
-    return out
+    return held
 
 
 _CALLER_REF = re.compile(r"\$(?:([A-Za-z_]\w*)|\{([A-Za-z_]\w*)(\}|:?[-=].*\}))", re.S)
@@ -319,6 +335,8 @@ def _given_by_caller(listed: list[Any], env: Mapping[str, str], touched: set[str
     for command in listed:
         if isinstance(command, dict) and isinstance(command.get("words"), list):
             words = [_word_given(w, env, touched) for w in command["words"]]
+            if any(isinstance(w, dict) and w.get("alts") == [] for w in words):
+                continue  # a word with no value left: not this run's command line
             command = {**command, "words": [w for w in words if w is not None]}
         out.append(command)
     return out
