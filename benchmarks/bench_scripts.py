@@ -52,6 +52,7 @@ from drift.collectors.flags import parse_flags  # noqa: E402
 from drift.collectors.scripts import collect_script, script_model  # noqa: E402
 from drift.collectors.start_folder import StartFolder  # noqa: E402
 from drift.facts import CollectContext, Fact  # noqa: E402
+from drift.shell.patterns import feasible  # noqa: E402
 from drift.store.query import StoredVersion  # noqa: E402
 
 
@@ -183,9 +184,16 @@ def attribute_live(
         pairs["exec"] = (_version(facts["exec"]), _live("argv", " ".join(argv)))
         decided = branches_from_env(_version(facts["exec"]), env)
     found = attribute_together(pairs, decided)
+    # the branches the values single out, as `drift since` knows them (Sources.known_branches)
+    known = set(decided)
+    for attribution in found.values():
+        if attribution is not None and attribution.single is not None:
+            known.update(attribution.held)
+    if not feasible(known):
+        known = set(decided)
     if "exec" in facts:
         # flags the caller passed through "$@" (or a word like it) that no line writes
-        for name, passed in passed_flags(_version(facts["exec"]), argv, decided).items():
+        for name, passed in passed_flags(_version(facts["exec"]), argv, known, env).items():
             found[f"flag:{name}"] = either(found.get(f"flag:{name}"), passed)
     return found
 

@@ -165,3 +165,178 @@ def test_a_flag_the_caller_passes_through_args_is_placed_at_the_line_that_passes
     # no line writes the flag: the caller gave it, through the "$@" of the branch that ran
     line = svc.line_of('"$@" ;;')
     assert top["label"].startswith(f'passed by the caller through "$@" at {svc.script}:{line}')
+
+
+def test_a_flag_edited_in_a_command_a_function_prints_points_at_its_echo_line(
+    service, tmp_path: Path
+) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        build_cmd() {
+            echo -n "--port 8200"
+            if [ "${TP:-1}" -gt 4 ]; then
+                echo -n " --max-num-batched-tokens 32768"
+            fi
+            echo "building" >&2
+            echo " --max-running-requests 64"
+        }
+        ARGS=$(build_cmd)
+        exec SLEEPER ${ARGS}
+        """
+    )
+    _baseline(svc, tmp_path)
+    svc.write(svc.script.read_text().replace("requests 64", "requests 128"))
+    svc.restart()
+    _record(svc, tmp_path)
+
+    top = _since(svc, tmp_path)["suspects"][0]
+    root = top["changes"][0]
+    # the function printed the words: the edit is its echo line, not the exec
+    line = svc.line_of("requests 128")
+    assert (root["key"], root["provenance"]["line"]) == ("flag:--max-running-requests", line)
+    assert top["status"] == "live"
+
+
+def test_a_flag_edited_in_words_quoted_by_printf_q_points_at_the_printf_line(
+    service, tmp_path: Path
+) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        opts=$(printf ' %q' --port "${PORT:-8200}" --served-model-name "chat model")
+        opts+=" --max-running-requests 64"
+        export LOG_LEVEL=INFO
+        eval "exec SLEEPER $opts"
+        """
+    )
+    _baseline(svc, tmp_path)
+    svc.write(svc.script.read_text().replace('"chat model"', '"chat model 2"'))
+    svc.restart()
+    _record(svc, tmp_path)
+
+    data = _since(svc, tmp_path)
+    top = data["suspects"][0]
+    root = top["changes"][0]
+    line = svc.line_of("printf")
+    assert (root["key"], root["provenance"]["line"]) == ("flag:--served-model-name", line)
+    # the eval runs known words only: the export before it keeps its one line
+    assert ("service:decode", "env:LOG_LEVEL") not in changes_by_fact(data)
+
+
+def test_a_flag_the_caller_passes_after_dashes_is_placed_where_the_parser_keeps_it(
+    service, tmp_path: Path
+) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        EXTRA=()
+        parse_args() {
+            while [[ $# -gt 0 ]]; do
+                case "$1" in
+                    --tp) TP=$2; shift 2 ;;
+                    --) shift; EXTRA=("$@"); break ;;
+                    *) exit 2 ;;
+                esac
+            done
+        }
+        launch() {
+            exec SLEEPER --port 8200 "$@"
+        }
+        parse_args "$@"
+        launch --tp "${TP:-1}" "${EXTRA[@]}"
+        """
+    )
+    svc.args = ("--tp", "2", "--", "--max-num-seqs", "32")
+    _baseline(svc, tmp_path)
+    svc.args = ("--tp", "2", "--", "--max-num-seqs", "64")  # the unit's ExecStart= changed
+    svc.restart()
+    _record(svc, tmp_path)
+
+    top = _since(svc, tmp_path)["suspects"][0]
+    assert top["changes"][0]["key"] == "flag:--max-num-seqs"
+    line = svc.line_of('EXTRA=("$@")')
+    # the flag reached the server through the array the parser filled, not the launcher's "$@"
+    assert top["label"].startswith(f'passed by the caller through "$@" at {svc.script}:{line}')
+
+
+def test_a_flag_edited_in_a_file_read_by_mapfile_points_at_its_line_there(
+    service, tmp_path: Path
+) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        mapfile -t EXTRA < <(grep -v '^#' "$(dirname "$0")/extra_args.txt")
+        exec SLEEPER --port 8200 "${EXTRA[@]}"
+        """
+    )
+    flags = svc.root / "extra_args.txt"
+    flags.write_text("# one word a line\n--max-running-requests\n64\n")
+    _baseline(svc, tmp_path)
+    flags.write_text("# one word a line\n--max-running-requests\n128\n")
+    svc.restart()
+    _record(svc, tmp_path)
+
+    suspects = _since(svc, tmp_path)["suspects"]
+    flag = next(s for s in suspects if s["changes"][0]["key"] == "flag:--max-running-requests")
+    assert flag["status"] == "live"
+    # the words are the file's lines, which the script read into the array: the value's line
+    assert flag["changes"][0]["provenance"]["file"] == str(flags)
+    assert f"value from {flags}:3 (was 64)" in flag["title"]
+
+
+def test_a_flag_after_a_computed_number_points_at_its_line(service, tmp_path: Path) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        MAX_INPUT=${MAX_INPUT:-4096}
+        exec SLEEPER --max-total-tokens $((MAX_INPUT + 2048)) \\
+            ${QUANTIZE:+--quantize "$QUANTIZE"} \\
+            --max-running-requests 64
+        """,
+        env={"QUANTIZE": "fp8"},
+    )
+    _baseline(svc, tmp_path)
+    svc.env["QUANTIZE"] = "awq"  # what starts the service changed it
+    svc.restart()
+    _record(svc, tmp_path)
+
+    data = _since(svc, tmp_path)
+    flag = changes_by_fact(data)[("service:decode", "flag:--quantize")]
+    # $((...)) is one number, which cannot hold the flag after it: the line writing it
+    line = svc.line_of("--quantize")
+    assert flag["suspect"]["label"].startswith(f"from {svc.script}:{line}"), flag["suspect"]
+
+
+def test_a_flag_beside_a_value_the_caller_did_not_give_points_at_its_line(
+    service, tmp_path: Path
+) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        CMD="SLEEPER --port ${PORT:-8200} ${EXTRA_FLAGS}"
+        CMD+=" --max-running-requests 64"
+        eval "exec $CMD"
+        """,
+        env={"PORT": "8300"},
+    )
+    _baseline(svc, tmp_path)
+    svc.write(svc.script.read_text().replace("requests 64", "requests 128"))
+    svc.restart()
+    _record(svc, tmp_path)
+
+    data = _since(svc, tmp_path)
+    live = changes_by_fact(data)[("service:decode", "flag:--max-running-requests")]
+    # EXTRA_FLAGS is not in the live environment and the script never sets it: it was not
+    # given, so it holds no flag; the flag is the line that writes it
+    line = svc.line_of("requests 128")
+    # the live flag is the evidence of that line's story (not a story of its own, unsourced)
+    assert live["role"] == "evidence"
+    assert f"{svc.script}:{line} (was 64)" in live["suspect"]["title"]
+    assert live["suspect"]["status"] == "live"

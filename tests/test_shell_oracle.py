@@ -49,9 +49,8 @@ class Script:
     in_strings: int = 0  # options in the OPTS string
     passed: dict[str, int] = field(default_factory=dict)  # a caller's flag -> the line passing it
     sure: set[str] = field(default_factory=set)  # caller's flags only one script word can hold
-    # A file drift cannot read is sourced after the options were written: it may write them
-    # again (ARGS+=(...)), so drift may rightly name it beside their line.
-    unread_after: bool = False
+    # a word of the command may hold any flag (set by a file drift cannot read)
+    unread: bool = False
 
     def linked(self, flag: str) -> bool:
         """True if drift must link the flag: an option, in a string of few enough values.
@@ -60,8 +59,9 @@ class Script:
         branches soon has more values than drift tells apart (MAX_ALTERNATIVES):
         unsure, rightly.
         """
-        written = flag in self.flag_names and self.in_strings <= 1 and not self.unread_after
-        return written or flag in self.sure
+        if self.unread:
+            return flag in self.sure
+        return (flag in self.flag_names and self.in_strings <= 1) or flag in self.sure
 
     def add(self, line: str) -> int:
         self.lines.append(line)
@@ -85,6 +85,8 @@ simple = st.one_of(
     st.tuples(st.just("oneline_if"), names, values, values),
     st.tuples(st.just("flag")),
     st.tuples(st.just("option"), st.sampled_from(OPTIONS), st.booleans()),
+    st.tuples(st.just("glued"), st.sampled_from(OPTIONS)),
+    st.tuples(st.just("arith"), st.sampled_from(OPTIONS)),
     st.tuples(st.just("source"), st.lists(st.tuples(names, values), min_size=1, max_size=3)),
 )
 statement = st.one_of(
@@ -106,6 +108,21 @@ def render_option(k: str, in_string: bool, script: Script, indent: str) -> None:
     else:
         line = script.add(f"{indent}ARGS+=({flag} $O{k})")
     script.flag_names[flag] = line
+
+
+def render_word_flag(kind: str, k: str, script: Script, indent: str) -> None:
+    """A flag beside a value from elsewhere: glued to it, or followed by a computed number.
+
+    "glued": ``--flag=$G1`` in one word, its value written at another line;
+    "arith": ``--flag $((...))`` unquoted, one word whatever follows it.
+    """
+    flag = f"--f{kind[0]}{k}-{script.token()}"
+    if kind == "glued":
+        value = f"G{script.tokens}"
+        script.add(f"{indent}{value}=g{k}")
+        script.flag_names[flag] = script.add(f'{indent}ARGS+=("{flag}=${value}")')
+    else:
+        script.flag_names[flag] = script.add(f"{indent}ARGS+=({flag} $(( ${{#O{k}}} + 1 )))")
 
 
 def render(statements: list[Any], script: Script, indent: str = "") -> None:
@@ -134,6 +151,8 @@ def render(statements: list[Any], script: Script, indent: str = "") -> None:
             script.flag_lines[f"v{token}"] = line
         elif kind == "option":
             render_option(stmt[1], stmt[2], script, indent)
+        elif kind in ("arith", "glued"):
+            render_word_flag(kind, stmt[1], script, indent)
         elif kind == "source":
             script.env_file += [f"{name}={value}" for name, value in stmt[1]]
             script.add(f"{indent}set -a; source ./gen.env; set +a")

@@ -10,7 +10,8 @@ before ``exec "$@"``; the launch itself written as ``exec``, ``... &`` then ``wa
 string (``CMD="..."; CMD+=" ..."``) run by ``eval``, ``bash -c``, ``exec
 $CMD`` or a bare ``$CMD``, with ``K=V`` or ``env $ENVP`` before the program
 in the string, or ``exec env K=V`` over continuation lines, or ``conda run`` (whose
-activation exports what bash does not trace).
+activation exports what bash does not trace), or printed by code and captured
+(a function's ``echo`` pieces, ``printf ' %q'`` then ``eval``).
 bash runs each script; every single-line claim drift makes must be the
 line bash ran, and the exec line the one bash launched (or left unpicked).
 """
@@ -42,6 +43,8 @@ LAUNCHES = (
     "env_string_bare",
     "env_lines",
     "conda_run",
+    "printed",
+    "printf_q",
 )
 DISPATCHES = ("none", "case_arg", "built_name", "if_role", "nargs")
 
@@ -61,6 +64,9 @@ def launch_lines(script: Script, role: str, form: str, indent: str) -> None:
     words = f'python3 -m sglang.serve_{role} --port {port} --role {role} "${{ARGS[@]}}"'
     if form in STRINGS:
         command_string(script, role, port, form, indent)
+        return
+    if form in ("printed", "printf_q"):
+        printed_command(script, role, port, form, indent)
         return
     if form == "exec":
         line = script.add(f"{indent}exec {words}")
@@ -121,10 +127,50 @@ def command_string(script: Script, role: str, port: str, form: str, indent: str)
         )
         script.flag_lines[f"sglang.serve_{role}"] = first
     second = script.add(f'{indent}CMD+=" --role {role} ${{ARGS[*]}}"')
+    if form == "eval":
+        # optional flags under guards on the caller's values: the string's values multiply
+        mode = script.add(f'{indent}[ "$MODE" = x ] && CMD+=" --gm{role} m{role}"')
+        script.add(f'{indent}[ "$MODE" != y ] && CMD+=" --gn{role} n{role}"')
+        script.add(f'{indent}[ -n "$MODE" ] && CMD+=" --gz{role} z{role}"')
+        # the caller's F, or none: the live environment says which (F is never set here)
+        given = script.add(f'{indent}[ -n "${{F{role}:-}}" ] && CMD+=" --gf{role} $F{role}"')
+        script.flag_lines.update({f"{k}{role}": mode + i for i, k in enumerate("mnz")})
+        script.flag_lines["cf"] = given
     for line in STRINGS[form]:
         script.add(indent + line)
     script.flag_lines[port] = first
     script.flag_lines[role] = second
+
+
+def printed_command(script: Script, role: str, port: str, form: str, indent: str) -> None:
+    """The command line printed by code and captured by ``$(...)``, then run.
+
+    "printed": a function echoes it piece by piece (one piece under ``if``, a
+    log line to stderr), ``CMD=$(build "${ARGS[*]}")``, ``exec ${CMD}``;
+    "printf_q": ``$(printf ' %q' ...)`` quotes the words (a value with a
+    blank, the caller's or a default), more are appended, ``eval "exec $CMD"``.
+    """
+    local = "local " if indent else ""
+    if form == "printed":
+        script.add(f"{indent}build_{role}() {{")
+        module = script.add(f'{indent}  echo -n "python3 -m sglang.serve_{role}"')
+        mode = script.add(f'{indent}  if [ "$MODE" = x ]; then echo -n " --pm{role} on{role}"; fi')
+        script.add(f'{indent}  echo "building {role}" >&2')
+        last = script.add(f'{indent}  echo " --port {port} --role {role} $1"')
+        script.add(f"{indent}}}")
+        script.add(f'{indent}{local}CMD=$(build_{role} "${{ARGS[*]}}")')
+        script.add(f"{indent}exec ${{CMD}}")
+        script.flag_lines.update({f"sglang.serve_{role}": module, f"on{role}": mode})
+        script.flag_lines[port] = script.flag_lines[role] = last
+        return
+    first = script.add(
+        f"{indent}{local}CMD=$(printf ' %q' python3 -m sglang.serve_{role} --port {port}"
+        f' --pq "${{F{role}:-a b}}")'
+    )
+    second = script.add(f'{indent}CMD+=" --role {role} ${{ARGS[*]}}"')
+    script.add(f'{indent}eval "exec $CMD"')
+    script.flag_lines.update({f"sglang.serve_{role}": first, port: first, role: second})
+    script.flag_lines["a b"] = script.flag_lines["cf"] = first
 
 
 def build_flow(
@@ -191,6 +237,12 @@ def test_the_branch_that_ran_is_the_one_drift_names(
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir()
     script, args, env = build_flow(top, bodies, dispatch, forms)
+    ran = ROLES[0] if dispatch == "none" else ROLES[1]
+    if forms[ROLES.index(ran)] in ("printed", "printf_q"):
+        # printed by code drift reads: every word the script writes is on one line
+        script.sure |= {"--port", "--role", f"--pm{ran}", "--pq"}
+    if forms[ROLES.index(ran)] == "eval":
+        script.sure |= {f"--g{k}{ran}" for k in "mnzf"}  # each value of the string is run
     (folder / "conda").write_text(CONDA_SH)
     (folder / "conda").chmod(0o755)
     if caller_f:
@@ -209,6 +261,9 @@ PASSES = (
     "unread",
     "set_own",
     "set_dispatch",
+    "parsed_array",
+    "getopt",
+    "mapfile",
 )
 """How a script forwards the flags its caller gives to the server (see build_passing)."""
 
@@ -230,7 +285,7 @@ def build_passing(top: list[Any], form: str, given: list[str]) -> tuple[Script, 
     elif form == "unread":
         # a file drift cannot know the path of sets $EXTRA: its flags are not the caller's
         script.add('source "./role_${ROLE:-a}.sh"')
-        script.unread_after = True
+        script.unread = True  # $EXTRA may hold the options' flags too: unsure, rightly
         line = port = script.add(f'exec {launch} $EXTRA "$@"')
     elif form in ("string_args", "string_star"):
         line = script.add(
@@ -270,6 +325,41 @@ def build_passing(top: list[Any], form: str, given: list[str]) -> tuple[Script, 
         line = port = script.add(f'    exec {launch} "$@" ;;')
         script.add(f'  *) exec {launch} --other "$@" ;;')
         script.add("esac")
+    elif form == "mapfile":
+        # flags one word a line in a file, comments left out, then the caller's
+        script.add("""mapfile -t EXTRA < <(grep -v '^#' "$(dirname "$0")/extra.txt")""")
+        line = port = script.add(f'exec {launch} "${{EXTRA[@]}}" "$@"')
+        script.flag_names["--c8"] = EXTRA_TXT.splitlines().index("--c8") + 1
+        script.sure.add("--c8")
+    elif form == "getopt":
+        # getopt rearranges the arguments, eval set -- puts them back, a loop takes some
+        script.add('OPTS=$(getopt -o "" --long keep,c1:,c2:,c3,port: -n serve -- "$@")')
+        script.add('eval set -- "$OPTS"')
+        script.add("while true; do")
+        script.add('  case "$1" in')
+        script.add("    --keep) shift ;;")
+        script.add("    --) shift; break ;;")
+        script.add("    *) break ;;")
+        script.add("  esac")
+        script.add("done")
+        line = port = script.add(f'exec {launch} "$@"')
+    elif form == "parsed_array":
+        # main "$@" -> a parser stores the rest in an array (after shifts of 1 or 2 words),
+        # and a launcher function gets it as "${EXTRA[@]}": the flags are the array's line's
+        script.add("EXTRA=()")
+        script.add("parse() {")
+        script.add("  while [ $# -gt 0 ]; do")
+        script.add('    case "$1" in')
+        script.add("      --keep) shift 2 || shift ;;")
+        line = script.add('      *) EXTRA=("$@"); break ;;')
+        script.add("    esac")
+        script.add("  done")
+        script.add("}")
+        script.add("start() {")
+        port = script.add(f'  exec {launch} "$@"')
+        script.add("}")
+        script.add('parse "$@"')
+        script.flag_lines["w0"] = script.add('start --c0 w0 "${EXTRA[@]}"')
     else:
         script.add('EXTRA=""')
         script.add("while [ $# -gt 0 ]; do")
@@ -301,6 +391,9 @@ def build_passing(top: list[Any], form: str, given: list[str]) -> tuple[Script, 
     return script, args
 
 
+EXTRA_TXT = "# flags of the site\n--c8\nw8\n"
+"""The file the mapfile form reads: its flag is placed at its own line there."""
+
 caller_flags = st.lists(
     st.sampled_from(["--c1 w1", "--c2=w2", "--c3", "--port 1", "--keep", "x y"]),
     max_size=4,
@@ -324,4 +417,5 @@ def test_a_flag_the_caller_passes_is_placed_at_the_line_that_passes_it(
     given = [w for item in given_flags for w in (item.split(" ") if item != "x y" else [item])]
     script, args = build_passing(top, form, given)
     (folder / "role_a.sh").write_text('EXTRA="--c9 w9 --c1 w8"\n')
+    (folder / "extra.txt").write_text(EXTRA_TXT)
     check(folder, script, mode, None, args=args)

@@ -287,7 +287,10 @@ def _is_exec(key: object) -> bool:
 
 
 def passed_flags(
-    exec_fact: StoredVersion | None, argv: Sequence[str], known: Collection[str] = ()
+    exec_fact: StoredVersion | None,
+    argv: Sequence[str],
+    known: Collection[str] = (),
+    env: Mapping[str, str] | None = None,
 ) -> dict[str, Attribution]:
     """Live flags a word the script does not write may be (``"$@"``, ``$EXTRA``), by name.
 
@@ -299,7 +302,8 @@ def passed_flags(
     spread word any number of words. A live flag's word is then held by the
     script words some alignment gives it; the lines of those words are where
     it can come from, one line a claim. A flag that only written words can
-    hold is left to its flag fact.
+    hold is left to its flag fact. With the live environment `env`, a
+    value of the caller's is the one it shows (`_given_by_caller`).
     """
     listed = exec_fact.provenance.get("argv") if exec_fact is not None else None
     if not isinstance(listed, list) or exec_fact is None or exec_fact.secret:
@@ -307,6 +311,40 @@ def passed_flags(
     occurrences: dict[str, list[int]] = {}
     for name, index, _value, _inline in flag_words(range(len(argv)), lambda i: argv[i]):
         occurrences.setdefault(name, []).append(index)
+    held = _held_words(listed, argv, known, occurrences)
+    touched = exec_fact.provenance.get("touched")
+    # which flags a word the script does not write may be: read before the caller's values
+    # are known (a flag written only where the flag fact says is that fact's)
+    passing = {n for n, alts in held.items() if any("via" in a or "kind" in a for a, _ in alts)}
+    if env is not None and isinstance(touched, list):
+        given = _held_words(_given_by_caller(listed, env, set(touched)), argv, known, occurrences)
+        # a flag no command line then holds is left as it was read (the flag fact may lack it)
+        held = {n: given.get(n) or held[n] for n in passing}
+    # A line drift did not follow (a file sourced from a path it cannot know) may have set
+    # the variable or the arguments a word expands: then the caller is not sure to be the source.
+    unread = tuple(
+        Spot(u["file"], u["line"])
+        for u in exec_fact.provenance.get("unread") or ()
+        if isinstance(u, dict) and isinstance(u.get("file"), str) and isinstance(u.get("line"), int)
+    )
+    out: dict[str, Attribution] = {}
+    for name, alts in held.items():
+        if name not in passing:
+            continue  # written where the flag fact says
+        found = _held_by(alts)
+        if unread and any("via" in a for a, _ in alts):
+            found = replace(found, unsure=True, unread=unread)
+        out[name] = found
+    return out
+
+
+def _held_words(
+    listed: list[Any],
+    argv: Sequence[str],
+    known: Collection[str],
+    occurrences: dict[str, list[int]],
+) -> dict[str, list[tuple[dict[str, Any], str]]]:
+    """For each live flag, the script words (and their files) some alignment gives it."""
     held: dict[str, list[tuple[dict[str, Any], str]]] = {}
     for command in listed:
         if not isinstance(command, dict) or not isinstance(command.get("file"), str):
@@ -319,22 +357,87 @@ def passed_flags(
         for name, indexes in occurrences.items():
             for index in indexes:
                 held.setdefault(name, []).extend((alt, command["file"]) for alt in cover[index])
-    # A line drift did not follow (a file sourced from a path it cannot know) may have set
-    # the variable or the arguments a word expands: then the caller is not sure to be the source.
-    unread = tuple(
-        Spot(u["file"], u["line"])
-        for u in exec_fact.provenance.get("unread") or ()
-        if isinstance(u, dict) and isinstance(u.get("file"), str) and isinstance(u.get("line"), int)
-    )
-    out: dict[str, Attribution] = {}
-    for name, alts in held.items():
-        if all("via" not in a and "kind" not in a for a, _ in alts):
-            continue  # written where the flag fact says
-        found = _held_by(alts)
-        if unread and any("via" in a for a, _ in alts):
-            found = replace(found, unsure=True, unread=unread)
-        out[name] = found
+    return held
+
+
+_CALLER_REF = re.compile(r"\$(?:([A-Za-z_]\w*)|\{([A-Za-z_]\w*)(\}|:?[-=].*\}))", re.S)
+"""``$X``, ``${X}``, ``${X:-d}``, ``${X-d}``, ``${X:=d}``: the caller's X, or its default."""
+
+
+_BASH_SETS = frozenset(
+    """PATH SHELL TERM PWD OLDPWD SHLVL IFS OPTIND OPTERR HOSTNAME HOSTTYPE OSTYPE MACHTYPE
+    PS1 PS2 PS3 PS4 PPID UID EUID GROUPS SHELLOPTS _ COLUMNS LINES HISTFILE HISTSIZE
+    HISTFILESIZE MAILCHECK RANDOM SECONDS LINENO EPOCHSECONDS EPOCHREALTIME SRANDOM""".split()
+)
+"""Variables bash sets itself (its environment or not): their value is not the caller's alone."""
+
+
+def _given_by_caller(listed: list[Any], env: Mapping[str, str], touched: set[str]) -> list[Any]:
+    """The command lines with the caller's values read off the live environment.
+
+    A variable the script never changes holds, all along, what started the
+    script gave it, and the process inherits it (inherited variables are
+    exported): its live value is that value, and a variable the process
+    lacks was not given. ``$X`` is then that text (unset: empty, an
+    unquoted one no word at all); ``${X:-d}`` where X was not given is its
+    default, a value of its own, so its "the caller's X" value goes.
+    """
+    out: list[Any] = []
+    for command in listed:
+        if isinstance(command, dict) and isinstance(command.get("words"), list):
+            words = [_word_given(w, env, touched) for w in command["words"]]
+            if any(isinstance(w, dict) and w.get("alts") == [] for w in words):
+                continue  # a word with no value left: not this run's command line
+            command = {**command, "words": [w for w in words if w is not None]}
+        out.append(command)
     return out
+
+
+def _word_given(word: Any, env: Mapping[str, str], touched: set[str]) -> Any:
+    """One stored word with the caller's values known (None: an unquoted empty one, no word)."""
+    if not isinstance(word, dict) or not isinstance(word.get("alts"), list):
+        return word
+    alts = [a for a in (_alt_given(a, env, touched) for a in word["alts"]) if a is not None]
+    texts = [literal(from_json(a["match"])) for a in alts if isinstance(a, dict)]
+    if word.get("spread") and alts and len(texts) == len(alts):
+        if all(t == "" for t in texts):
+            return None
+        if all(t and not re.search(r"\s", t) for t in texts):
+            word = {k: v for k, v in word.items() if k != "spread"}  # one word each
+    return {**word, "alts": alts}
+
+
+def _alt_given(alt: Any, env: Mapping[str, str], touched: set[str]) -> Any:
+    """One value of a word with the caller's values known; None if it cannot be this run's."""
+    if not isinstance(alt, dict) or "via" not in alt or not isinstance(alt.get("match"), list):
+        return alt
+    parts: list[str] = []
+    for part in alt["match"]:
+        if isinstance(part, str):
+            parts.append(part)
+            continue
+        text = _caller_value(part[0], env, touched) if isinstance(part, list) and part else None
+        if text is None:
+            return alt
+        if text == "\0":
+            return None
+        parts.append(text)
+    return {**{k: v for k, v in alt.items() if k != "via"}, "match": ["".join(parts)]}
+
+
+def _caller_value(text: Any, env: Mapping[str, str], touched: set[str]) -> str | None:
+    """The caller's value the hole `text` stands for; "\0" if it has none; None if unknown."""
+    m = _CALLER_REF.fullmatch(text.strip()) if isinstance(text, str) else None
+    name = m and (m.group(1) or m.group(2))
+    if not m or not name or name in touched or name in _BASH_SETS or name.startswith("BASH"):
+        return None
+    tail = m.group(3) or "}"
+    given = env.get(name)
+    if tail == "}":
+        return given or ""
+    if given is None or (given == "" and tail.startswith(":")):
+        return "\0"  # the default, which another value of the word is
+    return given
 
 
 def _held_by(alts: list[tuple[dict[str, Any], str]]) -> Attribution:

@@ -175,12 +175,26 @@ class ServiceSources:
             found = self.attribute(service, self.after.get((script, key)), live)
             if argv is not None:
                 passed = passed_flags(
-                    self.after.get((script, "exec")), argv, self.known_branches(service)
+                    self.after.get((script, "exec")),
+                    argv,
+                    self.known_branches(service),
+                    self.live_env(service),
                 )
                 found = either(found, passed.get(key.removeprefix("flag:")))
             if found is not None:
                 return found
         return None
+
+    def live_env(self, service: str) -> dict[str, str] | None:
+        """The service's live environment, or None if part of it is secret (not comparable)."""
+        subject = f"service:{service}"
+        env: dict[str, str] = {}
+        for (s, k), v in self.after.items():
+            if s == subject and k.startswith("env:"):
+                if v.value is None or v.secret:
+                    return None
+                env[k.removeprefix("env:")] = v.value
+        return env or None
 
     def argv_words(self, service: str) -> list[str] | None:
         """The service's live command line, word by word, if recorded and not secret."""

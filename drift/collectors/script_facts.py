@@ -168,6 +168,9 @@ def _exec_fact(subject: str, model: Any, where: dict[str, Any]) -> Fact:
         # Words the script does not write ("$@", $EXTRA) that a live flag may be: the
         # analysis places such a flag by aligning the live argv with these command lines.
         provenance["argv"] = argv
+    if argv and model.touched is not None:
+        # the names the script may change: any other the process lacks, the caller did not set
+        provenance["touched"] = model.touched
     unread = _unread_lines(model)
     if unread:
         # Lines drift did not follow (a conda hook, a file not there yet) that may have

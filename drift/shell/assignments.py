@@ -9,9 +9,10 @@ attribute. A line drift cannot follow (an unreadable sourced file,
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 
 from drift.shell.fields import field_alt
-from drift.shell.patterns import Hole
+from drift.shell.patterns import Hole, Part
 from drift.shell.state import State
 from drift.shell.syntax import Node, node_text
 from drift.shell.values import MAX_ALTERNATIVES, Alt, Binding, Origin, Seg, dedupe
@@ -136,10 +137,10 @@ class Assignments(Walker):
         sizes = {len(v) for v in variants}
         if len(sizes) != 1:
             if len(variants) == 1:
-                return [(field_alt(f),) for f in variants[0]]
+                return [(_stored(field_alt(f)),) for f in variants[0]]
             return [(Alt((Seg(Hole(node_text(node)), self.origin(node), split=True),)),)]
         size = sizes.pop()
-        return [dedupe(field_alt(v[i]) for v in variants) for i in range(size)]
+        return [dedupe(_stored(field_alt(v[i])) for v in variants) for i in range(size)]
 
     def _value_alts(self, value: Node | None, st: State, origin: Origin) -> tuple[Alt, ...]:
         """The values an assignment's value node gives, each piece stamped with its line."""
@@ -153,7 +154,7 @@ class Assignments(Walker):
         # earlier words' lines); what no line wrote (the caller's value) is this one's.
         return dedupe(
             Alt(
-                tuple(Seg(s.part, s.origin or origin) for s in a.segs if not s.brk)
+                tuple(Seg(_kept(s.part), s.origin or origin) for s in a.segs if not s.brk)
                 or (Seg("", origin),),
                 a.conds,
             )
@@ -233,3 +234,23 @@ class Assignments(Walker):
         # every such line is a place a variable no line sets may come from
         st.vars["\0unknown"] = dedupe((*st.vars.get("\0unknown", ()), unknown))
         self.opaque = True  # any variable may have changed: no test can be read off the process
+
+
+def _kept(part: Part) -> Part:
+    """A piece as a variable keeps it: the script's arguments stay where they were taken.
+
+    ``EXTRA=("$@")`` then ``start "${EXTRA[@]}"``: inside ``start``, its
+    ``"$@"`` expands words the assignment took, so they keep that line (a
+    hole "args" is placed anew at each ``"$@"`` it passes through, see
+    `drift.shell.expansion`; a stored one is the caller's value, kept).
+    The output of ``getopt ... -- "$@"`` is the arguments still to parse
+    (``eval set -- "$OPTS"``): they stay arguments.
+    """
+    if isinstance(part, Hole) and part.kind == "args" and not part.text.startswith("$("):
+        return Hole(part.text, "caller")
+    return part
+
+
+def _stored(alt: Alt) -> Alt:
+    """An array element as the array keeps it (`_kept`)."""
+    return Alt(tuple(replace(s, part=_kept(s.part)) for s in alt.segs), alt.conds)

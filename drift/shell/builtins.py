@@ -10,18 +10,30 @@ function's body with its own arguments and locals.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 
 from drift.shell.model import Launch
 from drift.shell.patterns import Hole, shown
 from drift.shell.start import StartFolder
-from drift.shell.state import Frame, State, better_launches, environment, mixed_args
-from drift.shell.syntax import Node, is_name
+from drift.shell.state import (
+    Frame,
+    State,
+    assign_state,
+    better_launches,
+    environment,
+    merge_paths,
+    mixed_args,
+)
+from drift.shell.syntax import Node, is_name, node_text
 from drift.shell.values import Alt, Binding, Field, Origin, Seg, dedupe, field_literal, pinned
 from drift.shell.walk import MAX_DEPTH, unreadable
 
 ACTIVATORS = frozenset({"conda", "mamba", "micromamba"})
 """Environment managers whose ``activate`` is a shell function their hook defines."""
+
+MAX_CALLS = 8
+"""Argument lists one function call is walked with, each a path (beyond: the first ones)."""
 
 SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 """The folders a PATH drift does not know stands for: systemd's default PATH, and a login's."""
@@ -29,6 +41,34 @@ SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/s
 
 class Builtins(StartFolder):
     """Builtins that change the shell, mixed into the evaluator (see the module docstring)."""
+
+    def _call_each(
+        self,
+        name: str,
+        variants: Sequence[Sequence[Field]],
+        st: State,
+        how: str,
+        named: bool = False,
+    ) -> None:
+        """Run function `name` once for each command line that calls it, each a path of its own.
+
+        ``start "${EXTRA[@]}"`` where EXTRA is empty on one path and the
+        caller's words on another: the function runs with either argument
+        list, and what it launches keeps each (under the conditions of its
+        words). `named`: only the command lines whose first word is `name`.
+        """
+        calls = [v for v in variants if v and (not named or field_literal(v[0]) == name)]
+        unique = list(dict.fromkeys(tuple(c[1:]) for c in calls))
+        if len(unique) <= 1:
+            self._call(name, unique[0] if unique else (), st, how)
+            return
+        paths: list[State] = []
+        for args in unique[:MAX_CALLS]:
+            path = st.fork()
+            path.conds = dedupe(path.conds + tuple(c for f in args for c in f.conds))
+            self._call(name, args, path, how)
+            paths.append(path)
+        assign_state(st, merge_paths(paths, st))
 
     def _call(self, name: str, args: Sequence[Field], st: State, how: str) -> None:
         """Run function `name` with `args`: its locals are restored when it returns."""
@@ -190,8 +230,12 @@ class Builtins(StartFolder):
                     st.allexport = on
                 k += 1
 
-    def _read_builtin(self, name: str, args: Sequence[Field], st: State, origin: Origin) -> None:
+    def _read_builtin(
+        self, name: str, args: Sequence[Field], st: State, origin: Origin, node: Node | None = None
+    ) -> None:
         """``read X``, ``mapfile A``, ``getopts o X``, ``printf -v X``: X holds what they read."""
+        if node is not None and self._mapfile(name, node, args, st, origin):
+            return
         names: list[str] = []
         k = 0
         valued = {"read": "adnNptu", "mapfile": "dnOsuCc", "readarray": "dnOsuCc", "printf": "v"}
@@ -223,6 +267,75 @@ class Builtins(StartFolder):
                 self._assign(
                     st, var, (Alt((Seg(Hole(f"{name} {var}", "command"), origin),)),), origin
                 )
+
+    def _mapfile(
+        self, name: str, node: Node, args: Sequence[Field], st: State, origin: Origin
+    ) -> bool:
+        """``mapfile -t A < FILE`` (or ``< <(grep -v RE FILE)``, ``< <(cat FILE)``): its lines.
+
+        Each element is one line of the file, placed at that line (a flag one
+        word a line). False when the options, the input or the file are not
+        ones drift reads: then A holds what it cannot know.
+        """
+        words = [field_literal(f) for f in args]
+        if name not in ("mapfile", "readarray") or any(w is None for w in words):
+            return False
+        if "-t" not in words:
+            return False
+        names = [w for w in words if w and not w.startswith("-")]
+        if any(w not in ("-t",) for w in words if w and w.startswith("-")) or len(names) > 1:
+            return False
+        source = self._lines_from(node, st)
+        if source is None:
+            return False
+        path, keep = source
+        data = self._read_source(path, origin)
+        if data is None:
+            return False
+        text = data.decode("utf-8", "surrogateescape")
+        elems = tuple(
+            (Alt((Seg(line, Origin(path, number, line.strip())),)),)
+            for number, line in enumerate(text.split("\n"), 1)
+            if (number < text.count("\n") + 1 or line) and keep(line)
+        )
+        binding = Binding(None, origin, False, st.conds, elems=elems)
+        self._set(st, names[0] if names else "MAPFILE", (binding,), origin, None)
+        return True
+
+    def _lines_from(self, node: Node, st: State) -> tuple[str, Callable[[str], bool]] | None:
+        """The file a command reads its input from, and which of its lines come through."""
+        holder = node.parent if node.parent is not None else node
+        if holder.type != "redirected_statement":
+            return None
+        redirects = [c for c in holder.children if c.type == "file_redirect"]
+        if len(redirects) != 1:
+            return None
+        parts = redirects[0].named_children
+        if node_text(redirects[0]).lstrip()[:1] != "<" or len(parts) != 1:
+            return None
+        target = parts[0]
+        if target.type != "process_substitution":
+            path = self._resolve(self._literal_word(target, st), st)
+            return (path, lambda line: True) if path else None
+        inner = [c for c in target.named_children if c.type != "comment"]
+        if len(inner) != 1 or inner[0].type != "command":
+            return None
+        words = [
+            self._literal_word(c.named_children[0] if c.type == "command_name" else c, st)
+            for c in inner[0].named_children
+        ]
+        if any(w is None for w in words) or not words:
+            return None
+        if words[0] == "cat" and len(words) == 2:
+            path = self._resolve(words[1], st)
+            return (path, lambda line: True) if path else None
+        if words[0] == "grep" and len(words) == 4 and words[1] == "-v":
+            pattern, path = words[2], self._resolve(words[3], st)
+            if path is None or not re.fullmatch(r"[\^$#A-Za-z0-9_ -]*", pattern or ""):
+                return None  # a pattern whose grep meaning drift does not read the same
+            regex = re.compile(pattern or "")
+            return path, lambda line: regex.search(line) is None
+        return None
 
     def _activates(
         self, name: str | None, args: Sequence[Field], st: State, origin: Origin

@@ -18,7 +18,7 @@ from drift.shell.fields import as_choice
 from drift.shell.patterns import Hole, Part
 from drift.shell.state import ArgsVariant, State, args_variants
 from drift.shell.syntax import Node, node_text, pieces_between, simple_name
-from drift.shell.values import BREAK, MAX_ALTERNATIVES, Alt, Binding, Origin, Seg, dedupe
+from drift.shell.values import BREAK, MAX_ALTERNATIVES, Alt, Binding, Field, Origin, Seg, dedupe
 from drift.shell.words import Words, appended, combined
 
 
@@ -123,7 +123,8 @@ class ParameterExpansion(Words):
                 segs.append(Seg(part, _passed(part, f.origin, origin), split=True))
             else:
                 segs.extend(
-                    Seg(p, _passed(p, f.origin, origin), split=not quoted) for p in f.pattern
+                    Seg(s.part, _passed(s.part, s.origin, origin), split=not quoted)
+                    for s in _pieces(f)
                 )
         if not segs:
             return [Alt((Seg("", origin),))] if not fields else [Alt(())]
@@ -158,7 +159,9 @@ class ParameterExpansion(Words):
         if position > len(st.args):
             return [Alt((Seg("", origin),))]
         f = st.args[position - 1]
-        segs = tuple(Seg(p, _passed(p, f.origin, origin), split=not quoted) for p in f.pattern)
+        segs = tuple(
+            Seg(s.part, _passed(s.part, s.origin, origin), split=not quoted) for s in _pieces(f)
+        )
         return [Alt(segs, f.conds)]
 
     def _simple_expansion(self, node: Node, st: State, quoted: bool) -> list[Alt]:
@@ -436,6 +439,13 @@ def _passed(part: Part, given: Origin | None, here: Origin) -> Origin | None:
     them in its command at its own line, as ``exec ... "$@"`` in the script would.
     """
     return here if isinstance(part, Hole) and part.kind == "args" and not part.options else given
+
+
+def _pieces(f: Field) -> tuple[Seg, ...]:
+    """An argument's pieces, each with the line that wrote it."""
+    if f.pieces:
+        return tuple(Seg(s.part, s.origin or f.origin) for s in f.pieces)
+    return tuple(Seg(p, f.origin) for p in f.pattern)
 
 
 def _element_segs(elem: Alt, split: bool) -> Iterator[Seg]:

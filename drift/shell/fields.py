@@ -35,7 +35,7 @@ def split_fields(alt: Alt, word_origin: Origin) -> tuple[Field, ...]:
             flush()
             continue
         if isinstance(seg.part, Hole):
-            if seg.split and not current and not started and seg.part.kind != "choice":
+            if seg.split and not current and not started and not _whole(seg.part):
                 current.append(seg)
                 # an unquoted unknown alone: any number of words
                 fields.append(Field((seg.part,), seg.origin or word_origin, alt.conds, spread=True))
@@ -55,6 +55,11 @@ def split_fields(alt: Alt, word_origin: Origin) -> tuple[Field, ...]:
                 current.append(Seg(piece, seg.origin))
     flush()
     return tuple(fields)
+
+
+def _whole(hole: Hole) -> bool:
+    """A hole that splitting leaves whole: a choice of words, a number (``$((...))``)."""
+    return hole.kind == "choice" or hole.text.startswith("$((")
 
 
 def merge_options(options: list[tuple[Field, ...]]) -> list[tuple[Field, ...]]:
@@ -84,8 +89,19 @@ def _field(segs: list[Seg], word_origin: Origin, conds: tuple[str, ...]) -> Fiel
     origins = {
         s.origin for s in segs if s.origin is not None and (not isinstance(s.part, str) or s.part)
     }
-    origin = origins.pop() if len(origins) == 1 else word_origin
-    return Field(pattern(*(s.part for s in segs)) or ("",), origin, conds)
+    pieces = tuple(segs) if len(origins) > 1 else ()
+    origin = origins.pop() if len(origins) == 1 else _first_written(segs) or word_origin
+    return Field(pattern(*(s.part for s in segs)) or ("",), origin, conds, pieces=pieces)
+
+
+def _first_written(segs: list[Seg]) -> Origin | None:
+    """The line that wrote a word's first text (``--max-model-len=`` of ``--max-model-len=$LEN``).
+
+    A word whose pieces several lines wrote is the line of its start: a flag's
+    name, where a line gave the value after it.
+    """
+    first = next((s for s in segs if not isinstance(s.part, str) or s.part), None)
+    return first.origin if first is not None and isinstance(first.part, str) else None
 
 
 def as_choice(elem: tuple[Alt, ...]) -> tuple[Alt, ...]:
@@ -98,7 +114,7 @@ def as_choice(elem: tuple[Alt, ...]) -> tuple[Alt, ...]:
         return elem
     if any(_looks_like_flag(a.pattern) for a in elem):
         return elem  # a flag name that differs by branch: keep the command lines apart
-    return (_choice_alt(elem),)
+    return (choice_alt(elem),)
 
 
 def _one_word(alt: Alt) -> bool:
@@ -112,7 +128,7 @@ def _looks_like_flag(p: Pattern) -> bool:
     return isinstance(head, str) and head.startswith("-")
 
 
-def _choice_alt(alts: Sequence[Alt]) -> Alt:
+def choice_alt(alts: Sequence[Alt]) -> Alt:
     """One value that is a choice among `alts`, each kept with its line and conditions."""
     options = tuple(
         dict.fromkeys(

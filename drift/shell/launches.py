@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -44,7 +44,17 @@ from drift.shell.state import (
     shifted,
 )
 from drift.shell.syntax import Node, command_text, node_text, short_text
-from drift.shell.values import Alt, Binding, Field, Origin, Prefix, Seg, dedupe, field_literal
+from drift.shell.values import (
+    MAX_ALTERNATIVES,
+    Alt,
+    Binding,
+    Field,
+    Origin,
+    Prefix,
+    Seg,
+    dedupe,
+    field_literal,
+)
 from drift.shell.walk import MAX_DEPTH
 from drift.shell.words import written_value
 from drift.shell.wrappers import EnvChanges, after_exec_options, strip_wrappers
@@ -52,6 +62,9 @@ from drift.shell.wrappers import EnvChanges, after_exec_options, strip_wrappers
 
 class Launches(Builtins):
     """Simple commands and launches, mixed into the evaluator (see the module docstring)."""
+
+    # ``echo`` and ``printf`` while output is captured (`drift.shell.substitution`)
+    _print: Callable[[list[Node], Node, State], bool]
 
     def s_command(self, node: Node, st: State, how: str) -> None:
         """A simple command: ``X=v`` prefixes, words, then what the command means."""
@@ -76,6 +89,9 @@ class Launches(Builtins):
             for name, alts, origin, written in prefix:
                 self._assign(st, name, alts, origin, written=written)
             return
+        if st.out is not None and node_text(words[0]) in ("echo", "printf"):
+            if self._print(words, node, st):
+                return  # its output is the value of a ``$(...)``
         if not prefix and _inert(words, self.functions):
             return  # echo, mkdir, sleep ...: nothing they do reaches the service
         variants = self.fields(words, st)
@@ -121,15 +137,15 @@ class Launches(Builtins):
             st.stop = "return" if st.frames else "exit"
             return
         if name in ("read", "mapfile", "readarray", "getopts", "printf"):
-            self._read_builtin(name, args, st, origin)
+            self._read_builtin(name, args, st, origin, node)
             return
         if name == "shift":
-            st.args = shifted(st.args)
+            st.args = shifted(st.args, args)
             return
         if self.depth < MAX_DEPTH and self._built_name_call(node, variants, prefix, st, how):
             return
         if name in self.functions and self.depth < MAX_DEPTH:
-            self._call(name, args, st, how)
+            self._call_each(name, variants, st, how, named=True)
             return
         if self._activates(name, args, st, origin):
             return
@@ -235,7 +251,7 @@ class Launches(Builtins):
             # one name, one function: each path says the others did not run
             branch = st.fork(label)
             branch.conds += tuple(ELSE + other for other in labels.values() if other != label)
-            self._call(function, reached[function][0][1:], branch, how)
+            self._call_each(function, reached[function], branch, how)
             paths.append(branch)
         if others:
             other = st.fork(short_text(f"if {spelled} names no function"))
@@ -598,12 +614,30 @@ class Launches(Builtins):
                 if content is not None:
                     self._nested(content, st, how, child=True)
                     return
+        if body is not None and st.out is not None and _stdout_elsewhere(node):
+            saved, st.out = st.out, None  # ``echo ... >&2`` while output is captured
+            try:
+                self.statement(body, st, how)
+            finally:
+                st.out = saved
+            return
         if body is not None:
             self.statement(body, st, how)
 
 
-MAX_EVAL_TEXTS = 8
-"""Values of an eval'd string run one by one; more, and the eval is a gap."""
+def _stdout_elsewhere(node: Node) -> bool:
+    """Whether a redirected statement sends its standard output elsewhere (``>&2``, ``> f``)."""
+    for child in node.children:
+        if child.type != "file_redirect":
+            continue
+        m = re.match(r"\s*(\d*)(&>>?|>>?|>&|>\|)", node_text(child))
+        if m and (m.group(2).startswith("&") or m.group(1) in ("", "1")):
+            return True
+    return False
+
+
+MAX_EVAL_TEXTS = MAX_ALTERNATIVES
+"""Values of an eval'd string run one by one (as many as a word may have); more: a gap."""
 
 
 def _eval_text(
@@ -625,7 +659,8 @@ def _eval_text(
     holes = dict(holes)
     for seg in alt.segs:
         if isinstance(seg.part, Hole):
-            before = "".join(pieces)
+            # an unknown value read before this one is a word, not a ``}`` closing a group
+            before = _PLACED.sub("x", "".join(pieces))
             if _in_single_quotes(before) or _code_starts(before):
                 return None  # bash reads the value there as code: it may do anything
             name = f"__drift_eval_{len(holes)}"
@@ -642,6 +677,9 @@ def _eval_text(
         size += len(data)
     return "".join(pieces), places, holes, dedupe(conds + alt.conds)
 
+
+_PLACED = re.compile(r"\$\{__drift_eval_\d+\}")
+"""Where `_eval_text` put an unknown value in the code."""
 
 _CODE_STARTS = re.compile(r"(?:^|[;&|(){}\n`]|(?:^|\s)(?:then|do|else|elif|if|while|until|!))\s*$")
 

@@ -61,3 +61,7 @@ class ScriptModel:
     needs_start: bool = False
     # what the reading asked of paths, (kind, path, answer): a new answer changes the reading
     checked: list[tuple[str, str, bool]] = field(default_factory=list)
+    # every name the script assigns, unsets or takes out of a launch's environment; None when
+    # a line drift could not follow (or env -i) may have changed any. A name not here that the
+    # live process lacks is one the caller did not set.
+    touched: list[str] | None = None

@@ -13,7 +13,16 @@ from typing import Literal
 
 from drift.shell.model import Launch
 from drift.shell.patterns import Hole, feasible
-from drift.shell.values import MAX_ALTERNATIVES, Alt, Binding, Field, Prefix, Seg, dedupe
+from drift.shell.values import (
+    MAX_ALTERNATIVES,
+    Alt,
+    Binding,
+    Field,
+    Prefix,
+    Seg,
+    dedupe,
+    field_literal,
+)
 
 
 @dataclass
@@ -38,6 +47,8 @@ class State:
     frames: tuple[Frame, ...] = ()
     stop: Literal["exit", "exec", "return"] | None = None
     last: tuple[tuple[int, Launch], ...] = ()  # best server-looking commands on this path
+    # what the path printed so far, while its output is captured (``$(f)``): each value it may be
+    out: tuple[Alt, ...] | None = None
 
     def fork(self, cond: str | None = None) -> State:
         """A copy of this path to walk a branch on, under `cond` if given."""
@@ -50,6 +61,7 @@ class State:
             self.frames,
             self.stop,
             self.last,
+            self.out,
         )
 
 
@@ -82,13 +94,29 @@ def args_variants(args: tuple[Field, ...] | None) -> tuple[ArgsVariant, ...] | N
     return None
 
 
-def shifted(args: tuple[Field, ...] | None) -> tuple[Field, ...] | None:
-    """The arguments after ``shift``: each path's shifted, where paths differ; a first field
-    of an unknown number of words (the caller's) stays, as it may hold more."""
-    variants = args_variants(args)
+def shifted(
+    given: tuple[Field, ...] | None, words: Sequence[Field] = ()
+) -> tuple[Field, ...] | None:
+    """The arguments after ``shift`` or ``shift N``.
+
+    Where paths set them differently, each path's are shifted. A spread
+    argument (``"$@"`` of the caller) is any number of words: a shift may
+    take its words or the next ones, so from it on the arguments stay what
+    they were; a count drift cannot read leaves them unknown.
+    """
+    variants = args_variants(given)
     if variants is not None:
-        return mixed_args([(shifted(a), c) for a, c in variants])
-    return args[1:] if args and not args[0].spread else args
+        return mixed_args([(shifted(a, words), c) for a, c in variants])
+    if given is None:
+        return None
+    count = field_literal(words[0]) if words else "1"
+    if count is None or not count.isdigit():
+        return None
+    n = int(count)
+    for i, f in enumerate(given[:n]):
+        if f.spread:
+            return given[i:]
+    return given[n:] if n <= len(given) else given  # past the end, bash shifts nothing
 
 
 def caller_bindings(name: str) -> tuple[Binding, ...]:
@@ -117,6 +145,7 @@ def merge_paths(states: Sequence[State], base: State) -> State:
         out.vars, out.allexport, out.cwd, out.args = only.vars, only.allexport, only.cwd, only.args
         out.last = only.last
         out.frames = only.frames
+        out.out = only.out
         return out
     # Only names some branch changed need joining; the rest are shared as they are.
     first_vars = live[0].vars
@@ -157,7 +186,23 @@ def merge_paths(states: Sequence[State], base: State) -> State:
         )
     out.last = _same_launches(x for s in live for x in s.last)
     out.frames = live[0].frames
+    if base.out is not None:
+        out.out = _printed_by(live, base)
     return out
+
+
+def _printed_by(live: Sequence[State], base: State) -> tuple[Alt, ...]:
+    """What the joined paths may have printed: each path's output, under its branch."""
+    printed: list[Alt] = []
+    for s in live:
+        extra = tuple(c for c in s.conds if c not in base.conds)
+        printed.extend(Alt(a.segs, dedupe(a.conds + extra)) for a in s.out or ())
+    runs = dedupe([a for a in printed if feasible(a.conds)] or printed)
+    return runs if len(runs) <= MAX_ALTERNATIVES else (UNKNOWN_OUTPUT,)
+
+
+UNKNOWN_OUTPUT = Alt((Seg(Hole("$(...)", "command"), None, split=True),))
+"""Output drift cannot tell: too many values, or a command it cannot know prints it."""
 
 
 def forget_iterations(body: State, before: State) -> None:
@@ -202,6 +247,7 @@ def assign_state(target: State, source: State) -> None:
     target.stop = source.stop
     target.last = source.last
     target.frames = source.frames
+    target.out = source.out
 
 
 def better_launches(

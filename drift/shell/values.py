@@ -87,6 +87,8 @@ class Field:
     origin: Origin | None
     conds: tuple[str, ...] = ()
     spread: bool = False  # an unknown number of words ("$@", an unquoted unknown value)
+    # the pieces with their own lines, when several lines wrote the word ("${ARGS[*]}")
+    pieces: tuple[Seg, ...] = ()
 
 
 Prefix = tuple[str, tuple[Alt, ...], Origin, str | None]

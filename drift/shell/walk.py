@@ -105,7 +105,19 @@ class Walker(Words):
             tests,
             self.needs_start,
             [(kind, path, answer) for (kind, path), answer in self.checked.items()],
+            self._all_touched(),
         )
+
+    def _all_touched(self) -> list[str] | None:
+        """The names the script may change, or None if it may change any (`ScriptModel`)."""
+        if self.opaque or any(launch.cleared or launch.unknown for launch in self.launches):
+            return None
+        names = set(self.touched)
+        for launch in self.launches:
+            names.update(k for k, bs in launch.env.items() if any(b.kind != "caller" for b in bs))
+        if any(name.startswith("\0") for name in names):
+            return None
+        return sorted(names)
 
     def _walk_source(self, file: str, data: bytes, offset: int, st: State) -> None:
         """Walk the code in `data`, which starts at line `offset` + 1 of `file`."""

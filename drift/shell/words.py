@@ -207,8 +207,8 @@ class Words:
         return self._concat(node, st, quoted=quoted, skip_quotes=False)
 
     def _computed(self, node: Node, st: State, quoted: bool) -> list[Alt]:
-        """``$((...))``: a value computed when the script runs."""
-        return [Alt((Seg(Hole(node_text(node), "command"), self.origin(node), split=not quoted),))]
+        """``$((...))``: a value computed when the script runs, one number: one word, unsplit."""
+        return [Alt((Seg(Hole(node_text(node), "command"), self.origin(node)),))]
 
     def _generated(self, node: Node, st: State, quoted: bool) -> list[Alt]:
         """``<(cmd)``, ``{a,b}``: words the shell generates, never split again."""
