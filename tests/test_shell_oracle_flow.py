@@ -268,6 +268,63 @@ PASSES = (
 """How a script forwards the flags its caller gives to the server (see build_passing)."""
 
 
+def set_arguments(script: Script, form: str, launch: str) -> int:
+    """The arguments rewritten into the server's command by ``set --``, then ``exec "$@"``;
+    the line of that ``set`` (where the caller's words are taken into the command)."""
+    if form == "set_own":
+        line = script.add(f'set -- {launch} "$@"')
+        script.add('exec "$@"')
+        return line
+    # an image entrypoint: no arguments means serve; `serve` rewrites the arguments into
+    # the server's command; anything else runs as given
+    script.add('if [ "$#" -eq 0 ]; then')
+    script.add("  set -- serve")
+    script.add("fi")
+    script.add('case "$1" in')
+    script.add("  serve) shift")
+    line = script.add(f'    set -- {launch} "$@" ;;')
+    script.add(f'  -*) set -- {launch} --other "$@" ;;')
+    script.add("esac")
+    script.add('exec "$@"')
+    return line
+
+
+def parsed_arguments(script: Script, form: str, launch: str) -> tuple[int, int]:
+    """An option parser before the launch: getopt, or a loop that keeps the rest in an
+    array; the line the caller's flags are expected at, and the launch's line."""
+    if form == "getopt":
+        # getopt rearranges the arguments, eval set -- puts them back, a loop takes some
+        script.add('OPTS=$(getopt -o "" --long keep,c1:,c2:,c3,port: -n serve -- "$@")')
+        script.add('eval set -- "$OPTS"')
+        script.add("while true; do")
+        script.add('  case "$1" in')
+        script.add("    --keep) shift ;;")
+        script.add("    --) shift; break ;;")
+        script.add("    *) break ;;")
+        script.add("  esac")
+        script.add("done")
+        line = script.add(f'exec {launch} "$@"')
+        return line, line
+    # parsed_array:
+    # main "$@" -> a parser stores the rest in an array (after shifts of 1 or 2 words),
+    # and a launcher function gets it as "${EXTRA[@]}": the flags are the array's line's
+    script.add("EXTRA=()")
+    script.add("parse() {")
+    script.add("  while [ $# -gt 0 ]; do")
+    script.add('    case "$1" in')
+    script.add("      --keep) shift 2 || shift ;;")
+    line = script.add('      *) EXTRA=("$@"); break ;;')
+    script.add("    esac")
+    script.add("  done")
+    script.add("}")
+    script.add("start() {")
+    port = script.add(f'  exec {launch} "$@"')
+    script.add("}")
+    script.add('parse "$@"')
+    script.flag_lines["w0"] = script.add('start --c0 w0 "${EXTRA[@]}"')
+    return line, port
+
+
 def build_passing(top: list[Any], form: str, given: list[str]) -> tuple[Script, list[str]]:
     """A script that passes its arguments to the server in the shape `form`; the arguments.
 
@@ -298,23 +355,9 @@ def build_passing(top: list[Any], form: str, given: list[str]) -> tuple[Script, 
         line = port = script.add(f'  exec {launch} "$@"')
         script.add("}")
         script.add('start "$@"')
-    elif form == "set_own":
-        # the arguments rewritten into the command, then run: the words are placed at `set`
-        line = port = script.add(f'set -- {launch} "$@"')
-        script.add('exec "$@"')
-    elif form == "set_dispatch":
-        # an image entrypoint: no arguments means serve; `serve` rewrites the arguments into
-        # the server's command; anything else runs as given
-        args = ["serve", *given]
-        script.add('if [ "$#" -eq 0 ]; then')
-        script.add("  set -- serve")
-        script.add("fi")
-        script.add('case "$1" in')
-        script.add("  serve) shift")
-        line = port = script.add(f'    set -- {launch} "$@" ;;')
-        script.add(f'  -*) set -- {launch} --other "$@" ;;')
-        script.add("esac")
-        script.add('exec "$@"')
+    elif form in ("set_own", "set_dispatch"):
+        line = port = set_arguments(script, form, launch)
+        args = ["serve", *given] if form == "set_dispatch" else args
     elif form == "array":
         line = script.add('ARGS+=("$@")')
         port = script.add(f"exec {launch}")
@@ -331,35 +374,8 @@ def build_passing(top: list[Any], form: str, given: list[str]) -> tuple[Script, 
         line = port = script.add(f'exec {launch} "${{EXTRA[@]}}" "$@"')
         script.flag_names["--c8"] = EXTRA_TXT.splitlines().index("--c8") + 1
         script.sure.add("--c8")
-    elif form == "getopt":
-        # getopt rearranges the arguments, eval set -- puts them back, a loop takes some
-        script.add('OPTS=$(getopt -o "" --long keep,c1:,c2:,c3,port: -n serve -- "$@")')
-        script.add('eval set -- "$OPTS"')
-        script.add("while true; do")
-        script.add('  case "$1" in')
-        script.add("    --keep) shift ;;")
-        script.add("    --) shift; break ;;")
-        script.add("    *) break ;;")
-        script.add("  esac")
-        script.add("done")
-        line = port = script.add(f'exec {launch} "$@"')
-    elif form == "parsed_array":
-        # main "$@" -> a parser stores the rest in an array (after shifts of 1 or 2 words),
-        # and a launcher function gets it as "${EXTRA[@]}": the flags are the array's line's
-        script.add("EXTRA=()")
-        script.add("parse() {")
-        script.add("  while [ $# -gt 0 ]; do")
-        script.add('    case "$1" in')
-        script.add("      --keep) shift 2 || shift ;;")
-        line = script.add('      *) EXTRA=("$@"); break ;;')
-        script.add("    esac")
-        script.add("  done")
-        script.add("}")
-        script.add("start() {")
-        port = script.add(f'  exec {launch} "$@"')
-        script.add("}")
-        script.add('parse "$@"')
-        script.flag_lines["w0"] = script.add('start --c0 w0 "${EXTRA[@]}"')
+    elif form in ("getopt", "parsed_array"):
+        line, port = parsed_arguments(script, form, launch)
     else:
         script.add('EXTRA=""')
         script.add("while [ $# -gt 0 ]; do")
