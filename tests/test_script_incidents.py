@@ -434,3 +434,29 @@ def test_a_checkout_and_a_restart_are_ordered_only_as_far_as_the_times_tell(
             out = run_drift(["since", "--stable", "#2", "--format", fmt, *cfg], tmp_path).stdout
             assert said in out, fmt
             assert "started after" not in out and "started before" not in out
+
+
+def test_an_edited_integer_declaration_is_the_line_that_gave_the_live_value(
+    service, tmp_path: Path
+) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        declare -i WORKERS=2*4
+        export WORKERS
+        exec SLEEPER --max-num-seqs "$WORKERS" --port 8080
+        """
+    )
+    _baseline(svc, tmp_path)
+    svc.write(svc.script.read_text().replace("WORKERS=2*4", "WORKERS=2*8"))
+    svc.restart()
+    _record(svc, tmp_path)
+
+    data = _since(svc, tmp_path)
+    line = svc.line_of("WORKERS=2*8")
+    live = changes_by_fact(data)[("service:decode", "env:WORKERS")]
+    assert (live["before"], live["after"]) == ("8", "16")
+    assert f"decode.sh:{line}" in json.dumps(live)
+    flag = changes_by_fact(data)[("service:decode", "flag:--max-num-seqs")]
+    assert f"decode.sh:{line}" in json.dumps(flag)

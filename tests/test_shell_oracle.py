@@ -33,6 +33,8 @@ from drift.facts import CollectContext, CollectionError, Fact
 
 NAMES = ("A", "B", "C")
 VALUES = ("1", "2", "a-b")
+MANY = 30
+"""Arms of a ``case`` that all set one variable: more values than drift keeps apart."""
 OPTIONS = ("1", "2", "3")
 """Options the caller may give the script (``--o1=v1``, ``--o2 v2``), each with a default."""
 
@@ -82,6 +84,15 @@ simple = st.one_of(
     st.tuples(st.just("flag")),
     st.tuples(st.just("option"), st.sampled_from(OPTIONS), st.booleans()),
     st.tuples(st.just("source"), st.lists(st.tuples(names, values), min_size=1, max_size=3)),
+    # declare -i: what is assigned is computed, then and on every later assignment
+    st.tuples(st.just("declare_i"), names, st.sampled_from(("2*4", "7/2", "010", "$N"))),
+    # export of several names on one line, after whatever set them (or not)
+    st.tuples(st.just("export_names"), st.lists(names, min_size=2, max_size=3)),
+    # more branches giving one variable than drift tells values apart
+    st.tuples(st.just("many_arms"), names),
+    # read NAME from a here-string, or from a prompt with nothing to read
+    st.tuples(st.just("read_here"), names, values),
+    st.tuples(st.just("read_prompt"), names),
 )
 statement = st.one_of(
     simple,
@@ -104,9 +115,31 @@ def render_option(k: str, in_string: bool, script: Script, indent: str) -> None:
     script.flag_names[flag] = line
 
 
+def render_state(stmt: Any, script: Script, indent: str) -> bool:
+    """The statements of declarations and reads (``declare -i``, ``read``); False for others."""
+    kind = stmt[0]
+    if kind == "declare_i":
+        script.add(f"{indent}declare -i {stmt[1]}={stmt[2]}")
+    elif kind == "export_names":
+        script.add(f"{indent}export {' '.join(stmt[1])}")
+    elif kind == "many_arms":
+        arms = " ".join(f"k{k}) {stmt[1]}=v{k} ;;" for k in range(MANY))
+        script.add(f'{indent}case "$MODE" in x) {stmt[1]}=vx ;; {arms} esac')
+    elif kind == "read_here":
+        script.add(f'{indent}read -r {stmt[1]} _ <<< "r{stmt[2]} rest"')
+    elif kind == "read_prompt":
+        # nothing to read: the name is emptied, then given a value of its own
+        script.add(f'{indent}read -r -p "? " {stmt[1]} || {stmt[1]}=p{script.token()}')
+    else:
+        return False
+    return True
+
+
 def render(statements: list[Any], script: Script, indent: str = "") -> None:
     for stmt in statements:
         kind = stmt[0]
+        if render_state(stmt, script, indent):
+            continue
         if kind == "export":
             script.add(f"{indent}export {stmt[1]}={stmt[2]}")
         elif kind == "assign":
@@ -289,7 +322,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @given(
     statements=st.lists(statement, min_size=1, max_size=8),
     background=st.booleans(),
-    mode=st.sampled_from([None, "x", "y"]),
+    mode=st.sampled_from([None, "x", "y", "k0", "k7"]),
     preset=st.sampled_from([None, "1"]),
     loop=st.sampled_from(["for", "while"]),
     given_options=st.lists(st.tuples(st.sampled_from(OPTIONS), st.booleans()), max_size=3),
@@ -318,6 +351,15 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     ],
     background=False,
     mode="y",
+    preset=None,
+    loop="for",
+    given_options=[],
+)
+# declare -i computes what is assigned; a variable set in more branches than drift keeps apart
+@example(
+    statements=[("declare_i", "B", "2*4"), ("export_names", ["B", "A"]), ("many_arms", "A")],
+    background=False,
+    mode="k0",
     preset=None,
     loop="for",
     given_options=[],

@@ -8,13 +8,14 @@ attribute. A line drift cannot follow (an unreadable sourced file,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 
 from drift.shell.fields import field_alt
 from drift.shell.patterns import Hole
 from drift.shell.state import State
 from drift.shell.syntax import Node, node_text
-from drift.shell.values import MAX_ALTERNATIVES, Alt, Binding, Origin, Seg, dedupe
+from drift.shell.values import MAX_ALTERNATIVES, Alt, Binding, Origin, Seg, dedupe, folded
 from drift.shell.walk import Walker
 from drift.shell.words import written_value
 
@@ -22,6 +23,57 @@ _INHERITED_ENV = frozenset(
     "PATH HOME USER LOGNAME SHELL LANG LANGUAGE LC_ALL TERM TMPDIR TZ".split()
 )
 """Variables every service inherits: a plain assignment to one still reaches the command."""
+
+
+def integer_value(alt: Alt, origin: Origin, append: bool) -> Alt:
+    """What an integer variable holds after ``X=expr``: a decimal number drift knows, else a hole.
+
+    Only a plain decimal (not one with a leading 0: octal) or a sum, product
+    ... of such numbers is computed; anything else (a name, ``$((...))``,
+    ``X+=``) is a number this line gave that drift does not compute.
+    """
+    if not append and all(isinstance(p, str) for p in alt.pattern):
+        number = _arithmetic("".join(alt.pattern))  # type: ignore[arg-type]
+        if number is not None:
+            return Alt((Seg(str(number), origin),), alt.conds)
+    return Alt((Seg(Hole("$((...))", "command"), origin),), alt.conds)
+
+
+def _arithmetic(text: str) -> int | None:
+    """The value of an expression of decimal numbers and + - * / % ( ), as bash computes it."""
+    import ast
+
+    if not re.fullmatch(r"[0-9+\-*/%() \t]*", text) or re.search(r"(?<![0-9])0[0-9]", text):
+        return None
+    try:
+        tree = ast.parse(text.strip() or "0", mode="eval")
+    except SyntaxError:
+        return None
+
+    def value(node: ast.AST) -> int:
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            inner = value(node.operand)
+            return -inner if isinstance(node.op, ast.USub) else inner
+        if isinstance(node, ast.BinOp):
+            left, right = value(node.left), value(node.right)
+            if isinstance(node.op, ast.Add):
+                return left + right
+            if isinstance(node.op, ast.Sub):
+                return left - right
+            if isinstance(node.op, ast.Mult):
+                return left * right
+            if isinstance(node.op, (ast.Div, ast.Mod)) and right != 0:
+                quotient = abs(left) // abs(right) * (1 if (left < 0) == (right < 0) else -1)
+                return quotient if isinstance(node.op, ast.Div) else left - right * quotient
+        raise ValueError(text)
+
+    try:
+        number = value(tree.body)
+    except (ValueError, RecursionError):
+        return None
+    return number if -(2**63) <= number < 2**63 else None
 
 
 class Assignments(Walker):
@@ -77,6 +129,10 @@ class Assignments(Walker):
             self._assign_array(st, name, append, value, origin, exported)
             return
         alts = self._value_alts(value, st, origin)
+        if name in self.integers:
+            # declare -i X: bash computes what is assigned (X=2*4 holds 8, X+=1 adds)
+            alts = tuple(integer_value(a, origin, append) for a in alts)
+            append = False
         if index is not None:
             # A[i]=v: the array changes in a way drift does not track element by element.
             alts = (Alt((Seg(Hole(f"${{{name}[@]}}"), origin, split=True),)),)
@@ -91,7 +147,10 @@ class Assignments(Walker):
                 for a in b.alts or (Alt(()),):
                     for v in alts:
                         joined.append(Alt(a.segs + v.segs, a.conds + v.conds))
-            alts = dedupe(joined)[:MAX_ALTERNATIVES]
+            alts = dedupe(joined)
+            if len(alts) > MAX_ALTERNATIVES:
+                # more values than drift tells apart: this line gave one it does not know
+                alts = (Alt((Seg(Hole(f"${name}"), origin, split=True),)),)
             self._assign(st, name, alts, origin, exported)
             return
         self._assign(st, name, alts, origin, exported, written_value(value))
@@ -229,7 +288,7 @@ class Assignments(Walker):
         )
         for name in list(st.vars):
             if not name.startswith("\0"):
-                st.vars[name] = dedupe((*st.vars[name], unknown))[-MAX_ALTERNATIVES:]
+                st.vars[name] = folded(dedupe((*st.vars[name], unknown)))
         # every such line is a place a variable no line sets may come from
         st.vars["\0unknown"] = dedupe((*st.vars.get("\0unknown", ()), unknown))
         self.opaque = True  # any variable may have changed: no test can be read off the process

@@ -25,6 +25,7 @@ class _Attributes:
     export: bool  # export, declare -x
     unexport: bool  # export -n, declare +x
     local: bool  # local, or declare without -g inside a function
+    integer: bool = False  # declare -i: a value assigned is an arithmetic expression
 
     @property
     def exported(self) -> bool | None:
@@ -37,7 +38,7 @@ def _attributes(keyword: str, options: list[str], in_function: bool) -> _Attribu
 
     Those name functions or print declarations: no variable changes.
     """
-    export, unexport, is_global = keyword == "export", False, False
+    export, unexport, is_global, integer = keyword == "export", False, False, False
     touches_no_variable = False
     for option in options:
         letters = option[1:]
@@ -49,12 +50,14 @@ def _attributes(keyword: str, options: list[str], in_function: bool) -> _Attribu
             export, unexport = option[0] == "-", option[0] == "+"
         if "g" in letters:
             is_global = True
+        if keyword != "export" and "i" in letters and option[0] == "-":
+            integer = True
     if touches_no_variable:
         return None
     local = keyword == "local" or (
         keyword in ("declare", "typeset") and in_function and not is_global
     )
-    return _Attributes(export, unexport, local)
+    return _Attributes(export, unexport, local, integer)
 
 
 # words whose value names the variables (export $(cat .env | xargs), export "$KV")
@@ -78,6 +81,16 @@ class Declarations(StartFolder):
         if attributes is None:
             return
         origin = self.origin(node)
+        if attributes.integer:
+            self.integers.update(
+                name
+                for child in node.children[1:]
+                for name, *_rest in self._assignments([child])
+                if child.type == "variable_assignment"
+            )
+            self.integers.update(
+                node_text(c) for c in node.children[1:] if c.type in ("variable_name", "word")
+            )
         for child in node.children[1:]:
             if child.type == "variable_assignment":
                 self._declare_assignment(st, child, attributes)

@@ -13,7 +13,7 @@ from typing import Literal
 
 from drift.shell.model import Launch
 from drift.shell.patterns import Hole, feasible
-from drift.shell.values import MAX_ALTERNATIVES, Alt, Binding, Field, Prefix, Seg, dedupe
+from drift.shell.values import Alt, Binding, Field, Prefix, Seg, dedupe, folded
 
 
 @dataclass
@@ -103,9 +103,9 @@ def merge_paths(states: Sequence[State], base: State) -> State:
                 )
             bindings.extend(values)
         # A value kept through both sides of one test (`case y)` then `*)` of another
-        # `case` on the same variable) is in no run: left out before the cap.
+        # `case` on the same variable) is in no run: left out.
         runs = [b for b in bindings if feasible(b.conds)] or bindings
-        merged[name] = dedupe(runs)[-MAX_ALTERNATIVES:]
+        merged[name] = folded(dedupe(runs))
     out.vars = merged
     out.allexport = any(s.allexport for s in live)
     cwds = {s.cwd for s in live}
