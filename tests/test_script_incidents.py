@@ -460,3 +460,38 @@ def test_an_edited_integer_declaration_is_the_line_that_gave_the_live_value(
     assert f"decode.sh:{line}" in json.dumps(live)
     flag = changes_by_fact(data)[("service:decode", "flag:--max-num-seqs")]
     assert f"decode.sh:{line}" in json.dumps(flag)
+
+
+def test_a_value_from_an_env_file_the_script_writes_and_removes_is_not_claimed_elsewhere(
+    service, tmp_path: Path
+) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        export NCCL_IB_HCA=mlx5_0
+        printf 'NCCL_IB_HCA=%s\\n' mlx5_0 > "$(dirname "$0")/node.env"
+        set -a; . "$(dirname "$0")/node.env"; set +a
+        rm -f "$(dirname "$0")/node.env"
+        exec SLEEPER --port 8080
+        """
+    )
+    cfg = ["--config", str(svc.root / "drift.toml"), "--db", str(tmp_path / "drift.db")]
+
+    def record() -> None:
+        # the line drift does not follow is reported as a gap of the reading (exit 4)
+        assert run_drift(["record", *cfg], tmp_path, check=False).returncode in (0, 4)
+
+    svc.start()
+    record()
+    record()
+    svc.write(svc.script.read_text().replace("' mlx5_0 >", "' mlx5_1 >"))
+    svc.restart()
+    record()
+
+    data = _since(svc, tmp_path)
+    live = changes_by_fact(data)[("service:decode", "env:NCCL_IB_HCA")]
+    assert (live["before"], live["after"]) == ("mlx5_0", "mlx5_1")
+    said = json.dumps(live)
+    sourced = svc.line_of('. "$(dirname')
+    assert f"decode.sh:{sourced} (not followed)" in said

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 
 from drift.collectors.flags import parse_flags
 from drift.collectors.scripts import collect_script
+from drift.collectors.start_folder import StartFolder
 from drift.facts import CollectContext, CollectionError, Fact
 
 NAMES = ("A", "B", "C")
@@ -51,6 +52,7 @@ class Script:
     in_strings: int = 0  # options in the OPTS string
     passed: dict[str, int] = field(default_factory=dict)  # a caller's flag -> the line passing it
     sure: set[str] = field(default_factory=set)  # caller's flags only one script word can hold
+    unread: bool = False  # a sourced file drift cannot read may have changed any value
 
     def linked(self, flag: str) -> bool:
         """True if drift must link the flag: an option, in a string of few enough values.
@@ -59,6 +61,8 @@ class Script:
         branches soon has more values than drift tells apart (MAX_ALTERNATIVES):
         unsure, rightly.
         """
+        if self.unread:
+            return False
         return (flag in self.flag_names and self.in_strings <= 1) or flag in self.sure
 
     def add(self, line: str) -> int:
@@ -85,14 +89,22 @@ simple = st.one_of(
     st.tuples(st.just("option"), st.sampled_from(OPTIONS), st.booleans()),
     st.tuples(st.just("source"), st.lists(st.tuples(names, values), min_size=1, max_size=3)),
     # declare -i: what is assigned is computed, then and on every later assignment
-    st.tuples(st.just("declare_i"), names, st.sampled_from(("2*4", "7/2", "010", "$N"))),
+    # (not on a name read below: read of a word into an integer gives 0, again and again,
+    # and a re-assignment of the same value by read is one bash's trace does not show)
+    st.tuples(
+        st.just("declare_i"), st.sampled_from(("B", "C")), st.sampled_from(("2*4", "7/2", "010"))
+    ),
     # export of several names on one line, after whatever set them (or not)
-    st.tuples(st.just("export_names"), st.lists(names, min_size=2, max_size=3)),
+    st.tuples(
+        st.just("export_names"), st.lists(st.sampled_from(("A", "B", "R")), min_size=2, max_size=3)
+    ),
     # more branches giving one variable than drift tells values apart
     st.tuples(st.just("many_arms"), names),
     # read NAME from a here-string, or from a prompt with nothing to read
-    st.tuples(st.just("read_here"), names, values),
-    st.tuples(st.just("read_prompt"), names),
+    st.tuples(st.just("read_here"), st.sampled_from(("A", "R")), values),
+    st.tuples(st.just("read_prompt"), st.sampled_from(("A", "R"))),
+    # an env file a command writes as the script runs, then sourced
+    st.tuples(st.just("helper_env"), names, values),
 )
 statement = st.one_of(
     simple,
@@ -130,6 +142,10 @@ def render_state(stmt: Any, script: Script, indent: str) -> bool:
     elif kind == "read_prompt":
         # nothing to read: the name is emptied, then given a value of its own
         script.add(f'{indent}read -r -p "? " {stmt[1]} || {stmt[1]}=p{script.token()}')
+    elif kind == "helper_env":
+        script.add(f"{indent}printf '%s\\n' {stmt[1]}={stmt[2]} > ./written.env")
+        script.add(f"{indent}set -a; . ./written.env; set +a")
+        script.unread = True
     else:
         return False
     return True
@@ -252,57 +268,72 @@ def check(
         for item in collect_script("s", str(path), CollectContext())
         if isinstance(item, Fact)
     }
-    with launched(path, sandbox=folder / "sandbox", env=env, args=list(args), cwd=folder) as run:
-        # As the analysis does: every value of the process attributed together.
-        live_flags = parse_flags(run.argv)
-        found = attribute_live(facts, run.argv, run.env)
-        for name, value in run.exported.items():
-            attribution = found.get(f"export:{name}")
-            spot = attribution.single if attribution is not None else None
-            if spot is None:
-                TALLY["env"].unsure += name in run.assigned
-                if os.environ.get("DRIFT_ORACLE_DEBUG") and name in run.assigned:
-                    print("UNSURE", name, value, run.assigned.get(name), attribution)
-                    print("\n".join(f"{i}: {t}" for i, t in enumerate(script.lines, 1)))
-                continue
-            truth = run.assigned.get(name)
-            if truth is None and spot.given:
-                TALLY["env"].linked += 1  # "the value it was given, kept at this line"
-                continue
-            assert truth is not None, f"{name}={value}: drift says {spot}, bash assigned none"
-            assert (os.path.realpath(spot.file), spot.line) == (
-                os.path.realpath(truth[0]),
-                truth[1],
-            ), f"{name}={value}: drift says {spot}, bash ran {truth}"
-            TALLY["env"].linked += 1
-        for flag, value in live_flags.items():
-            attribution = found.get(f"flag:{flag}")
-            spot = attribution.single if attribution is not None else None
-            # A caller's option or its default, taken by a parsing loop: one line, always.
-            assert spot is not None or not script.linked(flag), (
-                f"{flag} {value}: drift says {attribution and attribution.words()}"
-            )
-            if spot is None:
-                TALLY["flag"].unsure += 1
-                continue
-            expected = script.passed.get(flag) or script.flag_names.get(
-                flag, script.flag_lines.get(value)
-            )
-            if flag == "-m" and expected is None:
-                expected = run.launch[1]
-            assert spot.line == expected, f"{flag} {value}: drift says {spot}, not line {expected}"
-            TALLY["flag"].linked += 1
-        exec_line = facts["exec"].provenance.get("line")
-        picked = found.get("exec")
-        if exec_line is None and picked is not None and picked.single is not None:
-            exec_line = picked.single.line  # the live command line chose among candidates
-        assert exec_line == run.launch[1] or (exec_line is None and unsure_exec), (
-            f"exec: drift says {exec_line}, bash launched {run.launch}"
+    # drift told the folder bash starts the script in (as a unit's WorkingDirectory= tells
+    # it), and not told (a script started by hand)
+    told = {
+        item.key: item
+        for item in collect_script(
+            "s", str(path), CollectContext(), start=StartFolder(str(folder), "the test")
         )
-        if picked is None or picked.single is None:
-            TALLY["exec"].unsure += 1
-        else:
-            TALLY["exec"].linked += 1
+        if isinstance(item, Fact)
+    }
+    with launched(path, sandbox=folder / "sandbox", env=env, args=list(args), cwd=folder) as run:
+        for known in (facts, told):
+            judge(known, run, script, unsure_exec)
+
+
+def judge(facts: dict[str, Fact], run: Any, script: Script, unsure_exec: bool) -> None:
+    """Every single-line claim of `facts` against what bash did in `run`."""
+    # As the analysis does: every value of the process attributed together.
+    live_flags = parse_flags(run.argv)
+    found = attribute_live(facts, run.argv, run.env)
+    for name, value in run.exported.items():
+        attribution = found.get(f"export:{name}")
+        spot = attribution.single if attribution is not None else None
+        if spot is None:
+            TALLY["env"].unsure += name in run.assigned
+            if os.environ.get("DRIFT_ORACLE_DEBUG") and name in run.assigned:
+                print("UNSURE", name, value, run.assigned.get(name), attribution)
+                print("\n".join(f"{i}: {t}" for i, t in enumerate(script.lines, 1)))
+            continue
+        truth = run.assigned.get(name)
+        if truth is None and spot.given:
+            TALLY["env"].linked += 1  # "the value it was given, kept at this line"
+            continue
+        assert truth is not None, f"{name}={value}: drift says {spot}, bash assigned none"
+        assert (os.path.realpath(spot.file), spot.line) == (
+            os.path.realpath(truth[0]),
+            truth[1],
+        ), f"{name}={value}: drift says {spot}, bash ran {truth}"
+        TALLY["env"].linked += 1
+    for flag, value in live_flags.items():
+        attribution = found.get(f"flag:{flag}")
+        spot = attribution.single if attribution is not None else None
+        # A caller's option or its default, taken by a parsing loop: one line, always.
+        assert spot is not None or not script.linked(flag), (
+            f"{flag} {value}: drift says {attribution and attribution.words()}"
+        )
+        if spot is None:
+            TALLY["flag"].unsure += 1
+            continue
+        expected = script.passed.get(flag) or script.flag_names.get(
+            flag, script.flag_lines.get(value)
+        )
+        if flag == "-m" and expected is None:
+            expected = run.launch[1]
+        assert spot.line == expected, f"{flag} {value}: drift says {spot}, not line {expected}"
+        TALLY["flag"].linked += 1
+    exec_line = facts["exec"].provenance.get("line")
+    picked = found.get("exec")
+    if exec_line is None and picked is not None and picked.single is not None:
+        exec_line = picked.single.line  # the live command line chose among candidates
+    assert exec_line == run.launch[1] or (exec_line is None and unsure_exec), (
+        f"exec: drift says {exec_line}, bash launched {run.launch}"
+    )
+    if picked is None or picked.single is None:
+        TALLY["exec"].unsure += 1
+    else:
+        TALLY["exec"].linked += 1
 
 
 @pytest.fixture(scope="module")
@@ -358,6 +389,15 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 # declare -i computes what is assigned; a variable set in more branches than drift keeps apart
 @example(
     statements=[("declare_i", "B", "2*4"), ("export_names", ["B", "A"]), ("many_arms", "A")],
+    background=False,
+    mode="k0",
+    preset=None,
+    loop="for",
+    given_options=[],
+)
+# an env file the script writes, then sources: drift cannot read it before the run
+@example(
+    statements=[("export", "A", "1"), ("helper_env", "A", "1")],
     background=False,
     mode="k0",
     preset=None,

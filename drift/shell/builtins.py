@@ -16,7 +16,7 @@ from drift.shell.model import Launch
 from drift.shell.patterns import Hole, shown
 from drift.shell.start import StartFolder
 from drift.shell.state import Frame, State, better_launches, environment
-from drift.shell.syntax import Node, is_name
+from drift.shell.syntax import Node, is_name, node_text
 from drift.shell.values import Alt, Binding, Field, Origin, Seg, field_literal
 from drift.shell.walk import MAX_DEPTH, unreadable
 
@@ -92,7 +92,11 @@ class Builtins(StartFolder):
             self._unknown_assignments(st, origin, f"sources {written} {why}")
             return
         guess = self._guess(relative)
-        if self._missing(guess):
+        if guess in self.written and self._missing(guess):
+            self._unknown_assignments(
+                st, origin, f"sources {written}, which the script writes as it runs"
+            )
+        elif self._missing(guess):
             why = f"{self._where_written(relative)}, where there is no such file"
             self._unknown_assignments(st, origin, f"sources {written} {why}")
         elif self._read_source(guess, origin) is None:
@@ -107,10 +111,36 @@ class Builtins(StartFolder):
                 lambda path_st, guess: self._source_file(guess, written, path_st, origin, args),
             )
 
+    def _note_written(self, node: Node, st: State) -> None:
+        """``helper > FILE``, ``>> FILE``, ``&> FILE``: the script writes FILE while it runs."""
+        for redirect in node.children:
+            if redirect.type != "file_redirect":
+                continue
+            operators = {node_text(c) for c in redirect.children if not c.is_named}
+            if not operators & {">", ">>", "&>", "&>>", ">|"}:
+                continue
+            for target in redirect.named_children:
+                if target.type == "file_descriptor":
+                    continue
+                text = self._literal_word(target, st)
+                relative = self._start_relative(text, st)
+                path = self._resolve(text, st) or (self._guess(relative) if relative else None)
+                if path is not None:
+                    self.written.add(path)
+
     def _source_file(
         self, path: str, written: str, st: State, origin: Origin, args: Sequence[Field]
     ) -> None:
-        """Walk the file at `path` in this shell; one that is not there sets nothing."""
+        """Walk the file at `path` in this shell; one that is not there sets nothing.
+
+        Unless the script writes it before (``helper > ./node.env``): then it
+        is there when bash reads it, with what drift cannot know.
+        """
+        if path in self.written and self._missing(path):
+            self._unknown_assignments(
+                st, origin, f"sources {written}, which the script writes as it runs"
+            )
+            return
         if self._missing(path):
             # bash sources nothing (it says so, and a `set -e` script stops there).
             self.gaps.append(

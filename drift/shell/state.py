@@ -59,6 +59,11 @@ def caller_bindings(name: str) -> tuple[Binding, ...]:
     return (Binding((Alt((hole,)),), None, exported=True, kind="caller"),)
 
 
+def unset_bindings(st: State, name: str) -> tuple[Binding, ...]:
+    """A variable this path never set: the caller's value, or what a line not followed set."""
+    return caller_bindings(name) + (() if name.startswith("\0") else st.vars.get("\0unknown", ()))
+
+
 def _same_launches(
     items: Iterable[tuple[int, Launch]],
 ) -> tuple[tuple[int, Launch], ...]:
@@ -99,7 +104,7 @@ def merge_paths(states: Sequence[State], base: State) -> State:
                 extra = tuple(c for c in s.conds if c not in base.conds)
                 values = tuple(
                     replace(b, conds=dedupe(b.conds + extra)) if extra else b
-                    for b in values or caller_bindings(name)
+                    for b in values or unset_bindings(s, name)
                 )
             bindings.extend(values)
         # A value kept through both sides of one test (`case y)` then `*)` of another
