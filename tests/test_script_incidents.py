@@ -495,3 +495,27 @@ def test_a_value_from_an_env_file_the_script_writes_and_removes_is_not_claimed_e
     said = json.dumps(live)
     sourced = svc.line_of('. "$(dirname')
     assert f"decode.sh:{sourced} (not followed)" in said
+
+
+def test_a_value_with_a_trailing_note_in_an_exported_env_file_names_its_line(
+    service, tmp_path: Path
+) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        export $(grep -v '^#' "$(dirname "$0")/serving.env" | sed 's/#.*//' | xargs)
+        exec SLEEPER --port 8080
+        """
+    )
+    env_file = svc.root / "serving.env"
+    env_file.write_text("# serving settings\nVLLM_ATTENTION_BACKEND=FLASH_ATTN  # fastest here\n")
+    _baseline(svc, tmp_path)
+    env_file.write_text("# serving settings\nVLLM_ATTENTION_BACKEND=XFORMERS  # fastest here\n")
+    svc.restart()
+    _record(svc, tmp_path)
+
+    live = changes_by_fact(_since(svc, tmp_path))[("service:decode", "env:VLLM_ATTENTION_BACKEND")]
+    assert (live["before"], live["after"]) == ("FLASH_ATTN", "XFORMERS")
+    said = json.dumps(live)
+    assert "serving.env:2" in said and "inherited" not in said

@@ -53,6 +53,7 @@ class Script:
     passed: dict[str, int] = field(default_factory=dict)  # a caller's flag -> the line passing it
     sure: set[str] = field(default_factory=set)  # caller's flags only one script word can hold
     unread: bool = False  # a sourced file drift cannot read may have changed any value
+    xargs_file: list[str] = field(default_factory=list)  # KEY=VALUE lines export $(...) reads
 
     def linked(self, flag: str) -> bool:
         """True if drift must link the flag: an option, in a string of few enough values.
@@ -103,6 +104,8 @@ simple = st.one_of(
     # read NAME from a here-string, or from a prompt with nothing to read
     st.tuples(st.just("read_here"), st.sampled_from(("A", "R")), values),
     st.tuples(st.just("read_prompt"), st.sampled_from(("A", "R"))),
+    # export $(grep ... FILE | sed ... | xargs) of a file the caller may name, notes after values
+    st.tuples(st.just("xargs_env"), st.lists(st.tuples(names, values), min_size=1, max_size=3)),
     # an env file a command writes as the script runs, then sourced
     st.tuples(st.just("helper_env"), names, values),
 )
@@ -138,10 +141,16 @@ def render_state(stmt: Any, script: Script, indent: str) -> bool:
         arms = " ".join(f"k{k}) {stmt[1]}=v{k} ;;" for k in range(MANY))
         script.add(f'{indent}case "$MODE" in x) {stmt[1]}=vx ;; {arms} esac')
     elif kind == "read_here":
-        script.add(f'{indent}read -r {stmt[1]} _ <<< "r{stmt[2]} rest"')
+        script.add(f'{indent}read -r {stmt[1]} _ <<< "r{stmt[2]}{script.token()} rest"')
     elif kind == "read_prompt":
         # nothing to read: the name is emptied, then given a value of its own
         script.add(f'{indent}read -r -p "? " {stmt[1]} || {stmt[1]}=p{script.token()}')
+    elif kind == "xargs_env":
+        script.xargs_file += [f"{name}={value}  # note {script.token()}" for name, value in stmt[1]]
+        script.add(
+            f"{indent}export $(grep -v '^#' \"${{XF:-./xargs.env}}\" | sed 's/#.*//' | xargs)"
+        )
+        script.unread = True  # the caller's file may set anything
     elif kind == "helper_env":
         script.add(f"{indent}printf '%s\\n' {stmt[1]}={stmt[2]} > ./written.env")
         script.add(f"{indent}set -a; . ./written.env; set +a")
@@ -261,6 +270,7 @@ def check(
     path = folder / "serve.sh"
     path.write_text("\n".join(script.lines) + "\n")
     (folder / "gen.env").write_text("\n".join(script.env_file) + "\n")
+    (folder / "xargs.env").write_text("\n".join(script.xargs_file) + "\n")
     env = {k: v for k, v in (("MODE", mode), ("A", preset)) if v is not None}
     env.update(given or {})
     facts = {
