@@ -138,8 +138,12 @@ def render_state(stmt: Any, script: Script, indent: str) -> bool:
     elif kind == "export_names":
         script.add(f"{indent}export {' '.join(stmt[1])}")
     elif kind == "many_arms":
-        arms = " ".join(f"k{k}) {stmt[1]}=v{k} ;;" for k in range(MANY))
-        script.add(f'{indent}case "$MODE" in x) {stmt[1]}=vx ;; {arms} esac')
+        # one arm a line, the first giving a value an earlier line may give too; the word
+        # is not one the live environment decides ($NONE is never set)
+        script.add(f'{indent}case "$MODE$NONE" in')
+        for k in range(MANY):
+            script.add(f"{indent}  k{k}) {stmt[1]}={'1' if k == 0 else f'v{k}'} ;;")
+        script.add(f"{indent}esac")
     elif kind == "read_here":
         script.add(f'{indent}read -r {stmt[1]} _ <<< "r{stmt[2]}{script.token()} rest"')
     elif kind == "read_prompt":
@@ -398,7 +402,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 )
 # declare -i computes what is assigned; a variable set in more branches than drift keeps apart
 @example(
-    statements=[("declare_i", "B", "2*4"), ("export_names", ["B", "A"]), ("many_arms", "A")],
+    statements=[("declare_i", "B", "2*4"), ("export", "A", "1"), ("many_arms", "A")],
     background=False,
     mode="k0",
     preset=None,
