@@ -519,3 +519,25 @@ def test_a_value_with_a_trailing_note_in_an_exported_env_file_names_its_line(
     assert (live["before"], live["after"]) == ("FLASH_ATTN", "XFORMERS")
     said = json.dumps(live)
     assert "serving.env:2" in said and "inherited" not in said
+
+
+def test_an_edited_arithmetic_line_is_the_line_that_gave_the_live_value(
+    service, tmp_path: Path
+) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        export OMP_NUM_THREADS=4
+        (( OMP_NUM_THREADS *= 2 ))
+        exec SLEEPER --port 8080
+        """
+    )
+    _baseline(svc, tmp_path)
+    svc.write(svc.script.read_text().replace("*= 2", "*= 4"))
+    svc.restart()
+    _record(svc, tmp_path)
+
+    live = changes_by_fact(_since(svc, tmp_path))[("service:decode", "env:OMP_NUM_THREADS")]
+    assert (live["before"], live["after"]) == ("8", "16")
+    assert f"decode.sh:{svc.line_of('*= 4')}" in json.dumps(live)

@@ -106,6 +106,12 @@ simple = st.one_of(
     st.tuples(st.just("read_prompt"), st.sampled_from(("A", "R"))),
     # export $(grep ... FILE | sed ... | xargs) of a file the caller may name, notes after values
     st.tuples(st.just("xargs_env"), st.lists(st.tuples(names, values), min_size=1, max_size=3)),
+    # arithmetic that assigns: (( X++ )), let X+=2, $(( X += 5 ))
+    st.tuples(
+        st.just("arith"), names, st.sampled_from(("(( {0}++ ))", "let {0}-=1", ": $(( {0} += 5 ))"))
+    ),
+    # exports a helper prints, eval'd: the doubt is on what runs after it only
+    st.tuples(st.just("eval_helper"), names, values),
     # an env file a command writes as the script runs, then sourced
     st.tuples(st.just("helper_env"), names, values),
 )
@@ -155,6 +161,11 @@ def render_state(stmt: Any, script: Script, indent: str) -> bool:
             f"{indent}export $(grep -v '^#' \"${{XF:-./xargs.env}}\" | sed 's/#.*//' | xargs)"
         )
         script.unread = True  # the caller's file may set anything
+    elif kind == "arith":
+        script.add(indent + stmt[2].format(stmt[1]))
+    elif kind == "eval_helper":
+        script.add(f"{indent}eval \"$(printf 'export %s=%s\\n' {stmt[1]} {stmt[2]})\"")
+        script.unread = True
     elif kind == "helper_env":
         script.add(f"{indent}printf '%s\\n' {stmt[1]}={stmt[2]} > ./written.env")
         script.add(f"{indent}set -a; . ./written.env; set +a")
@@ -341,6 +352,9 @@ def judge(facts: dict[str, Fact], run: Any, script: Script, unsure_exec: bool) -
     picked = found.get("exec")
     if exec_line is None and picked is not None and picked.single is not None:
         exec_line = picked.single.line  # the live command line chose among candidates
+    # code drift does not read (an eval'd helper's output, a file written then sourced) may
+    # itself exec another program: then the exec is left unpicked, rightly
+    unsure_exec = unsure_exec or script.unread
     assert exec_line == run.launch[1] or (exec_line is None and unsure_exec), (
         f"exec: drift says {exec_line}, bash launched {run.launch}"
     )
@@ -412,6 +426,15 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 # an env file the script writes, then sources: drift cannot read it before the run
 @example(
     statements=[("export", "A", "1"), ("helper_env", "A", "1")],
+    background=False,
+    mode=None,
+    preset=None,
+    loop="for",
+    given_options=[],
+)
+# arithmetic that assigns, back to a value an earlier line gave
+@example(
+    statements=[("export", "A", "1"), ("arith", "A", "(( {0}++ ))"), ("arith", "A", "let {0}-=1")],
     background=False,
     mode="k0",
     preset=None,

@@ -187,6 +187,15 @@ def build_flow(
     mode=None,
     caller_f=False,
 )
+# the same with an eval'd helper's exports, where the other branch exports the caller's value
+@example(
+    top=[],
+    bodies=[[("export_names", ["A", "A"])], [("eval_helper", "A", "1")]],
+    dispatch="case_arg",
+    forms=["exec", "exec"],
+    mode=None,
+    caller_f=False,
+)
 def test_the_branch_that_ran_is_the_one_drift_names(
     workdir: Path,
     top: list[Any],
@@ -237,6 +246,7 @@ def build_passing(top: list[Any], form: str, given: list[str]) -> tuple[Script, 
     elif form == "unread":
         # a file drift cannot know the path of sets $EXTRA: its flags are not the caller's
         script.add('source "./role_${ROLE:-a}.sh"')
+        script.unread = True  # which may change any value the script set before
         line = port = script.add(f'exec {launch} $EXTRA "$@"')
     elif form in ("string_args", "string_star"):
         line = script.add(

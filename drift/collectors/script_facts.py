@@ -121,13 +121,15 @@ def _unread_elsewhere(
     """A launch whose environment lacks a name another launch has: a line drift did not follow
     on its path (a file the script writes, then sources) may have exported it there."""
     for env, _conds in envs:
-        for name, (possible, _at, _inherited) in out.items():
-            if name not in env:
-                possible += [
-                    Possibility(b.alts[0].pattern, b.origin, b.conds, "unknown")
-                    for b in env.get("\0unknown", ())
-                    if b.alts
-                ]
+        for name, (possible, at, _inherited) in out.items():
+            unread = [
+                Possibility(b.alts[0].pattern, b.origin, b.conds, "unknown")
+                for b in env.get("\0unknown", ())
+                if b.alts and name not in env
+            ]
+            if unread:
+                # not only the value the script was given: that line may have set it
+                out[name] = (possible + unread, at, False)
 
 
 def _first_elements(b: Any) -> tuple[Any, ...]:

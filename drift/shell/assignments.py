@@ -76,6 +76,27 @@ def _arithmetic(text: str) -> int | None:
     return number if -(2**63) <= number < 2**63 else None
 
 
+_ARITHMETIC_ASSIGNED = re.compile(
+    r"(?:\+\+|--)\s*([A-Za-z_]\w*)"
+    r"|([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*(?:\+\+|--|(?:<<|>>|[-+*/%&|^])?=(?!=))"
+)
+
+
+ARITHMETIC_STATEMENTS = (
+    "binary_expression",
+    "unary_expression",
+    "postfix_expression",
+    "parenthesized_expression",
+    "ternary_expression",
+)
+"""Expressions that stand as statements: inside ``(( ... ))`` only."""
+
+
+def arithmetic_assigned(text: str) -> list[str]:
+    """The names an arithmetic expression assigns: ``X = 1``, ``X += 2``, ``X++``, ``--X``."""
+    return list(dict.fromkeys(a or b for a, b in _ARITHMETIC_ASSIGNED.findall(text)))
+
+
 class Assignments(Walker):
     """Assignments, mixed into the evaluator (see the module docstring)."""
 
@@ -83,6 +104,22 @@ class Assignments(Walker):
         """``X=v`` alone on its line."""
         for name, append, value_node, origin, index in self._assignments([node]):
             self._assign_node(st, name, append, value_node, origin, index)
+
+    def s_arithmetic(self, node: Node, st: State, how: str) -> None:
+        """``(( X++ ))``, ``(( X = Y * 2 ))``: what it assigns holds a number this line computed."""
+        self._expressions(node, st)
+        self._computed_here(node_text(node), st, self.origin(node))
+
+    def _arithmetic_word(self, node: Node, st: State, quoted: bool) -> list[Alt]:
+        """``$(( X += 1 ))``: a number computed as the script runs, and what it assigns."""
+        self._computed_here(node_text(node), st, self.origin(node))
+        return self._computed(node, st, quoted)
+
+    def _computed_here(self, text: str, st: State, origin: Origin) -> None:
+        """Each name `text` assigns in arithmetic: a number this line gave, drift does not know."""
+        for name in arithmetic_assigned(text):
+            hole = Alt((Seg(Hole(f"${name}", "command"), origin),))
+            self._assign(st, name, (hole,), origin)
 
     def s_assignments(self, node: Node, st: State, how: str) -> None:
         """``X=1 Y=2`` with no command after them."""

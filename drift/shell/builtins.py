@@ -211,7 +211,13 @@ class Builtins(StartFolder):
                 k += 1
 
     def _read_builtin(self, name: str, args: Sequence[Field], st: State, origin: Origin) -> None:
-        """``read X``, ``mapfile A``, ``getopts o X``, ``printf -v X``: X holds what they read."""
+        """``read X``, ``mapfile A``, ``getopts o X``, ``printf -v X``: X holds what they read.
+
+        ``let X=1 Y++``: each name it assigns holds a number this line computed.
+        """
+        if name == "let":
+            self._computed_here(" ".join(shown(f.pattern) for f in args), st, origin)
+            return
         names: list[str] = []
         k = 0
         valued = {"read": "adnNptu", "mapfile": "dnOsuCc", "readarray": "dnOsuCc", "printf": "v"}
