@@ -122,11 +122,23 @@ class Builtins(StartFolder):
             for target in redirect.named_children:
                 if target.type == "file_descriptor":
                     continue
-                text = self._literal_word(target, st)
-                relative = self._start_relative(text, st)
-                path = self._resolve(text, st) or (self._guess(relative) if relative else None)
-                if path is not None:
-                    self.written.add(path)
+                self._mark_written(self._literal_word(target, st), st)
+
+    def _files_written(self, name: str, args: Sequence[Field], st: State) -> None:
+        """``... | tee FILE``, ``cp SRC FILE``, ``mv SRC FILE``: FILE is written as it runs."""
+        words = [field_literal(f) for f in args]
+        targets = [w for w in words if w and not w.startswith("-")]
+        if name != "tee":
+            targets = targets[-1:]  # the destination (a folder: a file drift does not name)
+        for text in targets:
+            self._mark_written(text, st)
+
+    def _mark_written(self, text: str | None, st: State) -> None:
+        """Note the file `text` names (from the working or the start folder) as written."""
+        relative = self._start_relative(text, st)
+        path = self._resolve(text, st) or (self._guess(relative) if relative else None)
+        if path is not None:
+            self.written.add(path)
 
     def _source_file(
         self, path: str, written: str, st: State, origin: Origin, args: Sequence[Field]
@@ -217,6 +229,9 @@ class Builtins(StartFolder):
         """
         if name == "let":
             self._computed_here(" ".join(shown(f.pattern) for f in args), st, origin)
+            return
+        if name in ("tee", "cp", "mv"):
+            self._files_written(name, args, st)
             return
         names: list[str] = []
         k = 0

@@ -119,7 +119,7 @@ class Launches(Builtins):
         if name == "return":
             st.stop = "return" if st.frames else "exit"
             return
-        if name in ("read", "mapfile", "readarray", "getopts", "printf", "let"):
+        if name in ("read", "mapfile", "readarray", "getopts", "printf", "let", "tee", "cp", "mv"):
             self._read_builtin(name, args, st, origin)
             return
         if name == "shift":
