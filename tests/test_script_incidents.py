@@ -436,6 +436,15 @@ def test_a_checkout_and_a_restart_are_ordered_only_as_far_as_the_times_tell(
             assert "started after" not in out and "started before" not in out
 
 
+def _live_after_edit(svc: Service, tmp_path: Path, old: str, new: str, name: str) -> dict:
+    """Baseline, one edit of the script and a restart, a record: the live change of `name`."""
+    _baseline(svc, tmp_path)
+    svc.write(svc.script.read_text().replace(old, new))
+    svc.restart()
+    _record(svc, tmp_path)
+    return changes_by_fact(_since(svc, tmp_path))[("service:decode", name)]
+
+
 def test_an_edited_integer_declaration_is_the_line_that_gave_the_live_value(
     service, tmp_path: Path
 ) -> None:
@@ -533,11 +542,29 @@ def test_an_edited_arithmetic_line_is_the_line_that_gave_the_live_value(
         exec SLEEPER --port 8080
         """
     )
-    _baseline(svc, tmp_path)
-    svc.write(svc.script.read_text().replace("*= 2", "*= 4"))
-    svc.restart()
-    _record(svc, tmp_path)
-
-    live = changes_by_fact(_since(svc, tmp_path))[("service:decode", "env:OMP_NUM_THREADS")]
+    live = _live_after_edit(svc, tmp_path, "*= 2", "*= 4", "env:OMP_NUM_THREADS")
     assert (live["before"], live["after"]) == ("8", "16")
     assert f"decode.sh:{svc.line_of('*= 4')}" in json.dumps(live)
+
+
+def test_a_variable_the_caller_exported_is_placed_where_the_script_set_it(
+    service, tmp_path: Path
+) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        if grep -q drift-debug-run /proc/cmdline; then
+            export NCCL_DEBUG=$(cat /etc/hostname)
+        else
+            NCCL_DEBUG=INFO
+        fi
+        exec SLEEPER --port 8080
+        """,
+        env={"NCCL_DEBUG": "WARN"},  # the unit exports it; the script only assigns it
+    )
+    live = _live_after_edit(svc, tmp_path, "NCCL_DEBUG=INFO", "NCCL_DEBUG=TRACE", "env:NCCL_DEBUG")
+    assert (live["before"], live["after"]) == ("INFO", "TRACE")
+    line = svc.line_of("NCCL_DEBUG=TRACE")
+    assert f"decode.sh:{line}" in live["suspect"]["title"]
+    assert live["suspect"]["rank"] == 1

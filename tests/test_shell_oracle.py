@@ -34,10 +34,6 @@ from drift.facts import CollectContext, CollectionError, Fact
 
 NAMES = ("A", "B", "C")
 VALUES = ("1", "2", "a-b")
-KNOWN_GAP = """A variable the caller exported (A), assigned without export on the path that ran,
-is placed on another branch's `export A=<value drift does not know>`: drift takes a first
-assignment of a name it never saw as not exported. The generated reads and arithmetic, which
-give such values, use names the caller never gives."""
 MANY = 30
 """Arms of a ``case`` that all set one variable: more values than drift keeps apart."""
 OPTIONS = ("1", "2", "3")
@@ -106,9 +102,8 @@ simple = st.one_of(
     # more branches giving one variable than drift tells values apart
     st.tuples(st.just("many_arms"), names),
     # read NAME from a here-string, or from a prompt with nothing to read
-    # (on names the caller never gives: see KNOWN_GAP)
-    st.tuples(st.just("read_here"), st.sampled_from(("B", "R")), values),
-    st.tuples(st.just("read_prompt"), st.sampled_from(("B", "R"))),
+    st.tuples(st.just("read_here"), st.sampled_from(("A", "R")), values),
+    st.tuples(st.just("read_prompt"), st.sampled_from(("A", "R"))),
     # export $(grep ... FILE | sed ... | xargs) of a file the caller may name, notes after values
     st.tuples(st.just("xargs_env"), st.lists(st.tuples(names, values), min_size=1, max_size=3)),
     # arithmetic that assigns: (( X++ )), let X+=2, $(( X += 5 ))
@@ -147,7 +142,7 @@ def render_state(stmt: Any, script: Script, indent: str) -> bool:
     """The statements of declarations and reads (``declare -i``, ``read``); False for others."""
     kind = stmt[0]
     if kind == "declare_i":
-        script.add(f"{indent}declare -i {stmt[1]}={stmt[2]}")
+        script.add(f"{indent}declare -gi {stmt[1]}={stmt[2]}")  # -g: global in a function too
     elif kind == "export_names":
         script.add(f"{indent}export {' '.join(stmt[1])}")
     elif kind == "many_arms":
@@ -438,6 +433,18 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     background=False,
     mode=None,
     preset=None,
+    loop="for",
+    given_options=[],
+)
+# a read of the caller's variable, not exported by the script, where the other branch exports it
+@example(
+    statements=[
+        ("read_prompt", "A"),
+        ("case", [("export", "A", "1"), ("read_here", "A", "1")], []),
+    ],
+    background=False,
+    mode=None,
+    preset="1",
     loop="for",
     given_options=[],
 )

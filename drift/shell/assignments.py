@@ -290,13 +290,16 @@ class Assignments(Walker):
         """Give `name` new values, keeping (or setting) its export attribute."""
         self.touched.add(name)
         old = st.vars.get(name)
+        given = False  # exported only if the caller exported the name
         if exported is None:
             if st.allexport:
                 exported = True
             elif old is None:
                 exported = name in _INHERITED_ENV
+                given = not exported
             else:
                 exported = any(b.exported for b in old)
+                given = not exported and any(b.given_export for b in old)
         export_origin = None
         if old is not None and exported:
             export_origin = next((b.export_origin for b in old if b.export_origin), None)
@@ -306,9 +309,17 @@ class Assignments(Walker):
             export_origin = None
         st.vars[name] = tuple(
             b
-            if b.exported == exported and b.export_origin == export_origin
+            if (b.exported, b.export_origin, b.given_export) == (exported, export_origin, given)
             else Binding(
-                b.alts, b.origin, exported, b.conds, b.kind, b.elems, export_origin, b.written
+                b.alts,
+                b.origin,
+                exported,
+                b.conds,
+                b.kind,
+                b.elems,
+                export_origin,
+                b.written,
+                given,
             )
             for b in bindings
         )

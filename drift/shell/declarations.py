@@ -125,7 +125,8 @@ class Declarations(StartFolder):
             self._mark_export(st, name, self.origin(node))
         elif attributes.unexport:
             st.vars[name] = tuple(
-                replace(b, exported=False, export_origin=None) for b in self._lookup(st, name)
+                replace(b, exported=False, export_origin=None, given_export=False)
+                for b in self._lookup(st, name)
             )
 
     def _mark_export(self, st: State, name: str, origin: Origin) -> None:

@@ -182,7 +182,13 @@ def environment(st: State, prefix: Sequence[Prefix]) -> dict[str, tuple[Binding,
     ``"\0unknown"`` stands for whatever a line drift could not follow may have exported.
     """
     env = {
-        name: tuple(b for b in bs if b.exported)
+        # a value the script set without exporting it reaches the command too where the
+        # caller had exported the name (then only the lines that export it may not be the source)
+        name: tuple(
+            b if b.exported else replace(b, exported=True)
+            for b in bs
+            if b.exported or b.given_export
+        )
         for name, bs in st.vars.items()
         if not name.startswith("\0") and any(b.exported for b in bs)
     }

@@ -77,6 +77,8 @@ class Binding:
     elems: tuple[tuple[Alt, ...], ...] | None = None
     export_origin: Origin | None = None
     written: str | None = None  # the value as the line writes it (``${TP:-8}``)
+    # not exported by the script, but by its caller if the caller exported the name
+    given_export: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +116,7 @@ def folded(bindings: tuple[Binding, ...]) -> tuple[Binding, ...]:
     groups: dict[tuple[Any, ...], list[Binding]] = {}
     for b in bindings:
         plain = b.elems is None and b.alts is not None
-        key = (b.origin, b.kind, b.exported, b.export_origin) if plain else (id(b),)
+        key = (b.origin, b.kind, b.exported, b.export_origin, b.given_export) if plain else (id(b),)
         groups.setdefault(key, []).append(b)
     out: list[Binding] = []
     for group in groups.values():
@@ -139,6 +141,7 @@ def folded(bindings: tuple[Binding, ...]) -> tuple[Binding, ...]:
                 None,
                 first.export_origin,
                 written.pop() if len(written) == 1 else None,
+                first.given_export,
             )
         )
     return tuple(out)
