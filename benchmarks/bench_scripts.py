@@ -43,6 +43,7 @@ from bash_oracle import launched  # noqa: E402
 
 from drift.analysis.origins import (  # noqa: E402
     Attribution,
+    Spot,
     attribute_together,
     branches_from_env,
     either,
@@ -191,11 +192,27 @@ def attribute_live(
             known.update(attribution.held)
     if not feasible(known):
         known = set(decided)
+    # a live variable no script line names: drift since says "perhaps set by LINE (not
+    # followed)" when a line drift did not follow may have exported it
+    unread = _unread_spots(facts.get("exec"))
+    for name in env:
+        if unread and f"export:{name}" not in facts:
+            found[f"export:{name}"] = Attribution((), unsure=True, unread=unread)
     if "exec" in facts:
         # flags the caller passed through "$@" (or a word like it) that no line writes
         for name, passed in passed_flags(_version(facts["exec"]), argv, known, env).items():
             found[f"flag:{name}"] = either(found.get(f"flag:{name}"), passed)
     return found
+
+
+def _unread_spots(exec_fact: Fact | None) -> tuple[Spot, ...]:
+    """The lines drift did not follow that the exec fact lists (see script_facts)."""
+    listed = exec_fact.provenance.get("unread") if exec_fact is not None else None
+    return tuple(
+        Spot(u["file"], u["line"])
+        for u in listed or ()
+        if isinstance(u, dict) and isinstance(u.get("file"), str) and isinstance(u.get("line"), int)
+    )
 
 
 def _judge(

@@ -434,3 +434,137 @@ def test_a_checkout_and_a_restart_are_ordered_only_as_far_as_the_times_tell(
             out = run_drift(["since", "--stable", "#2", "--format", fmt, *cfg], tmp_path).stdout
             assert said in out, fmt
             assert "started after" not in out and "started before" not in out
+
+
+def _live_after_edit(svc: Service, tmp_path: Path, old: str, new: str, name: str) -> dict:
+    """Baseline, one edit of the script and a restart, a record: the live change of `name`."""
+    _baseline(svc, tmp_path)
+    svc.write(svc.script.read_text().replace(old, new))
+    svc.restart()
+    _record(svc, tmp_path)
+    return changes_by_fact(_since(svc, tmp_path))[("service:decode", name)]
+
+
+def test_an_edited_integer_declaration_is_the_line_that_gave_the_live_value(
+    service, tmp_path: Path
+) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        declare -i WORKERS=2*4
+        export WORKERS
+        exec SLEEPER --max-num-seqs "$WORKERS" --port 8080
+        """
+    )
+    _baseline(svc, tmp_path)
+    svc.write(svc.script.read_text().replace("WORKERS=2*4", "WORKERS=2*8"))
+    svc.restart()
+    _record(svc, tmp_path)
+
+    data = _since(svc, tmp_path)
+    line = svc.line_of("WORKERS=2*8")
+    live = changes_by_fact(data)[("service:decode", "env:WORKERS")]
+    assert (live["before"], live["after"]) == ("8", "16")
+    assert f"decode.sh:{line}" in json.dumps(live)
+    flag = changes_by_fact(data)[("service:decode", "flag:--max-num-seqs")]
+    assert f"decode.sh:{line}" in json.dumps(flag)
+
+
+def test_a_value_from_an_env_file_the_script_writes_and_removes_is_not_claimed_elsewhere(
+    service, tmp_path: Path
+) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        export NCCL_IB_HCA=mlx5_0
+        printf 'NCCL_IB_HCA=%s\\n' mlx5_0 > "$(dirname "$0")/node.env"
+        set -a; . "$(dirname "$0")/node.env"; set +a
+        rm -f "$(dirname "$0")/node.env"
+        exec SLEEPER --port 8080
+        """
+    )
+    cfg = ["--config", str(svc.root / "drift.toml"), "--db", str(tmp_path / "drift.db")]
+
+    def record() -> None:
+        # the line drift does not follow is reported as a gap of the reading (exit 4)
+        assert run_drift(["record", *cfg], tmp_path, check=False).returncode in (0, 4)
+
+    svc.start()
+    record()
+    record()
+    svc.write(svc.script.read_text().replace("' mlx5_0 >", "' mlx5_1 >"))
+    svc.restart()
+    record()
+
+    data = _since(svc, tmp_path)
+    live = changes_by_fact(data)[("service:decode", "env:NCCL_IB_HCA")]
+    assert (live["before"], live["after"]) == ("mlx5_0", "mlx5_1")
+    said = json.dumps(live)
+    sourced = svc.line_of('. "$(dirname')
+    assert f"decode.sh:{sourced} (not followed)" in said
+
+
+def test_a_value_with_a_trailing_note_in_an_exported_env_file_names_its_line(
+    service, tmp_path: Path
+) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        export $(grep -v '^#' "$(dirname "$0")/serving.env" | sed 's/#.*//' | xargs)
+        exec SLEEPER --port 8080
+        """
+    )
+    env_file = svc.root / "serving.env"
+    env_file.write_text("# serving settings\nVLLM_ATTENTION_BACKEND=FLASH_ATTN  # fastest here\n")
+    _baseline(svc, tmp_path)
+    env_file.write_text("# serving settings\nVLLM_ATTENTION_BACKEND=XFORMERS  # fastest here\n")
+    svc.restart()
+    _record(svc, tmp_path)
+
+    live = changes_by_fact(_since(svc, tmp_path))[("service:decode", "env:VLLM_ATTENTION_BACKEND")]
+    assert (live["before"], live["after"]) == ("FLASH_ATTN", "XFORMERS")
+    said = json.dumps(live)
+    assert "serving.env:2" in said and "inherited" not in said
+
+
+def test_an_edited_arithmetic_line_is_the_line_that_gave_the_live_value(
+    service, tmp_path: Path
+) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        export OMP_NUM_THREADS=4
+        (( OMP_NUM_THREADS *= 2 ))
+        exec SLEEPER --port 8080
+        """
+    )
+    live = _live_after_edit(svc, tmp_path, "*= 2", "*= 4", "env:OMP_NUM_THREADS")
+    assert (live["before"], live["after"]) == ("8", "16")
+    assert f"decode.sh:{svc.line_of('*= 4')}" in json.dumps(live)
+
+
+def test_a_variable_the_caller_exported_is_placed_where_the_script_set_it(
+    service, tmp_path: Path
+) -> None:
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        if grep -q drift-debug-run /proc/cmdline; then
+            export NCCL_DEBUG=$(cat /etc/hostname)
+        else
+            NCCL_DEBUG=INFO
+        fi
+        exec SLEEPER --port 8080
+        """,
+        env={"NCCL_DEBUG": "WARN"},  # the unit exports it; the script only assigns it
+    )
+    live = _live_after_edit(svc, tmp_path, "NCCL_DEBUG=INFO", "NCCL_DEBUG=TRACE", "env:NCCL_DEBUG")
+    assert (live["before"], live["after"]) == ("INFO", "TRACE")
+    line = svc.line_of("NCCL_DEBUG=TRACE")
+    assert f"decode.sh:{line}" in live["suspect"]["title"]
+    assert live["suspect"]["rank"] == 1

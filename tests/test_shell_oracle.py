@@ -29,10 +29,13 @@ from hypothesis import strategies as st
 
 from drift.collectors.flags import parse_flags
 from drift.collectors.scripts import collect_script
+from drift.collectors.start_folder import StartFolder
 from drift.facts import CollectContext, CollectionError, Fact
 
 NAMES = ("A", "B", "C")
 VALUES = ("1", "2", "a-b")
+MANY = 30
+"""Arms of a ``case`` that all set one variable: more values than drift keeps apart."""
 OPTIONS = ("1", "2", "3")
 """Options the caller may give the script (``--o1=v1``, ``--o2 v2``), each with a default."""
 
@@ -49,8 +52,8 @@ class Script:
     in_strings: int = 0  # options in the OPTS string
     passed: dict[str, int] = field(default_factory=dict)  # a caller's flag -> the line passing it
     sure: set[str] = field(default_factory=set)  # caller's flags only one script word can hold
-    # a word of the command may hold any flag (set by a file drift cannot read)
-    unread: bool = False
+    unread: bool = False  # a sourced file drift cannot read may have changed any value
+    xargs_file: list[str] = field(default_factory=list)  # KEY=VALUE lines export $(...) reads
 
     def linked(self, flag: str) -> bool:
         """True if drift must link the flag: an option, in a string of few enough values.
@@ -86,8 +89,35 @@ simple = st.one_of(
     st.tuples(st.just("flag")),
     st.tuples(st.just("option"), st.sampled_from(OPTIONS), st.booleans()),
     st.tuples(st.just("glued"), st.sampled_from(OPTIONS)),
-    st.tuples(st.just("arith"), st.sampled_from(OPTIONS)),
+    st.tuples(st.just("arith_flag"), st.sampled_from(OPTIONS)),
     st.tuples(st.just("source"), st.lists(st.tuples(names, values), min_size=1, max_size=3)),
+    # declare -i: what is assigned is computed, then and on every later assignment
+    # (not on a name read below: read of a word into an integer gives 0, again and again,
+    # and a re-assignment of the same value by read is one bash's trace does not show)
+    st.tuples(
+        st.just("declare_i"), st.sampled_from(("B", "C")), st.sampled_from(("2*4", "7/2", "010"))
+    ),
+    # export of several names on one line, after whatever set them (or not)
+    st.tuples(
+        st.just("export_names"), st.lists(st.sampled_from(("A", "B", "R")), min_size=2, max_size=3)
+    ),
+    # more branches giving one variable than drift tells values apart
+    st.tuples(st.just("many_arms"), names),
+    # read NAME from a here-string, or from a prompt with nothing to read
+    st.tuples(st.just("read_here"), st.sampled_from(("A", "R")), values),
+    st.tuples(st.just("read_prompt"), st.sampled_from(("A", "R"))),
+    # export $(grep ... FILE | sed ... | xargs) of a file the caller may name, notes after values
+    st.tuples(st.just("xargs_env"), st.lists(st.tuples(names, values), min_size=1, max_size=3)),
+    # arithmetic that assigns: (( X++ )), let X+=2, $(( X += 5 ))
+    st.tuples(
+        st.just("arith"),
+        st.sampled_from(("B", "C", "R")),
+        st.sampled_from(("(( {0}++ ))", "let {0}-=1", ": $(( {0} += 5 ))")),
+    ),
+    # exports a helper prints, eval'd: the doubt is on what runs after it only
+    st.tuples(st.just("eval_helper"), names, values),
+    # an env file a command writes as the script runs, then sourced
+    st.tuples(st.just("helper_env"), names, values),
 )
 statement = st.one_of(
     simple,
@@ -114,7 +144,7 @@ def render_word_flag(kind: str, k: str, script: Script, indent: str) -> None:
     """A flag beside a value from elsewhere: glued to it, or followed by a computed number.
 
     "glued": ``--flag=$G1`` in one word, its value written at another line;
-    "arith": ``--flag $((...))`` unquoted, one word whatever follows it.
+    "arith_flag": ``--flag $((...))`` unquoted, one word whatever follows it.
     """
     flag = f"--f{kind[0]}{k}-{script.token()}"
     if kind == "glued":
@@ -125,9 +155,65 @@ def render_word_flag(kind: str, k: str, script: Script, indent: str) -> None:
         script.flag_names[flag] = script.add(f"{indent}ARGS+=({flag} $(( ${{#O{k}}} + 1 )))")
 
 
+def render_state(stmt: Any, script: Script, indent: str) -> bool:
+    """The statements of declarations and reads (``declare -i``, ``read``); False for others."""
+    kind = stmt[0]
+    if kind == "declare_i":
+        script.add(f"{indent}declare -gi {stmt[1]}={stmt[2]}")  # -g: global in a function too
+    elif kind == "export_names":
+        script.add(f"{indent}export {' '.join(stmt[1])}")
+    elif kind == "many_arms":
+        # one arm a line, the first giving a value an earlier line may give too; the word
+        # is not one the live environment decides ($NONE is never set)
+        script.add(f'{indent}case "$MODE$NONE" in')
+        for k in range(MANY):
+            script.add(f"{indent}  k{k}) {stmt[1]}={'1' if k == 0 else f'v{k}'} ;;")
+        script.add(f"{indent}esac")
+    elif kind == "read_here":
+        script.add(f'{indent}read -r {stmt[1]} _ <<< "r{stmt[2]}{script.token()} rest"')
+    elif kind == "read_prompt":
+        # nothing to read: the name is emptied, then given a value of its own
+        script.add(f'{indent}read -r -p "? " {stmt[1]} || {stmt[1]}=p{script.token()}')
+    elif kind == "xargs_env":
+        script.xargs_file += [f"{name}={value}  # note {script.token()}" for name, value in stmt[1]]
+        script.add(
+            f"{indent}export $(grep -v '^#' \"${{XF:-./xargs.env}}\" | sed 's/#.*//' | xargs)"
+        )
+        script.unread = True  # the caller's file may set anything
+    elif kind == "arith":
+        script.add(indent + stmt[2].format(stmt[1]))
+    elif kind == "eval_helper":
+        script.add(f"{indent}eval \"$(printf 'export %s=%s\\n' {stmt[1]} {stmt[2]})\"")
+        script.unread = True
+    elif kind == "helper_env":
+        written = "> ./written.env" if script.tokens % 2 else "| tee ./written.env >/dev/null"
+        script.token()
+        script.add(f"{indent}printf '%s\\n' {stmt[1]}={stmt[2]} {written}")
+        script.add(f"{indent}set -a; . ./written.env; set +a")
+        script.unread = True
+    else:
+        return False
+    return True
+
+
+def render_flag(stmt: Any, script: Script, indent: str) -> None:
+    """A flag the script writes: alone, an option with its default, or beside another value."""
+    kind = stmt[0]
+    if kind == "flag":
+        token = script.token()
+        line = script.add(f"{indent}ARGS+=(--f{token} v{token})")
+        script.flag_lines[f"v{token}"] = line
+    elif kind == "option":
+        render_option(stmt[1], stmt[2], script, indent)
+    else:
+        render_word_flag(kind, stmt[1], script, indent)
+
+
 def render(statements: list[Any], script: Script, indent: str = "") -> None:
     for stmt in statements:
         kind = stmt[0]
+        if render_state(stmt, script, indent):
+            continue
         if kind == "export":
             script.add(f"{indent}export {stmt[1]}={stmt[2]}")
         elif kind == "assign":
@@ -145,14 +231,8 @@ def render(statements: list[Any], script: Script, indent: str = "") -> None:
             script.add(
                 f'{indent}if [ "$MODE" = x ]; then export {name}={a}; else export {name}={b}; fi'
             )
-        elif kind == "flag":
-            token = script.token()
-            line = script.add(f"{indent}ARGS+=(--f{token} v{token})")
-            script.flag_lines[f"v{token}"] = line
-        elif kind == "option":
-            render_option(stmt[1], stmt[2], script, indent)
-        elif kind in ("arith", "glued"):
-            render_word_flag(kind, stmt[1], script, indent)
+        elif kind in ("flag", "option", "arith_flag", "glued"):
+            render_flag(stmt, script, indent)
         elif kind == "source":
             script.env_file += [f"{name}={value}" for name, value in stmt[1]]
             script.add(f"{indent}set -a; source ./gen.env; set +a")
@@ -235,6 +315,7 @@ def check(
     path = folder / "serve.sh"
     path.write_text("\n".join(script.lines) + "\n")
     (folder / "gen.env").write_text("\n".join(script.env_file) + "\n")
+    (folder / "xargs.env").write_text("\n".join(script.xargs_file) + "\n")
     env = {k: v for k, v in (("MODE", mode), ("A", preset)) if v is not None}
     env.update(given or {})
     facts = {
@@ -242,57 +323,75 @@ def check(
         for item in collect_script("s", str(path), CollectContext())
         if isinstance(item, Fact)
     }
-    with launched(path, sandbox=folder / "sandbox", env=env, args=list(args), cwd=folder) as run:
-        # As the analysis does: every value of the process attributed together.
-        live_flags = parse_flags(run.argv)
-        found = attribute_live(facts, run.argv, run.env)
-        for name, value in run.exported.items():
-            attribution = found.get(f"export:{name}")
-            spot = attribution.single if attribution is not None else None
-            if spot is None:
-                TALLY["env"].unsure += name in run.assigned
-                if os.environ.get("DRIFT_ORACLE_DEBUG") and name in run.assigned:
-                    print("UNSURE", name, value, run.assigned.get(name), attribution)
-                    print("\n".join(f"{i}: {t}" for i, t in enumerate(script.lines, 1)))
-                continue
-            truth = run.assigned.get(name)
-            if truth is None and spot.given:
-                TALLY["env"].linked += 1  # "the value it was given, kept at this line"
-                continue
-            assert truth is not None, f"{name}={value}: drift says {spot}, bash assigned none"
-            assert (os.path.realpath(spot.file), spot.line) == (
-                os.path.realpath(truth[0]),
-                truth[1],
-            ), f"{name}={value}: drift says {spot}, bash ran {truth}"
-            TALLY["env"].linked += 1
-        for flag, value in live_flags.items():
-            attribution = found.get(f"flag:{flag}")
-            spot = attribution.single if attribution is not None else None
-            # A caller's option or its default, taken by a parsing loop: one line, always.
-            assert spot is not None or not script.linked(flag), (
-                f"{flag} {value}: drift says {attribution and attribution.words()}"
-            )
-            if spot is None:
-                TALLY["flag"].unsure += 1
-                continue
-            expected = script.passed.get(flag) or script.flag_names.get(
-                flag, script.flag_lines.get(value)
-            )
-            if flag == "-m" and expected is None:
-                expected = run.launch[1]
-            assert spot.line == expected, f"{flag} {value}: drift says {spot}, not line {expected}"
-            TALLY["flag"].linked += 1
-        exec_line = facts["exec"].provenance.get("line")
-        picked = found.get("exec")
-        if exec_line is None and picked is not None and picked.single is not None:
-            exec_line = picked.single.line  # the live command line chose among candidates
-        assert exec_line == run.launch[1] or (exec_line is None and unsure_exec), (
-            f"exec: drift says {exec_line}, bash launched {run.launch}"
+    # drift told the folder bash starts the script in (as a unit's WorkingDirectory= tells
+    # it), and not told (a script started by hand)
+    told = {
+        item.key: item
+        for item in collect_script(
+            "s", str(path), CollectContext(), start=StartFolder(str(folder), "the test")
         )
-        if picked is None or picked.single is None:
-            TALLY["exec"].unsure += 1
-        else:
-            TALLY["exec"].linked += 1
+        if isinstance(item, Fact)
+    }
+    with launched(path, sandbox=folder / "sandbox", env=env, args=list(args), cwd=folder) as run:
+        for known in (facts, told):
+            judge(known, run, script, unsure_exec)
+
+
+def judge(facts: dict[str, Fact], run: Any, script: Script, unsure_exec: bool) -> None:
+    """Every single-line claim of `facts` against what bash did in `run`."""
+    # As the analysis does: every value of the process attributed together.
+    live_flags = parse_flags(run.argv)
+    found = attribute_live(facts, run.argv, run.env)
+    for name, value in run.exported.items():
+        attribution = found.get(f"export:{name}")
+        spot = attribution.single if attribution is not None else None
+        if spot is None:
+            TALLY["env"].unsure += name in run.assigned
+            if os.environ.get("DRIFT_ORACLE_DEBUG") and name in run.assigned:
+                print("UNSURE", name, value, run.assigned.get(name), attribution)
+                print("\n".join(f"{i}: {t}" for i, t in enumerate(script.lines, 1)))
+            continue
+        truth = run.assigned.get(name)
+        if truth is None and spot.given:
+            TALLY["env"].linked += 1  # "the value it was given, kept at this line"
+            continue
+        assert truth is not None, f"{name}={value}: drift says {spot}, bash assigned none"
+        assert (os.path.realpath(spot.file), spot.line) == (
+            os.path.realpath(truth[0]),
+            truth[1],
+        ), f"{name}={value}: drift says {spot}, bash ran {truth}"
+        TALLY["env"].linked += 1
+    for flag, value in live_flags.items():
+        attribution = found.get(f"flag:{flag}")
+        spot = attribution.single if attribution is not None else None
+        # A caller's option or its default, taken by a parsing loop: one line, always.
+        assert spot is not None or not script.linked(flag), (
+            f"{flag} {value}: drift says {attribution and attribution.words()}"
+        )
+        if spot is None:
+            TALLY["flag"].unsure += 1
+            continue
+        expected = script.passed.get(flag) or script.flag_names.get(
+            flag, script.flag_lines.get(value)
+        )
+        if flag == "-m" and expected is None:
+            expected = run.launch[1]
+        assert spot.line == expected, f"{flag} {value}: drift says {spot}, not line {expected}"
+        TALLY["flag"].linked += 1
+    exec_line = facts["exec"].provenance.get("line")
+    picked = found.get("exec")
+    if exec_line is None and picked is not None and picked.single is not None:
+        exec_line = picked.single.line  # the live command line chose among candidates
+    # code drift does not read (an eval'd helper's output, a file written then sourced) may
+    # itself exec another program: then the exec is left unpicked, rightly
+    unsure_exec = unsure_exec or script.unread
+    assert exec_line == run.launch[1] or (exec_line is None and unsure_exec), (
+        f"exec: drift says {exec_line}, bash launched {run.launch}"
+    )
+    if picked is None or picked.single is None:
+        TALLY["exec"].unsure += 1
+    else:
+        TALLY["exec"].linked += 1
 
 
 @pytest.fixture(scope="module")
@@ -312,7 +411,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @given(
     statements=st.lists(statement, min_size=1, max_size=8),
     background=st.booleans(),
-    mode=st.sampled_from([None, "x", "y"]),
+    mode=st.sampled_from([None, "x", "y", "k0", "k7"]),
     preset=st.sampled_from([None, "1"]),
     loop=st.sampled_from(["for", "while"]),
     given_options=st.lists(st.tuples(st.sampled_from(OPTIONS), st.booleans()), max_size=3),
@@ -341,6 +440,45 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     ],
     background=False,
     mode="y",
+    preset=None,
+    loop="for",
+    given_options=[],
+)
+# declare -i computes what is assigned; a variable set in more branches than drift keeps apart
+@example(
+    statements=[("declare_i", "B", "2*4"), ("export", "A", "1"), ("many_arms", "A")],
+    background=False,
+    mode="k0",
+    preset=None,
+    loop="for",
+    given_options=[],
+)
+# an env file the script writes, then sources: drift cannot read it before the run
+@example(
+    statements=[("export", "A", "1"), ("helper_env", "A", "1")],
+    background=False,
+    mode=None,
+    preset=None,
+    loop="for",
+    given_options=[],
+)
+# a read of the caller's variable, not exported by the script, where the other branch exports it
+@example(
+    statements=[
+        ("read_prompt", "A"),
+        ("case", [("export", "A", "1"), ("read_here", "A", "1")], []),
+    ],
+    background=False,
+    mode=None,
+    preset="1",
+    loop="for",
+    given_options=[],
+)
+# arithmetic that assigns, back to a value an earlier line gave
+@example(
+    statements=[("export", "A", "1"), ("arith", "A", "(( {0}++ ))"), ("arith", "A", "let {0}-=1")],
+    background=False,
+    mode="k0",
     preset=None,
     loop="for",
     given_options=[],

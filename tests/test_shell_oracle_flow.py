@@ -23,7 +23,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_shell_oracle import OPTIONS, Script, check, render, simple, workdir
 
@@ -223,6 +223,25 @@ def build_flow(
     forms=st.lists(st.sampled_from(LAUNCHES), min_size=2, max_size=2),
     mode=st.sampled_from([None, "x", "y"]),
     caller_f=st.booleans(),
+)
+# the branch that ran sources a file it writes (drift cannot read it): the other branch's
+# line that gives the same value is not the answer
+@example(
+    top=[],
+    bodies=[[("export", "A", "1")], [("helper_env", "A", "1")]],
+    dispatch="case_arg",
+    forms=["exec", "exec"],
+    mode=None,
+    caller_f=False,
+)
+# the same with an eval'd helper's exports, where the other branch exports the caller's value
+@example(
+    top=[],
+    bodies=[[("export_names", ["A", "A"])], [("eval_helper", "A", "1")]],
+    dispatch="case_arg",
+    forms=["exec", "exec"],
+    mode=None,
+    caller_f=False,
 )
 def test_the_branch_that_ran_is_the_one_drift_names(
     workdir: Path,

@@ -180,7 +180,11 @@ def attribute(
     for p in chosen:
         kind = p.get("kind")
         if kind == "unknown" and isinstance(p.get("file"), str) and isinstance(p.get("line"), int):
-            unread.setdefault((p["file"], p["line"]), Spot(p["file"], p["line"]))
+            # a flag's value from a line drift did not follow: that line, not the flag's
+            where = (p["file"], p["line"])
+            if isinstance(p.get("value_line"), int):
+                where = (str(p.get("value_file") or p["file"]), p["value_line"])
+            unread.setdefault(where, Spot(*where))
         if kind == "unknown" or (kind == "caller" and "line" not in p):
             continue
         file, line = p.get("file"), p.get("line")

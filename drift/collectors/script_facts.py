@@ -103,6 +103,7 @@ def _exports(model: Any) -> dict[str, tuple[list[Possibility], Any, bool]]:
                     written = None if literal else b.written
                     possible.append(Possibility(alt.pattern, b.origin, conds, b.kind, written))
             out[name] = (possible, exported_at, inherited)
+    _unread_elsewhere(envs, out)
     result: dict[str, tuple[list[Possibility], Any, bool]] = {}
     for name, (possible, exported_at, inherited) in out.items():
         if exported_at is None:
@@ -111,6 +112,24 @@ def _exports(model: Any) -> dict[str, tuple[list[Possibility], Any, bool]]:
             continue
         result[name] = (_unique(possible), exported_at, inherited)
     return result
+
+
+def _unread_elsewhere(
+    envs: list[tuple[dict[str, Any], tuple[str, ...]]],
+    out: dict[str, tuple[list[Possibility], Any, bool]],
+) -> None:
+    """A launch whose environment lacks a name another launch has: a line drift did not follow
+    on its path (a file the script writes, then sources) may have exported it there."""
+    for env, _conds in envs:
+        for name, (possible, at, _inherited) in out.items():
+            unread = [
+                Possibility(b.alts[0].pattern, b.origin, b.conds, "unknown")
+                for b in env.get("\0unknown", ())
+                if b.alts and name not in env
+            ]
+            if unread:
+                # not only the value the script was given: that line may have set it
+                out[name] = (possible + unread, at, False)
 
 
 def _first_elements(b: Any) -> tuple[Any, ...]:

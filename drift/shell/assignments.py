@@ -8,6 +8,7 @@ attribute. A line drift cannot follow (an unreadable sourced file,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 
@@ -15,7 +16,7 @@ from drift.shell.fields import field_alt
 from drift.shell.patterns import Hole, Part
 from drift.shell.state import State
 from drift.shell.syntax import Node, node_text
-from drift.shell.values import MAX_ALTERNATIVES, Alt, Binding, Origin, Seg, dedupe
+from drift.shell.values import MAX_ALTERNATIVES, Alt, Binding, Origin, Seg, dedupe, folded
 from drift.shell.walk import Walker
 from drift.shell.words import written_value
 
@@ -25,6 +26,78 @@ _INHERITED_ENV = frozenset(
 """Variables every service inherits: a plain assignment to one still reaches the command."""
 
 
+def integer_value(alt: Alt, origin: Origin, append: bool) -> Alt:
+    """What an integer variable holds after ``X=expr``: a decimal number drift knows, else a hole.
+
+    Only a plain decimal (not one with a leading 0: octal) or a sum, product
+    ... of such numbers is computed; anything else (a name, ``$((...))``,
+    ``X+=``) is a number this line gave that drift does not compute.
+    """
+    if not append and all(isinstance(p, str) for p in alt.pattern):
+        number = _arithmetic("".join(alt.pattern))  # type: ignore[arg-type]
+        if number is not None:
+            return Alt((Seg(str(number), origin),), alt.conds)
+    return Alt((Seg(Hole("$((...))", "command"), origin),), alt.conds)
+
+
+def _arithmetic(text: str) -> int | None:
+    """The value of an expression of decimal numbers and + - * / % ( ), as bash computes it."""
+    import ast
+
+    if not re.fullmatch(r"[0-9+\-*/%() \t]*", text) or re.search(r"(?<![0-9])0[0-9]", text):
+        return None
+    try:
+        tree = ast.parse(text.strip() or "0", mode="eval")
+    except SyntaxError:
+        return None
+
+    def value(node: ast.AST) -> int:
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            inner = value(node.operand)
+            return -inner if isinstance(node.op, ast.USub) else inner
+        if isinstance(node, ast.BinOp):
+            left, right = value(node.left), value(node.right)
+            if isinstance(node.op, ast.Add):
+                return left + right
+            if isinstance(node.op, ast.Sub):
+                return left - right
+            if isinstance(node.op, ast.Mult):
+                return left * right
+            if isinstance(node.op, (ast.Div, ast.Mod)) and right != 0:
+                quotient = abs(left) // abs(right) * (1 if (left < 0) == (right < 0) else -1)
+                return quotient if isinstance(node.op, ast.Div) else left - right * quotient
+        raise ValueError(text)
+
+    try:
+        number = value(tree.body)
+    except (ValueError, RecursionError):
+        return None
+    return number if -(2**63) <= number < 2**63 else None
+
+
+_ARITHMETIC_ASSIGNED = re.compile(
+    r"(?:\+\+|--)\s*([A-Za-z_]\w*)"
+    r"|([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*(?:\+\+|--|(?:<<|>>|[-+*/%&|^])?=(?!=))"
+)
+
+
+ARITHMETIC_STATEMENTS = (
+    "binary_expression",
+    "unary_expression",
+    "postfix_expression",
+    "parenthesized_expression",
+    "ternary_expression",
+)
+"""Expressions that stand as statements: inside ``(( ... ))`` only."""
+
+
+def arithmetic_assigned(text: str) -> list[str]:
+    """The names an arithmetic expression assigns: ``X = 1``, ``X += 2``, ``X++``, ``--X``."""
+    return list(dict.fromkeys(a or b for a, b in _ARITHMETIC_ASSIGNED.findall(text)))
+
+
 class Assignments(Walker):
     """Assignments, mixed into the evaluator (see the module docstring)."""
 
@@ -32,6 +105,22 @@ class Assignments(Walker):
         """``X=v`` alone on its line."""
         for name, append, value_node, origin, index in self._assignments([node]):
             self._assign_node(st, name, append, value_node, origin, index)
+
+    def s_arithmetic(self, node: Node, st: State, how: str) -> None:
+        """``(( X++ ))``, ``(( X = Y * 2 ))``: what it assigns holds a number this line computed."""
+        self._expressions(node, st)
+        self._computed_here(node_text(node), st, self.origin(node))
+
+    def _arithmetic_word(self, node: Node, st: State, quoted: bool) -> list[Alt]:
+        """``$(( X += 1 ))``: a number computed as the script runs, and what it assigns."""
+        self._computed_here(node_text(node), st, self.origin(node))
+        return self._computed(node, st, quoted)
+
+    def _computed_here(self, text: str, st: State, origin: Origin) -> None:
+        """Each name `text` assigns in arithmetic: a number this line gave, drift does not know."""
+        for name in arithmetic_assigned(text):
+            hole = Alt((Seg(Hole(f"${name}", "command"), origin),))
+            self._assign(st, name, (hole,), origin)
 
     def s_assignments(self, node: Node, st: State, how: str) -> None:
         """``X=1 Y=2`` with no command after them."""
@@ -78,6 +167,10 @@ class Assignments(Walker):
             self._assign_array(st, name, append, value, origin, exported)
             return
         alts = self._value_alts(value, st, origin)
+        if name in self.integers:
+            # declare -i X: bash computes what is assigned (X=2*4 holds 8, X+=1 adds)
+            alts = tuple(integer_value(a, origin, append) for a in alts)
+            append = False
         if index is not None:
             # A[i]=v: the array changes in a way drift does not track element by element.
             alts = (Alt((Seg(Hole(f"${{{name}[@]}}"), origin, split=True),)),)
@@ -92,7 +185,10 @@ class Assignments(Walker):
                 for a in b.alts or (Alt(()),):
                     for v in alts:
                         joined.append(Alt(a.segs + v.segs, a.conds + v.conds))
-            alts = dedupe(joined)[:MAX_ALTERNATIVES]
+            alts = dedupe(joined)
+            if len(alts) > MAX_ALTERNATIVES:
+                # more values than drift tells apart: this line gave one it does not know
+                alts = (Alt((Seg(Hole(f"${name}"), origin, split=True),)),)
             self._assign(st, name, alts, origin, exported)
             return
         self._assign(st, name, alts, origin, exported, written_value(value))
@@ -195,13 +291,16 @@ class Assignments(Walker):
         """Give `name` new values, keeping (or setting) its export attribute."""
         self.touched.add(name)
         old = st.vars.get(name)
+        given = False  # exported only if the caller exported the name
         if exported is None:
             if st.allexport:
                 exported = True
             elif old is None:
                 exported = name in _INHERITED_ENV
+                given = not exported
             else:
                 exported = any(b.exported for b in old)
+                given = not exported and any(b.given_export for b in old)
         export_origin = None
         if old is not None and exported:
             export_origin = next((b.export_origin for b in old if b.export_origin), None)
@@ -211,9 +310,17 @@ class Assignments(Walker):
             export_origin = None
         st.vars[name] = tuple(
             b
-            if b.exported == exported and b.export_origin == export_origin
+            if (b.exported, b.export_origin, b.given_export) == (exported, export_origin, given)
             else Binding(
-                b.alts, b.origin, exported, b.conds, b.kind, b.elems, export_origin, b.written
+                b.alts,
+                b.origin,
+                exported,
+                b.conds,
+                b.kind,
+                b.elems,
+                export_origin,
+                b.written,
+                given,
             )
             for b in bindings
         )
@@ -230,7 +337,7 @@ class Assignments(Walker):
         )
         for name in list(st.vars):
             if not name.startswith("\0"):
-                st.vars[name] = dedupe((*st.vars[name], unknown))[-MAX_ALTERNATIVES:]
+                st.vars[name] = folded(dedupe((*st.vars[name], unknown)))
         # every such line is a place a variable no line sets may come from
         st.vars["\0unknown"] = dedupe((*st.vars.get("\0unknown", ()), unknown))
         self.opaque = True  # any variable may have changed: no test can be read off the process

@@ -132,7 +132,11 @@ class Builtins(StartFolder):
             self._unknown_assignments(st, origin, f"sources {written} {why}")
             return
         guess = self._guess(relative)
-        if self._missing(guess):
+        if guess in self.written and self._missing(guess):
+            self._unknown_assignments(
+                st, origin, f"sources {written}, which the script writes as it runs"
+            )
+        elif self._missing(guess):
             why = f"{self._where_written(relative)}, where there is no such file"
             self._unknown_assignments(st, origin, f"sources {written} {why}")
         elif self._read_source(guess, origin) is None:
@@ -147,10 +151,48 @@ class Builtins(StartFolder):
                 lambda path_st, guess: self._source_file(guess, written, path_st, origin, args),
             )
 
+    def _note_written(self, node: Node, st: State) -> None:
+        """``helper > FILE``, ``>> FILE``, ``&> FILE``: the script writes FILE while it runs."""
+        for redirect in node.children:
+            if redirect.type != "file_redirect":
+                continue
+            operators = {node_text(c) for c in redirect.children if not c.is_named}
+            if not operators & {">", ">>", "&>", "&>>", ">|"}:
+                continue
+            for target in redirect.named_children:
+                if target.type == "file_descriptor":
+                    continue
+                self._mark_written(self._literal_word(target, st), st)
+
+    def _files_written(self, name: str, args: Sequence[Field], st: State) -> None:
+        """``... | tee FILE``, ``cp SRC FILE``, ``mv SRC FILE``: FILE is written as it runs."""
+        words = [field_literal(f) for f in args]
+        targets = [w for w in words if w and not w.startswith("-")]
+        if name != "tee":
+            targets = targets[-1:]  # the destination (a folder: a file drift does not name)
+        for text in targets:
+            self._mark_written(text, st)
+
+    def _mark_written(self, text: str | None, st: State) -> None:
+        """Note the file `text` names (from the working or the start folder) as written."""
+        relative = self._start_relative(text, st)
+        path = self._resolve(text, st) or (self._guess(relative) if relative else None)
+        if path is not None:
+            self.written.add(path)
+
     def _source_file(
         self, path: str, written: str, st: State, origin: Origin, args: Sequence[Field]
     ) -> None:
-        """Walk the file at `path` in this shell; one that is not there sets nothing."""
+        """Walk the file at `path` in this shell; one that is not there sets nothing.
+
+        Unless the script writes it before (``helper > ./node.env``): then it
+        is there when bash reads it, with what drift cannot know.
+        """
+        if path in self.written and self._missing(path):
+            self._unknown_assignments(
+                st, origin, f"sources {written}, which the script writes as it runs"
+            )
+            return
         if self._missing(path):
             # bash sources nothing (it says so, and a `set -e` script stops there).
             self.gaps.append(
@@ -233,9 +275,22 @@ class Builtins(StartFolder):
     def _read_builtin(
         self, name: str, args: Sequence[Field], st: State, origin: Origin, node: Node | None = None
     ) -> None:
-        """``read X``, ``mapfile A``, ``getopts o X``, ``printf -v X``: X holds what they read."""
+        """``read X``, ``mapfile A``, ``getopts o X``, ``printf -v X``: X holds what they read.
+
+        ``let X=1 Y++``: each name it assigns holds a number this line computed.
+        """
+        if name == "let":
+            self._computed_here(" ".join(shown(f.pattern) for f in args), st, origin)
+            return
+        if name in ("tee", "cp", "mv"):
+            self._files_written(name, args, st)
+            return
         if node is not None and self._mapfile(name, node, args, st, origin):
             return
+        self._read_names(name, args, st, origin)
+
+    def _read_names(self, name: str, args: Sequence[Field], st: State, origin: Origin) -> None:
+        """The names ``read``, ``mapfile``, ``getopts`` and ``printf -v`` assign, and their values."""
         names: list[str] = []
         k = 0
         valued = {"read": "adnNptu", "mapfile": "dnOsuCc", "readarray": "dnOsuCc", "printf": "v"}

@@ -97,7 +97,7 @@ def server_score(words: Sequence[str | None]) -> int:
 # Housekeeping commands the evaluator gives a meaning to (cwd, variables, code).
 MEANINGFUL = frozenset(
     """. : cd pushd popd source set eval exit return read mapfile readarray getopts printf
-    shift export declare typeset local readonly unset exec command builtin""".split()
+    shift export declare typeset local readonly unset exec command builtin let tee cp mv""".split()
 )
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from drift.shell.patterns import Hole
 from drift.shell.start import StartFolder
-from drift.shell.state import State
+from drift.shell.state import State, assign_state, merge_paths
 from drift.shell.syntax import WORD_NODES, Node, is_name, node_text, short_text, walk_nodes
 from drift.shell.values import Alt, Binding, Origin, Seg
 from drift.shell.walk import unreadable
@@ -25,6 +26,7 @@ class _Attributes:
     export: bool  # export, declare -x
     unexport: bool  # export -n, declare +x
     local: bool  # local, or declare without -g inside a function
+    integer: bool = False  # declare -i: a value assigned is an arithmetic expression
 
     @property
     def exported(self) -> bool | None:
@@ -37,7 +39,7 @@ def _attributes(keyword: str, options: list[str], in_function: bool) -> _Attribu
 
     Those name functions or print declarations: no variable changes.
     """
-    export, unexport, is_global = keyword == "export", False, False
+    export, unexport, is_global, integer = keyword == "export", False, False, False
     touches_no_variable = False
     for option in options:
         letters = option[1:]
@@ -49,12 +51,14 @@ def _attributes(keyword: str, options: list[str], in_function: bool) -> _Attribu
             export, unexport = option[0] == "-", option[0] == "+"
         if "g" in letters:
             is_global = True
+        if keyword != "export" and "i" in letters and option[0] == "-":
+            integer = True
     if touches_no_variable:
         return None
     local = keyword == "local" or (
         keyword in ("declare", "typeset") and in_function and not is_global
     )
-    return _Attributes(export, unexport, local)
+    return _Attributes(export, unexport, local, integer)
 
 
 # words whose value names the variables (export $(cat .env | xargs), export "$KV")
@@ -78,6 +82,16 @@ class Declarations(StartFolder):
         if attributes is None:
             return
         origin = self.origin(node)
+        if attributes.integer:
+            self.integers.update(
+                name
+                for child in node.children[1:]
+                for name, *_rest in self._assignments([child])
+                if child.type == "variable_assignment"
+            )
+            self.integers.update(
+                node_text(c) for c in node.children[1:] if c.type in ("variable_name", "word")
+            )
         for child in node.children[1:]:
             if child.type == "variable_assignment":
                 self._declare_assignment(st, child, attributes)
@@ -111,7 +125,8 @@ class Declarations(StartFolder):
             self._mark_export(st, name, self.origin(node))
         elif attributes.unexport:
             st.vars[name] = tuple(
-                replace(b, exported=False, export_origin=None) for b in self._lookup(st, name)
+                replace(b, exported=False, export_origin=None, given_export=False)
+                for b in self._lookup(st, name)
             )
 
     def _mark_export(self, st: State, name: str, origin: Origin) -> None:
@@ -135,20 +150,28 @@ class Declarations(StartFolder):
         path, relative = None, None
         if node.type == "command_substitution":
             path, relative = self._file_in_command(node, st)
-        if path is None and relative is not None:
+        if path is None and relative is None:
+            self._unknown_assignments(
+                st, origin, f"{short_text(node_text(node))} sets variables drift cannot read"
+            )
+            return
+        other = None
+        if self._unknown_file_word(node, st):
+            # `cat "${ENV_FILE:-.env}"`: the default's file, or one drift cannot know
+            base, other = st.fork(), st.fork()
+            why = f"{short_text(node_text(node))} may read a file drift cannot know"
+            self._unknown_assignments(other, origin, why)
+        if path is not None:
+            self._read_assignments(path, st, origin, export)
+        elif relative is not None:
             self._from_start(
                 st,
                 origin,
                 relative,
                 lambda path_st, guess: self._read_assignments(guess, path_st, origin, export),
             )
-            return
-        if path is None:
-            self._unknown_assignments(
-                st, origin, f"{short_text(node_text(node))} sets variables drift cannot read"
-            )
-            return
-        self._read_assignments(path, st, origin, export)
+        if other is not None:
+            assign_state(st, merge_paths([st, other], base))
 
     def _read_assignments(self, path: str, st: State, origin: Origin, export: bool) -> None:
         """The KEY=VALUE lines of the file at `path`, each assigned (and exported if `export`)."""
@@ -165,12 +188,13 @@ class Declarations(StartFolder):
             name, eq, value = line.partition("=")
             if not eq or not is_name(name):
                 continue
-            value = value.strip()
-            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-                value = value[1:-1]
             where = Origin(path, number, line)
             self._assign(
-                st, name, (Alt((Seg(value, where),)),), where, exported=True if export else None
+                st,
+                name,
+                (_split_value(value.strip(), where),),
+                where,
+                exported=True if export else None,
             )
             if export:
                 self._mark_export(st, name, where)
@@ -183,18 +207,16 @@ class Declarations(StartFolder):
         own folder has that file; (None, None) if drift finds none.
         """
         candidates: list[str] = []
-        for sub in walk_nodes(node):
-            parent = sub.parent
-            if (
-                sub.type in WORD_NODES
-                and parent is not None
-                and parent.type in ("command", "file_redirect")
-            ):
-                if sub.parent.type == "command" and sub.parent.child_by_field_name("name") is sub:
-                    continue
-                text = self._literal_word(sub, st)
-                if text and not text.startswith("-"):
-                    candidates.append(text)
+        for sub in _file_words(node):
+            # a word of one known text, or of one besides values drift does not know
+            texts = {
+                "".join(a.pattern)  # type: ignore[arg-type]
+                for a in self.alts(sub, st)
+                if all(isinstance(p, str) for p in a.pattern)
+            }
+            text = texts.pop() if len(texts) == 1 else None
+            if text and not text.startswith("-"):
+                candidates.append(text)
         for text in candidates:
             path = self._resolve(text, st)
             if path is not None and self.files.isfile(path):
@@ -203,6 +225,16 @@ class Declarations(StartFolder):
             if relative is not None and self._is_file(self._guess(relative)):
                 return None, relative
         return None, None
+
+    def _unknown_file_word(self, node: Node, st: State) -> bool:
+        """True if a word of the command may be a file drift cannot know (``$ENV_FILE``)."""
+        for sub in _file_words(node):
+            alts = self.alts(sub, st)
+            if len({a.pattern for a in alts}) > 1:
+                return True
+            if any(not all(isinstance(p, str) for p in a.pattern) for a in alts):
+                return True
+        return False
 
     def s_unset(self, node: Node, st: State, how: str) -> None:
         """``unset X`` leaves X without a value; ``unset -f f`` forgets a function."""
@@ -218,3 +250,31 @@ class Declarations(StartFolder):
             if is_name(text):
                 self.touched.add(text)
                 st.vars[text] = (Binding(None, self.origin(child), False, st.conds),)
+
+
+def _file_words(node: Node) -> list[Node]:
+    """The words of the commands in ``$(...)`` that may name a file: arguments, redirections."""
+    out: list[Node] = []
+    for sub in walk_nodes(node):
+        parent = sub.parent
+        if sub.type in WORD_NODES and parent is not None:
+            if parent.type == "command" and parent.child_by_field_name("name") is not sub:
+                out.append(sub)
+            elif parent.type == "file_redirect":
+                out.append(sub)
+    return out
+
+
+def _split_value(value: str, where: Origin) -> Alt:
+    """A KEY=VALUE line's value as ``export $(...)`` gets it: the output split into words.
+
+    ``K=v  # note`` gives v (the note is other words); ``K="v"`` gives v; a
+    quoted value with blanks inside splits where drift would have to guess.
+    """
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        inner = value[1:-1]
+        if not any(c.isspace() for c in inner):
+            return Alt((Seg(inner, where),))
+        return Alt((Seg(Hole(value), where),))
+    words = value.split()
+    return Alt((Seg(words[0] if words else "", where),))

@@ -31,7 +31,7 @@ import os
 from collections.abc import Callable
 
 from drift.rooted import HOST, Files
-from drift.shell.assignments import Assignments
+from drift.shell.assignments import ARITHMETIC_STATEMENTS, Assignments
 from drift.shell.declarations import Declarations
 from drift.shell.expansion import ParameterExpansion
 from drift.shell.flow import ControlFlow
@@ -66,12 +66,15 @@ class _Evaluator(Launches, Declarations, ControlFlow, CommandSubstitution, Param
         "unset_command": Declarations.s_unset,
         "command": Launches.s_command,
         "test_command": ControlFlow.s_test,
+        # statements that are expressions: the insides of (( ... ))
+        **dict.fromkeys(ARITHMETIC_STATEMENTS, Assignments.s_arithmetic),
     }
     WORD_FORMS = {
         **LITERAL_FORMS,
         "simple_expansion": ParameterExpansion._simple_expansion,
         "expansion": ParameterExpansion._expansion,
         "command_substitution": CommandSubstitution._substitution,
+        "arithmetic_expansion": Assignments._arithmetic_word,
     }
 
 

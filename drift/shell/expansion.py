@@ -64,7 +64,7 @@ class ParameterExpansion(Words):
                         )
                         for o in out
                         for e in elem
-                    ][:MAX_ALTERNATIVES]
+                    ][: MAX_ALTERNATIVES + 1]  # one more: `alts` then says unknown
                 return out
             position = 0
             if index is not None:
@@ -242,7 +242,7 @@ class ParameterExpansion(Words):
                     options = [
                         Alt(tuple(replace(s, split=True) for s in o.segs), o.conds) for o in options
                     ]
-                results = combined(results, options, MAX_ALTERNATIVES)
+                results = combined(results, options, MAX_ALTERNATIVES + 1)
         return [r if r.segs else Alt((Seg("", origin),), r.conds) for r in results]
 
     def _set_cases(

@@ -136,7 +136,7 @@ class Launches(Builtins):
         if name == "return":
             st.stop = "return" if st.frames else "exit"
             return
-        if name in ("read", "mapfile", "readarray", "getopts", "printf"):
+        if name in ("read", "mapfile", "readarray", "getopts", "printf", "let", "tee", "cp", "mv"):
             self._read_builtin(name, args, st, origin, node)
             return
         if name == "shift":
@@ -603,6 +603,7 @@ class Launches(Builtins):
     def s_redirected(self, node: Node, st: State, how: str) -> None:
         """A statement with redirections; ``bash <<EOF`` runs the heredoc as a script."""
         body = node.child_by_field_name("body")
+        self._note_written(node, st)
         heredoc = next((c for c in node.children if c.type == "heredoc_redirect"), None)
         if body is not None and heredoc is not None and body.type == "command":
             words = [c for c in body.children if c.type == "command_name"]

@@ -22,6 +22,7 @@ from drift.shell.values import (
     Seg,
     dedupe,
     field_literal,
+    folded,
 )
 
 
@@ -125,6 +126,11 @@ def caller_bindings(name: str) -> tuple[Binding, ...]:
     return (Binding((Alt((hole,)),), None, exported=True, kind="caller"),)
 
 
+def unset_bindings(st: State, name: str) -> tuple[Binding, ...]:
+    """A variable this path never set: the caller's value, or what a line not followed set."""
+    return caller_bindings(name) + (() if name.startswith("\0") else st.vars.get("\0unknown", ()))
+
+
 def _same_launches(
     items: Iterable[tuple[int, Launch]],
 ) -> tuple[tuple[int, Launch], ...]:
@@ -166,13 +172,13 @@ def merge_paths(states: Sequence[State], base: State) -> State:
                 extra = tuple(c for c in s.conds if c not in base.conds)
                 values = tuple(
                     replace(b, conds=dedupe(b.conds + extra)) if extra else b
-                    for b in values or caller_bindings(name)
+                    for b in values or unset_bindings(s, name)
                 )
             bindings.extend(values)
         # A value kept through both sides of one test (`case y)` then `*)` of another
-        # `case` on the same variable) is in no run: left out before the cap.
+        # `case` on the same variable) is in no run: left out.
         runs = [b for b in bindings if feasible(b.conds)] or bindings
-        merged[name] = dedupe(runs)[-MAX_ALTERNATIVES:]
+        merged[name] = folded(dedupe(runs))
     out.vars = merged
     out.allexport = any(s.allexport for s in live)
     cwds = {s.cwd for s in live}
@@ -266,7 +272,13 @@ def environment(st: State, prefix: Sequence[Prefix]) -> dict[str, tuple[Binding,
     ``"\0unknown"`` stands for whatever a line drift could not follow may have exported.
     """
     env = {
-        name: tuple(b for b in bs if b.exported)
+        # a value the script set without exporting it reaches the command too where the
+        # caller had exported the name (then only the lines that export it may not be the source)
+        name: tuple(
+            b if b.exported else replace(b, exported=True)
+            for b in bs
+            if b.exported or b.given_export
+        )
         for name, bs in st.vars.items()
         if not name.startswith("\0") and any(b.exported for b in bs)
     }

@@ -77,6 +77,8 @@ class Binding:
     elems: tuple[tuple[Alt, ...], ...] | None = None
     export_origin: Origin | None = None
     written: str | None = None  # the value as the line writes it (``${TP:-8}``)
+    # not exported by the script, but by its caller if the caller exported the name
+    given_export: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +103,50 @@ def dedupe(items: Iterable[Any]) -> tuple[Any, ...]:
     if len(listed) < 2:
         return listed
     return tuple(dict.fromkeys(listed))
+
+
+def folded(bindings: tuple[Binding, ...]) -> tuple[Binding, ...]:
+    """A variable's values past `MAX_ALTERNATIVES` bindings: those of one line as one binding.
+
+    Nothing is cut (a value left out could make another line look like the
+    only one that gives the live value): the bindings one line made
+    (merged from many branches) become one, each value keeping its own
+    conditions, the branch conditions they share on the binding.
+    """
+    if len(bindings) <= MAX_ALTERNATIVES:
+        return bindings
+    groups: dict[tuple[Any, ...], list[Binding]] = {}
+    for b in bindings:
+        plain = b.elems is None and b.alts is not None
+        key = (b.origin, b.kind, b.exported, b.export_origin, b.given_export) if plain else (id(b),)
+        groups.setdefault(key, []).append(b)
+    out: list[Binding] = []
+    for group in groups.values():
+        if len(group) == 1:
+            out.append(group[0])
+            continue
+        shared = tuple(c for c in group[0].conds if all(c in b.conds for b in group[1:]))
+        alts = dedupe(
+            Alt(a.segs, dedupe(tuple(c for c in b.conds if c not in shared) + a.conds))
+            for b in group
+            for a in b.alts or ()
+        )
+        written = {b.written for b in group}
+        first = group[0]
+        out.append(
+            Binding(
+                alts,
+                first.origin,
+                first.exported,
+                shared,
+                first.kind,
+                None,
+                first.export_origin,
+                written.pop() if len(written) == 1 else None,
+                first.given_export,
+            )
+        )
+    return tuple(out)
 
 
 def field_literal(f: Field) -> str | None:

@@ -66,6 +66,8 @@ class Walker(Words):
         # condition text -> a test on a variable the script was given (see caller_test)
         self.tests: dict[str, dict[str, Any]] = {}
         self.touched: set[str] = set()  # every name the script assigns or unsets somewhere
+        self.integers: set[str] = set()  # names given the integer attribute (declare -i) anywhere
+        self.written: set[str] = set()  # files the script writes (``helper > ./node.env``)
         self.opaque = False  # a line drift could not follow may have set anything
         self.functions: dict[str, tuple[Node, str, int]] = {}  # name -> body, file, offset
         self.depth = 0

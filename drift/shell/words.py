@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from drift.rooted import Files
 from drift.shell.fields import merge_options, split_fields
 from drift.shell.patterns import Hole, feasible
-from drift.shell.state import State, caller_bindings
+from drift.shell.state import State, unset_bindings
 from drift.shell.syntax import Node, node_text, pieces_between
 from drift.shell.values import (
     MAX_ALTERNATIVES,
@@ -83,7 +83,7 @@ class Words:
 
     def _lookup(self, st: State, name: str) -> tuple[Binding, ...]:
         """The bindings of `name` on this path; the caller's, if the script never set it."""
-        return st.vars.get(name) or caller_bindings(name)
+        return st.vars.get(name) or unset_bindings(st, name)
 
     def _resolve(self, text: str | None, st: State) -> str | None:
         """An absolute path for `text`, if the folder it is relative to is known; else None.
