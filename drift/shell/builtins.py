@@ -290,7 +290,7 @@ class Builtins(StartFolder):
         self._read_names(name, args, st, origin)
 
     def _read_names(self, name: str, args: Sequence[Field], st: State, origin: Origin) -> None:
-        """The names ``read``, ``mapfile``, ``getopts`` and ``printf -v`` assign, and their values."""
+        """The names `read`, `mapfile`, `getopts` and `printf -v` assign, and their values."""
         names: list[str] = []
         k = 0
         valued = {"read": "adnNptu", "mapfile": "dnOsuCc", "readarray": "dnOsuCc", "printf": "v"}
