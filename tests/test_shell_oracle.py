@@ -63,7 +63,7 @@ class Script:
         unsure, rightly.
         """
         if self.unread:
-            return flag in self.sure
+            return False  # code drift did not read may set anything, the arguments too
         return (flag in self.flag_names and self.in_strings <= 1) or flag in self.sure
 
     def add(self, line: str) -> int:
