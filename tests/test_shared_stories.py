@@ -184,3 +184,31 @@ def test_a_combined_label_says_each_service_once_and_each_part_once(
         assert not re.search(
             rf"(?<![\w-]){re.escape(name)}: .*(?<![\w-]){re.escape(name)}: ", label
         )
+
+
+def test_a_shared_line_a_script_passes_on_through_a_default_is_one_story(
+    sandbox, tmp_path: Path
+) -> None:
+    """decode's script re-exports the shared value with a default of its own
+    (`export CTAS="${CTAS:-256}"` after `source common.env`), prefill reads common.env as it
+    is. A line added to common.env is one story read by both, never a story of its own at
+    decode's line, which did not change."""
+    common, _config = _deploy(sandbox)
+    decode = sandbox.script("decode")
+    lines = decode.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("source ")) + 1
+    lines[at:at] = ['export CTAS="${CTAS:-256}"']
+    decode.write_text("\n".join(lines) + "\n")
+    sandbox.restart_all()
+    _record(sandbox, tmp_path)
+    common.write_text(common.read_text() + "export CTAS=128\n")
+    sandbox.restart_all()
+    _record(sandbox, tmp_path)
+
+    suspects = _since(sandbox, tmp_path)
+    _one_story_each(suspects)
+    story = _story_of(suspects, f"script:{decode}", "export:CTAS")
+    assert story is _story_of(suspects, f"script:{sandbox.script('prefill')}", "export:CTAS")
+    assert f"{common}:5" in story["title"], story["title"]
+    assert "read by decode and prefill" in story["title"], story["title"]
+    assert story["status"] == "live"

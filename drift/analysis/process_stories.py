@@ -74,7 +74,14 @@ class ProcessStories(Applied):
 
     def edit_draft(self, members: list[Change]) -> _Draft:
         """The story of one edited line, read by each script in `members` (root first)."""
-        members.sort(key=lambda c: (self.script_service.get(c.subject) or "", c.subject))
+        # The script that reads the line directly is the root; one that passes it on follows.
+        members.sort(
+            key=lambda c: (
+                _passed_on(c) is not None,
+                self.script_service.get(c.subject) or "",
+                c.subject,
+            )
+        )
         root = members[0]
         kind, _, name = root.key.partition(":")
         live_key = f"env:{name}" if kind == "export" else root.key
@@ -230,11 +237,30 @@ class _Draft:
 
 
 def _edit_of(change: Change) -> tuple[object, ...]:
-    """What makes two script changes one edit: the same key on the same line of the same file."""
+    """What makes two script changes one edit: the same key on the same line of the same file.
+
+    An export whose value another line wrote (``export X="${X:-256}"`` after a sourced
+    common.env set X) is that line's edit: one story with the scripts that read the line
+    directly, never one of its own at the line that only passes the value on.
+    """
     latest = change.after or change.before
     assert latest is not None
+    written = _passed_on(change)
+    if written is not None:
+        return ("line", (written,), change.key)
     spots = tuple(sorted(version_spots(latest)))
     return ("line", spots, change.key) if spots else ("fact", change.subject, change.key)
+
+
+def _passed_on(change: Change) -> tuple[str, int] | None:
+    """The (file, line) that wrote an export's value, when the export's own line only passes
+    it on; None for any other change."""
+    latest = change.after or change.before
+    if latest is None or not change.key.startswith("export:"):
+        return None
+    line = latest.provenance.get("value_line")
+    file = latest.provenance.get("value_file") or latest.provenance.get("file")
+    return (file, line) if isinstance(line, int) and isinstance(file, str) else None
 
 
 def _files_of(change: Change) -> tuple[str, ...]:

@@ -101,7 +101,10 @@ def _exports(model: Any) -> dict[str, tuple[list[Possibility], Any, bool]]:
                     if not feasible(conds):
                         continue
                     written = None if literal else b.written
-                    possible.append(Possibility(alt.pattern, b.origin, conds, b.kind, written))
+                    value_origin = _written_at(alt, b.origin)
+                    possible.append(
+                        Possibility(alt.pattern, b.origin, conds, b.kind, written, value_origin)
+                    )
             out[name] = (possible, exported_at, inherited)
     _unread_elsewhere(envs, out)
     result: dict[str, tuple[list[Possibility], Any, bool]] = {}
@@ -112,6 +115,20 @@ def _exports(model: Any) -> dict[str, tuple[list[Possibility], Any, bool]]:
             continue
         result[name] = (_unique(possible), exported_at, inherited)
     return result
+
+
+def _written_at(alt: Any, origin: Any) -> Any:
+    """The one other line an exported value's text was written at, if it has one.
+
+    ``export X="${X:-256}"`` after a sourced ``common.env`` set ``X=128``: the line
+    exports it, common.env:5 wrote it. None when the value is the line's own (its
+    default, a literal) or pieces of it come from several lines.
+    """
+    origins = {s.origin for s in alt.segs if not s.brk and s.part != ""}
+    if len(origins) != 1:
+        return None
+    only = origins.pop()
+    return only if only is not None and only != origin else None
 
 
 def _unread_elsewhere(
