@@ -607,3 +607,37 @@ def test_a_flag_whose_value_a_line_not_followed_may_set_is_its_line_with_the_val
         f"from {svc.script}:{exec_line}, its value perhaps set by {svc.script}:{sourced} "
         "(not followed)"
     ), port["label"]
+
+
+def test_a_flag_value_the_caller_gave_through_a_default_names_no_line_as_its_value(
+    service, tmp_path: Path
+) -> None:
+    """`echo "--max-running-requests ${MAX_REQ:-1024}"` in a function, `CMD=$(build_cmd)`,
+    and the caller gives MAX_REQ: the flag is the echo line's, and no line of the script is
+    named as where 2048 came from (not the `CMD=$(...)` line, which only captured it)."""
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        build_cmd() {
+            echo "--port 30000 --max-running-requests ${MAX_REQ:-1024}"
+        }
+        CMD=$(build_cmd)
+        exec SLEEPER $CMD
+        """,
+        env={"MAX_REQ": "2048"},
+    )
+    svc.start()
+    _record(svc, tmp_path)
+    _record(svc, tmp_path)
+    svc.write(svc.script.read_text().replace("MAX_REQ:-1024", "MAX_REQ:-512"))
+    svc.env["MAX_REQ"] = "4096"
+    svc.restart()
+    _record(svc, tmp_path)
+
+    data = _since(svc, tmp_path)
+    [story] = [s for s in data["suspects"] if "flag --max-running-requests" in s["title"]]
+    captured = svc.line_of("CMD=$(build_cmd)")
+    echoed = svc.line_of("--max-running-requests")
+    assert f"at {svc.script}:{echoed}" in story["title"], story["title"]
+    assert f"value from {svc.script}:{captured}" not in story["title"], story["title"]

@@ -413,14 +413,27 @@ def _occurrences(
         for option, origin, option_conds in value.pattern[0].options:  # type: ignore[union-attr]
             both = tuple(dict.fromkeys(conds + value.conds + option_conds))
             if feasible(both):
-                out.append((option, word.origin, origin or value.origin, both))
+                # the caller's value (`${MAX_REQ:-1024}` given MAX_REQ) was written at no line
+                given = origin or (None if _given(option) else value.origin)
+                out.append((option, word.origin, given, both))
         return out
     value_pattern = (
         value.pattern
         if not value.spread
         else (Hole(value.pattern[0].text if value.pattern else "?"),)  # type: ignore[union-attr]
     )
-    return [(value_pattern, word.origin, value.origin, tuple(dict.fromkeys(conds + value.conds)))]
+    value_origin = None if _given(value.pattern) else value.origin
+    return [(value_pattern, word.origin, value_origin, tuple(dict.fromkeys(conds + value.conds)))]
+
+
+def _given(value: Any) -> bool:
+    """A value that is only what the caller gave (its variables, its arguments): no line of
+    the script wrote it, so none is named as where the value came from."""
+    from drift.shell.patterns import Hole
+
+    return bool(value) and all(
+        isinstance(part, Hole) and part.kind in ("caller", "args") for part in value
+    )
 
 
 def _joined(occurrences: list[_Occurrence]) -> list[_Occurrence]:
