@@ -641,3 +641,35 @@ def test_a_flag_value_the_caller_gave_through_a_default_names_no_line_as_its_val
     echoed = svc.line_of("--max-running-requests")
     assert f"at {svc.script}:{echoed}" in story["title"], story["title"]
     assert f"value from {svc.script}:{captured}" not in story["title"], story["title"]
+
+
+def test_a_sourced_file_replaced_by_a_fifo_is_a_blind_spot_not_removed(
+    service, tmp_path: Path
+) -> None:
+    """The env file a script sources becomes a FIFO (or anything drift will not open): its
+    recorded text keeps its last value and the blind spot names it; no story says it was
+    removed, and the record does not hang."""
+    svc = service(
+        """\
+        #!/bin/bash
+        echo $$ > PIDFILE
+        set -a; . "$(dirname "$0")/prefill.env"; set +a
+        exec SLEEPER --port "${PORT:-30002}"
+        """
+    )
+    env_file = svc.root / "prefill.env"
+    env_file.write_text("PREFILL_CHUNK=4096\n")
+    svc.start()
+    _record(svc, tmp_path)
+    _record(svc, tmp_path)
+    env_file.unlink()
+    os.mkfifo(env_file)
+    cfg = ["--config", str(svc.root / "drift.toml"), "--db", str(tmp_path / "drift.db")]
+    done = run_drift(["record", *cfg], tmp_path, check=False, timeout=30)
+    assert done.returncode == 4, done.stderr  # stored, with a blind spot
+
+    data = _since(svc, tmp_path)
+    told = json.dumps(data["suspects"])
+    assert "removed" not in told, told
+    spots = json.dumps(data["blind_spots"])
+    assert f"script:{env_file}" in spots and "drift cannot read it" in spots, spots

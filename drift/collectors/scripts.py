@@ -27,6 +27,7 @@ from drift.collectors.script_facts import script_facts
 from drift.collectors.start_folder import StartFolder, unit_start_folder
 from drift.facts import CollectContext, CollectionError, Fact, file_times, storable
 from drift.rooted import HOST, Files
+from drift.shell.walk import unreadable
 from drift.small_files import Unread, read_small_stat
 
 MAX_SCRIPT_BYTES = 8 << 20
@@ -99,10 +100,36 @@ def collect_script(
                 "sourced_by": f"{sourced.origin.file}:{sourced.origin.line}",
             },
         )
+    yield from _read_facts(subject, script_path, model, ctx, where)
+
+
+def _read_facts(
+    subject: str, script_path: str, model: Any, ctx: CollectContext, where: dict[str, str]
+) -> Iterator[Fact | CollectionError]:
+    """What the reading gives: the exports, exec and flags, or why they keep their last values."""
+    files = ctx.files
     if model.broken:
         # What the script exports and runs cannot be read: those facts keep
         # their last values rather than read as removed or as a guess.
         message = storable(model.broken[0])
+        for key in ("export:", "flag:", "exec"):
+            yield CollectionError(subject, key, message)
+        return
+    for path in model.unread_sources:
+        # It is there but was not read: its recorded text keeps its last value.
+        why = unreadable(path, files)
+        why = "drift cannot read it" if why.startswith("which") else f"it is {why}"
+        yield CollectionError(
+            f"script:{storable(path)}", None, f"sourced by {script_path}, but {why}"
+        )
+    lost = [
+        p for p in model.unread_sources if ctx.recorded and ctx.recorded(f"script:{p}", "content")
+    ]
+    if lost:
+        # A file read before and unreadable now (made a FIFO, a link, closed to drift): what
+        # the script exports and runs cannot be read whole, and keeps its last values rather
+        # than read as removed.
+        message = storable(f"sources {lost[0]}, which drift read before and cannot read now")
         for key in ("export:", "flag:", "exec"):
             yield CollectionError(subject, key, message)
         return

@@ -202,6 +202,7 @@ class Builtins(StartFolder):
             return
         data = self._read_source(path, origin)
         if data is None:
+            self.unread_sources.append(path)
             self._unknown_assignments(st, origin, f"sources {path}, {unreadable(path, self.files)}")
             return
         if self.depth >= MAX_DEPTH:

@@ -65,3 +65,6 @@ class ScriptModel:
     # a line drift could not follow (or env -i) may have changed any. A name not here that the
     # live process lacks is one the caller did not set.
     touched: list[str] | None = None
+    # files the script sources that are there but drift did not read (a FIFO, a link, no
+    # permission): what was recorded of them keeps its last value, never read as removed
+    unread_sources: list[str] = field(default_factory=list)

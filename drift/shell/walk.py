@@ -61,6 +61,7 @@ class Walker(Words):
         self.files = files
         self.launches: list[Launch] = []
         self.sourced: list[SourcedFile] = []
+        self.unread_sources: list[str] = []  # files the script sources that are there, unread
         self.gaps: list[str] = []
         self.broken: list[str] = []
         # condition text -> a test on a variable the script was given (see caller_test)
@@ -108,6 +109,7 @@ class Walker(Words):
             self.needs_start,
             [(kind, path, answer) for (kind, path), answer in self.checked.items()],
             self._all_touched(),
+            list(dict.fromkeys(self.unread_sources)),
         )
 
     def _all_touched(self) -> list[str] | None:
