@@ -281,3 +281,26 @@ def test_since_fleet_continuation_lines_hang_under_their_text(sandbox, tmp_path:
     for line in lines[first + 1 : first + 6]:
         assert not line or line.startswith("      "), screen
     assert any(line.startswith("      at ") for line in lines[first + 1 : first + 6]), screen
+
+
+def test_an_exclude_taken_out_and_put_back_is_no_change_on_the_box(sandbox, tmp_path: Path) -> None:
+    """Record with an exclude, without it, with it again: a file the config asked for only a
+    while is a change of scope, never "added, then removed" on the box."""
+    attention = sandbox.kernel.parent
+    (attention / "__pycache__").mkdir()
+    pyc = attention / "__pycache__" / "flashmla_backend.cpython-311.pyc"
+    pyc.write_bytes(b"\x00compiled")
+    config = sandbox.config_path
+    kernels = 'paths = ["sglang/python/sglang/srt/layers/attention/**/*.py"]'
+    everything = 'paths = ["sglang/python/sglang/srt/layers/attention/**"]'
+    excluded = f'{everything}\nexclude = ["**/__pycache__/**"]'
+    cfg = ["--config", str(config)]
+    text = config.read_text()
+    for paths in (excluded, everything, excluded):
+        config.write_text(text.replace(kernels, paths))
+        run_drift(["record", "--quiet", *cfg], tmp_path)
+    data = json.loads(
+        run_drift(["diff", "#1", "#3", "--all", "--format", "json", *cfg], tmp_path).stdout
+    )["data"]
+    told = [s["title"] for s in data["suspects"]]
+    assert not [t for t in told if "__pycache__" in t], told

@@ -90,7 +90,47 @@ def window_round_trips(
         for key in ("pid", "started_at")
     ]
     versions = versions_between(history, idents, first.id, last.id)
-    return round_trips(before, versions, (first.id, first.taken_us))
+    return _on_the_box(
+        history, before, round_trips(before, versions, (first.id, first.taken_us)), first, last
+    )
+
+
+def _on_the_box(
+    history: History, before: State, trips: RoundTrips, first: SnapshotInfo, last: SnapshotInfo
+) -> RoundTrips:
+    """The trips that happened on the box: not a fact the config stopped asking for and asked
+    for again (an `exclude` added, then taken out), nor one it asked for only a while."""
+    if not trips.trips:
+        return trips
+    series = [first, *history.snapshots_between(first.id, last.id)]
+    previous = {b.id: a.id for a, b in zip(series, series[1:], strict=False)}
+    configs = history.configs()
+    config_at = {s.id: configs.get(s.config_id) for s in series if s.config_id is not None}
+    if len({id(c) for c in config_at.values()}) < 2:
+        return trips  # one config over the window: every trip is the box's
+
+    def covered(snapshot: int | None, trip: Trip, version: StoredVersion | None) -> bool:
+        config = config_at.get(snapshot) if snapshot is not None else None
+        provenance = version.provenance if version is not None else {}
+        return config is None or config.scope.covers(trip.subject, provenance, trip.key)
+
+    kept = {}
+    for ident, its in trips.trips.items():
+        baseline = before.get(ident)
+        real = tuple(
+            t
+            for t in its
+            if (
+                covered(previous.get(t.away_id), t, t.away) and covered(t.back_id, t, t.away)
+                if t.away is not None
+                else covered(t.away_id, t, baseline)
+            )
+        )
+        if real:
+            kept[ident] = real
+    dropped = set(trips.trips) - set(kept)
+    changes = {i: n for i, n in trips.changes.items() if i not in dropped}
+    return replace(trips, trips=kept, changes=changes)
 
 
 def trip_moments(trips: RoundTrips) -> set[int]:
