@@ -232,7 +232,8 @@ SERVICE = SubjectKind(
         ),
         FactKey(
             "unit:envfile_ignored",
-            "lines of its EnvironmentFile= files systemd ignores (not a variable name)",
+            "lines of its EnvironmentFile= files systemd ignores (not a variable name), "
+            "as `FILE:LINE: NAME=…` (the value is not kept)",
             _UNIT,
             "value",
         ),

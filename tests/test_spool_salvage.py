@@ -75,11 +75,13 @@ def test_a_spool_cut_anywhere_ships_a_prefix_of_what_it_held(spooled: Spooled, c
             done = ship(spool, writer, HOST)
         shipped = states(central) if done.shipped else []
         assert shipped == held[: len(shipped)]  # never a state the spool did not hold
-        if int(size * cut) < size:
-            assert done.set_aside is not None and done.set_aside.exists()
+        if done.set_aside is not None:
+            assert done.set_aside.exists()
             assert done.set_aside.stat().st_size == int(size * cut)  # kept as it was
             assert not list(folder.glob("*.reading*"))
         else:
-            assert done.shipped == len(held) and done.set_aside is None
+            # Not set aside only when SQLite reads it whole (a cut in the last page's unused
+            # bytes): then every snapshot it held is shipped.
+            assert done.shipped == len(held)
     finally:
         shutil.rmtree(folder)

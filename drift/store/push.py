@@ -39,6 +39,7 @@ from drift.store.spool import (
     set_aside,
     spool_damage,
     spool_too_new,
+    whole,
 )
 from drift.store.urls import resolve_db_url
 from drift.store.window import state_after
@@ -129,6 +130,10 @@ def salvage(
     """Copy what can still be read of `host`'s snapshots in a damaged spool, set aside as
     `aside`, into `into` (the central database, or a new spool); the file stays as it is."""
     with readable_copy(aside) as copy:
+        if not whole(copy):
+            # Pages are missing or torn: rows may still read, but some with the wrong
+            # values. Nothing is shipped; every byte stays in the set-aside file.
+            return Shipped(0, 0, spool, damage, aside, unread=True)
         done = _ship_from(copy, into, host, progress)
     return Shipped(done.shipped, done.skipped, spool, damage, aside, done.unread)
 

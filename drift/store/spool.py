@@ -224,6 +224,22 @@ def set_aside(spool: Path) -> Path:
     return aside
 
 
+def whole(copy: Path) -> bool:
+    """Whether SQLite's full integrity check finds nothing wrong in a spool's copy: only then
+    is what it reads what was written (a zeroed page can read as rows with other values)."""
+    try:
+        raw = sqlite3.connect(str(copy), isolation_level=None)
+    except sqlite3.Error:
+        return False
+    try:
+        rows = raw.execute("PRAGMA integrity_check").fetchall()
+        return [str(r[0]) for r in rows] == ["ok"]
+    except sqlite3.DatabaseError:
+        return False
+    finally:
+        raw.close()
+
+
 @contextmanager
 def readable_copy(aside: Path) -> Iterator[Path]:
     """A private copy of a set-aside spool (with its WAL) for SQLite to read what it can, the
