@@ -570,45 +570,6 @@ def test_a_variable_the_caller_exported_is_placed_where_the_script_set_it(
     assert live["suspect"]["rank"] == 1
 
 
-def test_a_flag_whose_value_a_line_not_followed_may_set_is_its_line_with_the_value_unsure(
-    service, tmp_path: Path
-) -> None:
-    """`--port "$SERVE_PORT"` after sourcing a file the script writes at start (and removes,
-    so drift cannot read it): the flag is
-    the exec line's, and its value "perhaps set by" the source line, which drift did not
-    follow; never "value from" a line, never the flag left unplaced."""
-    svc = service(
-        """\
-        #!/bin/bash
-        echo $$ > PIDFILE
-        printf 'SERVE_PORT=%s\\n' 8080 > "$(dirname "$0")/node.env"
-        set -a; . "$(dirname "$0")/node.env"; set +a
-        rm -f "$(dirname "$0")/node.env"
-        exec SLEEPER --tp 8 --port "$SERVE_PORT"
-        """
-    )
-    cfg = ["--config", str(svc.root / "drift.toml"), "--db", str(tmp_path / "drift.db")]
-
-    def record() -> None:
-        assert run_drift(["record", *cfg], tmp_path, check=False).returncode in (0, 4)
-
-    svc.start()
-    record()
-    record()
-    svc.write(svc.script.read_text().replace(" 8080 >", " 8081 >"))
-    svc.restart()
-    record()
-
-    data = _since(svc, tmp_path)
-    exec_line = svc.line_of("--tp 8 --port")
-    sourced = svc.line_of('set -a; . "$(dirname')
-    [port] = [s for s in data["suspects"] if s["title"].startswith("--port 8081")]
-    assert port["label"].startswith(
-        f"from {svc.script}:{exec_line}, its value perhaps set by {svc.script}:{sourced} "
-        "(not followed)"
-    ), port["label"]
-
-
 def test_a_flag_value_the_caller_gave_through_a_default_names_no_line_as_its_value(
     service, tmp_path: Path
 ) -> None:

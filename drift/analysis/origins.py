@@ -71,10 +71,7 @@ class Attribution:
             if spot.through:
                 return f"passed by the caller through {spot.through} at {spot}{taken}"
             given = " (the value the service was started with)" if spot.given else ""
-            unread = ""
-            if spot.value is not None and spot.value.startswith("perhaps set by "):
-                unread = f", its value {spot.value}"
-            return f"from {spot}{unread}{given}{taken}"
+            return f"from {spot}{given}{taken}"
         names = [str(s) for s in self.spots]
         if self.caller:
             names.append("the value the script was given")
@@ -171,10 +168,7 @@ def attribute(
             found.append((possible, is_literal(pattern)))
     if not found:
         return None
-    # A flag written at its line whose value a line drift did not follow may have set
-    # (`--port "$PORT"` after such a line): the flag is that line's all the same; only its
-    # value is unsure, and the words say so.
-    unsure = any(p.get("kind") == "unknown" and not _value_unread(p) for p, _ in found)
+    unsure = any(p.get("kind") == "unknown" for p, _ in found)
     # The caller's value at no line of the script can be anything, so it can
     # be the live value too: the answer then stays unsure, literal or not.
     caller = any(p.get("kind") == "caller" and "line" not in p for p, _ in found)
@@ -191,22 +185,17 @@ def attribute(
             if isinstance(p.get("value_line"), int):
                 where = (str(p.get("value_file") or p["file"]), p["value_line"])
             unread.setdefault(where, Spot(*where))
-        if (kind == "unknown" and not _value_unread(p)) or (kind == "caller" and "line" not in p):
+        if kind == "unknown" or (kind == "caller" and "line" not in p):
             continue
         file, line = p.get("file"), p.get("line")
         if isinstance(file, str) and isinstance(line, int):
             when = p.get("when") if isinstance(p.get("when"), str) else None
             value = _value_spot(p, file)
-            if value is not None and _value_unread(p):
-                value = f"perhaps set by {value} (not followed)"
             spot = spots.get((file, line))
             if spot is not None and spot.when != when:
                 when = None  # two branches on one line give this value
             if spot is not None and spot.value != value:
-                # two values for the flag at one line: a line not followed stays named
-                value = next(
-                    (v for v in (spot.value, value) if v and v.startswith("perhaps")), None
-                )
+                value = None
             given = kind == "caller" and (spot is None or spot.given)
             spots[(file, line)] = Spot(file, line, when, value, given)
             conds = set(_conds(p))
@@ -611,17 +600,6 @@ def either(found: Attribution | None, passed: Attribution | None) -> Attribution
         caller=found.caller,
         unsure=found.unsure or passed.unsure,
         unread=found.unread,
-    )
-
-
-def _value_unread(possible: Mapping[str, Any]) -> bool:
-    """A flag written at its own line whose value a line drift did not follow may have set."""
-    return (
-        possible.get("kind") == "unknown"
-        and isinstance(possible.get("value_line"), int)
-        and isinstance(possible.get("line"), int)
-        and (possible.get("value_file") or possible.get("file"), possible.get("value_line"))
-        != (possible.get("file"), possible.get("line"))
     )
 
 

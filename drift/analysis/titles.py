@@ -150,8 +150,7 @@ def script_title(
     kind, _, name = change.key.partition(":")
     where = str(spot) if spot is not None else _where(change)
     if spot is not None and spot.value:
-        how = "" if spot.value.startswith("perhaps set by ") else "from "
-        where += f", value {how}{spot.value}"
+        where += f", value from {spot.value}"
     elif spot is None and change.after is not None:
         value_line = change.after.provenance.get("value_line")
         if isinstance(value_line, int):
