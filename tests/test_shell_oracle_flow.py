@@ -295,7 +295,9 @@ def set_arguments(script: Script, form: str, launch: str) -> int:
         script.add('exec "$@"')
         return line
     # an image entrypoint: no arguments means serve; `serve` rewrites the arguments into
-    # the server's command; anything else runs as given
+    # the server's command; anything else runs as given, and so may hold any flag, written
+    # ones too
+    script.unread = True
     script.add('if [ "$#" -eq 0 ]; then')
     script.add("  set -- serve")
     script.add("fi")

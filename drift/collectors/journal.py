@@ -86,7 +86,9 @@ def read_entries(output: bytes) -> tuple[list[JournalEntry], int]:
     broken (skipped, never guessed)."""
     entries: list[JournalEntry] = []
     skipped = 0
-    for raw in output.splitlines():
+    for raw in output.split(b"\n"):  # journalctl ends each entry with \n; \r is data
+        if not raw.strip():
+            continue
         try:
             entry = _entry(raw)
         except UnreadableEntry:
