@@ -269,23 +269,12 @@ def test_an_endpoint_s_secrets_named_by_structure_redirect_and_excerpt_are_never
     assert SHORT_NESTED.encode() not in stored_bytes(box.db) and SHORT_NESTED not in shown
 
 
-def test_an_env_file_line_systemd_ignores_and_a_multi_line_value_keep_no_secret(
-    tmp_path: Path,
-) -> None:
-    """A unit's EnvironmentFile read by the collector from a real file, then redacted:
-    what systemd drops (DB-PASSWORD=, db.password=) keeps its name only, and the first
-    line of a secret's quoted multi-line value is masked in its provenance text."""
+def envfile_items(path: Path) -> list:
+    """What the unit collector reads from `path` as a unit's one EnvironmentFile=."""
     from drift.collectors.systemd import UnitState
     from drift.collectors.unit_sources import _envfiles
     from drift.rooted import HOST
 
-    path = tmp_path / "app.env"
-    path.write_text(
-        f"DB-PASSWORD={HYPHEN_SECRET}\n"
-        f"db.password = {DOT_SECRET} and more\n"
-        f'DB_PASSWORD="{NESTED_SECRET}\nsecond line"\n'
-        "export PLAIN=1\n"
-    )
     state = UnitState(
         "app.service",
         "loaded",
@@ -300,7 +289,24 @@ def test_an_env_file_line_systemd_ignores_and_a_multi_line_value_keep_no_secret(
         (),
         False,
     )
-    found = _envfiles("service:app", state, HOST, ("systemctl",))
+    return list(_envfiles("service:app", state, HOST, ("systemctl",)))
+
+
+def test_an_env_file_line_systemd_ignores_and_a_multi_line_value_keep_no_secret(
+    tmp_path: Path,
+) -> None:
+    """A unit's EnvironmentFile read by the collector from a real file, then redacted:
+    what systemd drops (DB-PASSWORD=, db.password=) keeps its name only, and the first
+    line of a secret's quoted multi-line value is masked in its provenance text."""
+
+    path = tmp_path / "app.env"
+    path.write_text(
+        f"DB-PASSWORD={HYPHEN_SECRET}\n"
+        f"db.password = {DOT_SECRET} and more\n"
+        f'DB_PASSWORD="{NESTED_SECRET}\nsecond line"\n'
+        "export PLAIN=1\n"
+    )
+    found = envfile_items(path)
     stored = Redactor(KEY).redact(found)
     assert leaked(repr(stored), [HYPHEN_SECRET, DOT_SECRET, NESTED_SECRET]) == []
     ignored = next(f for f in stored if isinstance(f, Fact) and f.key == "unit:envfile_ignored")
@@ -457,27 +463,10 @@ def test_a_short_secret_is_masked_whole_on_the_line_that_assigned_it(
 ) -> None:
     """`DB_PASSWORD=ab cd` in an EnvironmentFile: a value too short to search for elsewhere
     is masked whole in its own line's text, blanks and all, not up to its first blank."""
-    from drift.collectors.systemd import UnitState
-    from drift.collectors.unit_sources import _envfiles
-    from drift.rooted import HOST
 
     path = tmp_path / "short.env"
     path.write_text(f"# the service's password\n{name}={value}\n")
-    state = UnitState(
-        "app.service",
-        "loaded",
-        "active",
-        1,
-        None,
-        None,
-        {},
-        ((str(path), False),),
-        (),
-        "",
-        (),
-        False,
-    )
-    stored = Redactor(KEY).redact(_envfiles("service:app", state, HOST, ("systemctl",)))
+    stored = Redactor(KEY).redact(envfile_items(path))
     [fact] = [f for f in stored if isinstance(f, Fact) and f.key == f"unit:envfile:{name}"]
     assert fact.secret
     text = fact.provenance["text"]

@@ -6,6 +6,8 @@ states, split off what only left or entered the config's scope, group the
 changes into stories, rank them, and gather the timeline, what was verified
 unchanged and the blind spots. It returns an `Investigation`
 (drift/analysis/investigation.py); rendering it is the caller's business.
+One idea, kept whole past 500 lines: the pipeline's steps read in the
+order they run, each a call into the module that owns it.
 """
 
 from __future__ import annotations

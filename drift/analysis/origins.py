@@ -8,6 +8,8 @@ literal beats a value with unknown parts (``$(cmd)``, the caller's value);
 a line drift could not follow (an unreadable sourced file) that may have
 set anything keeps the answer unsure. One line left is a claim ("from
 decode.sh:12"); several are named as candidates; none is "source unknown".
+One idea, kept whole past 500 lines: matching a live value to the script's
+possibilities, for variables, flags and the exec line alike.
 """
 
 from __future__ import annotations
