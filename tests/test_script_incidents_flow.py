@@ -16,6 +16,16 @@ from test_script_incidents import _baseline, _record, _since, service
 __all__ = ["service"]  # the fixture
 
 
+def edited(svc, tmp_path: Path, old: str, new: str) -> dict:  # type: ignore[no-untyped-def]
+    """Two records of the script as written, then `old` edited to `new`, a restart, a record:
+    what `drift since` says of it."""
+    _baseline(svc, tmp_path)
+    svc.write(svc.script.read_text().replace(old, new))
+    svc.restart()
+    _record(svc, tmp_path)
+    return _since(svc, tmp_path)
+
+
 def test_a_flag_edited_in_an_evald_string_points_at_the_string_line(
     service, tmp_path: Path
 ) -> None:
@@ -34,12 +44,7 @@ def test_a_flag_edited_in_an_evald_string_points_at_the_string_line(
         esac
         """
     )
-    _baseline(svc, tmp_path)
-    svc.write(svc.script.read_text().replace("requests 64", "requests 128"))
-    svc.restart()
-    _record(svc, tmp_path)
-
-    top = _since(svc, tmp_path)["suspects"][0]
+    top = edited(svc, tmp_path, "requests 64", "requests 128")["suspects"][0]
     root = top["changes"][0]
     line = svc.line_of("requests 128")
     assert (root["key"], root["provenance"]["line"]) == ("flag:--max-running-requests", line)
@@ -63,12 +68,7 @@ def test_a_flag_edited_in_a_function_called_by_a_built_name_points_at_its_exec(
         """,
         env={"ROLE": "decode"},
     )
-    _baseline(svc, tmp_path)
-    svc.write(svc.script.read_text().replace("requests 64", "requests 128"))
-    svc.restart()
-    _record(svc, tmp_path)
-
-    top = _since(svc, tmp_path)["suspects"][0]
+    top = edited(svc, tmp_path, "requests 64", "requests 128")["suspects"][0]
     assert top["changes"][0]["key"] == "flag:--max-running-requests"
     assert top["status"] == "live"
     # two functions write the flag: the live command line says which one ran
@@ -89,12 +89,7 @@ def test_an_env_value_edited_in_a_command_string_points_at_its_line(
         """,
         env={"GPU_IDS": "2,3"},
     )
-    _baseline(svc, tmp_path)
-    svc.write(svc.script.read_text().replace("LEVEL=NVL", "LEVEL=SYS"))
-    svc.restart()
-    _record(svc, tmp_path)
-
-    data = _since(svc, tmp_path)
+    data = edited(svc, tmp_path, "LEVEL=NVL", "LEVEL=SYS")
     top = data["suspects"][0]
     root = top["changes"][0]
     # bash ran the env words at the exec line; the edit is the NET line
@@ -186,12 +181,7 @@ def test_a_flag_edited_in_a_command_a_function_prints_points_at_its_echo_line(
         exec SLEEPER ${ARGS}
         """
     )
-    _baseline(svc, tmp_path)
-    svc.write(svc.script.read_text().replace("requests 64", "requests 128"))
-    svc.restart()
-    _record(svc, tmp_path)
-
-    top = _since(svc, tmp_path)["suspects"][0]
+    top = edited(svc, tmp_path, "requests 64", "requests 128")["suspects"][0]
     root = top["changes"][0]
     # the function printed the words: the edit is its echo line, not the exec
     line = svc.line_of("requests 128")
@@ -212,12 +202,7 @@ def test_a_flag_edited_in_words_quoted_by_printf_q_points_at_the_printf_line(
         eval "exec SLEEPER $opts"
         """
     )
-    _baseline(svc, tmp_path)
-    svc.write(svc.script.read_text().replace('"chat model"', '"chat model 2"'))
-    svc.restart()
-    _record(svc, tmp_path)
-
-    data = _since(svc, tmp_path)
+    data = edited(svc, tmp_path, '"chat model"', '"chat model 2"')
     top = data["suspects"][0]
     root = top["changes"][0]
     line = svc.line_of("printf")
@@ -326,12 +311,7 @@ def test_a_flag_beside_a_value_the_caller_did_not_give_points_at_its_line(
         """,
         env={"PORT": "8300"},
     )
-    _baseline(svc, tmp_path)
-    svc.write(svc.script.read_text().replace("requests 64", "requests 128"))
-    svc.restart()
-    _record(svc, tmp_path)
-
-    data = _since(svc, tmp_path)
+    data = edited(svc, tmp_path, "requests 64", "requests 128")
     live = changes_by_fact(data)[("service:decode", "flag:--max-running-requests")]
     # EXTRA_FLAGS is not in the live environment and the script never sets it: it was not
     # given, so it holds no flag; the flag is the line that writes it
